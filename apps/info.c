@@ -1,0 +1,133 @@
+/* slabfeed-info: datasets, shapes, dtypes, layout, chunking, sizes, and
+ * the slab plan for a number of ranks. Runs on one rank (others wait). */
+#include <hdf5.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "--file F [--layout auto|cf|cl] [--ranks P] [--halo H]";
+
+typedef struct ctx {
+  const char *path;
+  sf_file_layout layout;
+  int found;
+  int64_t shape[3];
+  double bytes_f32;
+} ctx;
+
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5L_info2_t link_info;
+#define ITERATE H5Literate2
+#else
+typedef H5L_info_t link_info;
+#define ITERATE H5Literate
+#endif
+
+static herr_t show(hid_t group, const char *name, const link_info *li, void *data)
+{
+  (void)group;
+  (void)li;
+  ctx *c = data;
+  sf_dataset_info in;
+  char err[1024];
+  if (sf_describe(c->path, name, c->layout, &in, err, sizeof err) != SF_OK) {
+    printf("  %-12s (skipped: %s)\n", name, err);
+    return 0;
+  }
+  const double vox = (double)in.shape[0] * (double)in.shape[1] * (double)in.shape[2];
+  const double bytes = vox * (double)in.channels * in.type_bits / 8.0;
+  printf("  %-12s dims (%lld,%lld,%lld,%lld)  %s  C=%lld  box %lldx%lldx%lld  "
+         "float%d  %s",
+         name, (long long)in.dims[0], (long long)in.dims[1],
+         (long long)in.dims[2], (long long)in.dims[3],
+         cli_layout_name(in.layout), (long long)in.channels,
+         (long long)in.shape[0], (long long)in.shape[1], (long long)in.shape[2],
+         in.type_bits, in.chunked ? "chunked (" : "contiguous");
+  if (in.chunked)
+    printf("%lld,%lld,%lld,%lld)", (long long)in.chunk[0], (long long)in.chunk[1],
+           (long long)in.chunk[2], (long long)in.chunk[3]);
+  printf("  %.3f GB in file, %.3f GB as float32\n", bytes / 1e9,
+         vox * (double)in.channels * 4 / 1e9);
+  if (c->found == 0)
+    memcpy(c->shape, in.shape, sizeof c->shape);
+  c->found++;
+  c->bytes_f32 += vox * (double)in.channels * 4;
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const char *prog = "slabfeed-info";
+  ctx c = {NULL, SF_LAYOUT_AUTO, 0, {0, 0, 0}, 0};
+  int64_t ranks = size, halo = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int bad = v == NULL;
+    if (strcmp(argv[i], "--file") == 0 && v)
+      c.path = v;
+    else if (strcmp(argv[i], "--layout") == 0 && v)
+      bad = cli_layout(v, &c.layout);
+    else if (strcmp(argv[i], "--ranks") == 0 && v)
+      bad = cli_int64(v, &ranks) || ranks < 1;
+    else if (strcmp(argv[i], "--halo") == 0 && v)
+      bad = cli_int64(v, &halo) || halo < 0;
+    else
+      cli_usage_fail(prog, usage, "unknown or incomplete option %s", argv[i]);
+    if (bad)
+      cli_usage_fail(prog, usage, "bad value for %s", argv[i]);
+    i++;
+  }
+  if (c.path == NULL)
+    cli_usage_fail(prog, usage, "--file is required");
+  int rc = 0;
+  if (rank == 0) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    const hid_t f = H5Fopen(c.path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+      fprintf(stderr, "%s: cannot open HDF5 file '%s'\n", prog, c.path);
+      rc = 1;
+    } else {
+      printf("%s (slabfeed %s)\n", c.path, sf_version_string());
+      ITERATE(f, H5_INDEX_NAME, H5_ITER_INC, NULL, show, &c);
+      H5Fclose(f);
+      if (c.found == 0) {
+        fprintf(stderr, "%s: no rank-4 floating-point dataset in '%s'\n", prog, c.path);
+        rc = 1;
+      }
+    }
+    if (rc == 0) {
+      printf("slab plan for %lld ranks (halo %lld):\n", (long long)ranks, (long long)halo);
+      const double plane = (double)c.shape[1] * (double)c.shape[2];
+      const double per_plane = c.bytes_f32 / (double)c.shape[0];
+      for (int64_t r = 0; r < ranks; r++) {
+        int64_t z0, z1;
+        if (sf_slab_plan(c.shape[0], (int)ranks, (int)r, &z0, &z1) != SF_OK) {
+          fprintf(stderr, "%s: %lld ranks but only %lld z-planes\n", prog,
+                  (long long)ranks, (long long)c.shape[0]);
+          rc = 1;
+          break;
+        }
+        if (r < 8 || r == ranks - 1)
+          printf("  rank %4lld: z [%lld, %lld)  %lld planes  %.3f GB in memory\n",
+                 (long long)r, (long long)z0, (long long)z1,
+                 (long long)(z1 - z0),
+                 per_plane * (double)(z1 - z0 + 2 * halo) / 1e9);
+        else if (r == 8)
+          printf("  ...\n");
+      }
+      (void)plane;
+      if (rc == 0)
+        printf("whole volume %.3f GB as float32; per rank about %.3f GB\n",
+               c.bytes_f32 / 1e9, c.bytes_f32 / 1e9 / (double)ranks);
+    }
+  }
+  MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,148 @@
+#include "assemble.h"
+
+#include <string.h>
+
+#include "geometry.h"
+
+int sf_crop_max_pieces(const sf_store *s) { return (2 * s->size + 4) * 4; }
+
+/* Splits the z-run [z, z+len) (inside [0,Z)) by source; appends to zr[]
+ * (src, first plane, length, crop offset). */
+typedef struct zrun {
+  int src;
+  int64_t q, len, off;
+} zrun;
+
+static int split_z(const sf_store *s, int64_t z, int64_t len, int64_t off,
+                   zrun *zr)
+{
+  const int64_t Z = s->shape[0];
+  const int64_t mine = sf_store_planes(s, s->rank);
+  int n = 0;
+  while (len > 0) {
+    const int64_t p = sf_pmod(z - (s->z0 - s->halo), Z);
+    int64_t run;
+    if (p < mine) { /* own core or halo */
+      run = len < mine - p ? len : mine - p;
+      zr[n++] = (zrun){s->rank, p, run, off};
+    } else {
+      const int o = sf_slab_owner(Z, s->size, z);
+      const int64_t oz0 = sf_slab_begin(Z, s->size, o);
+      const int64_t oz1 = sf_slab_begin(Z, s->size, o + 1);
+      run = len < oz1 - z ? len : oz1 - z;
+      zr[n++] = (zrun){o, z - oz0 + s->halo, run, off};
+    }
+    z += run;
+    off += run;
+    len -= run;
+  }
+  return n;
+}
+
+int sf_crop_pieces(const sf_store *s, const int64_t origin[3],
+                   const int64_t crop[3], sf_piece *out)
+{
+  sf_run zs[2], ys[2], xs[2];
+  const int nz = sf_periodic_split(origin[0], crop[0], s->shape[0], zs);
+  const int ny = sf_periodic_split(origin[1], crop[1], s->shape[1], ys);
+  const int nx = sf_periodic_split(origin[2], crop[2], s->shape[2], xs);
+  zrun zr[2 * (s->size + 1) + 2];
+  int nzr = 0;
+  for (int i = 0; i < nz; i++)
+    nzr += split_z(s, zs[i].begin, zs[i].len, zs[i].crop_off, zr + nzr);
+  int n = 0;
+  for (int i = 0; i < nzr; i++)
+    for (int j = 0; j < ny; j++)
+      for (int k = 0; k < nx; k++)
+        out[n++] = (sf_piece){zr[i].src,
+                              zr[i].q,
+                              ys[j].begin,
+                              xs[k].begin,
+                              {zr[i].len, ys[j].len, xs[k].len},
+                              {zr[i].off, ys[j].crop_off, xs[k].crop_off}};
+  return n;
+}
+
+/* Copies a piece out of a segment this process can address. */
+static void copy_piece(const sf_store *s, const float *seg, int64_t planes,
+                       int64_t C, const sf_piece *p, const int64_t crop[3],
+                       float *dst)
+{
+  const int64_t Y = s->shape[1], X = s->shape[2];
+  const size_t row = (size_t)p->n[2] * sizeof(float);
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t k = 0; k < p->n[0]; k++)
+      for (int64_t j = 0; j < p->n[1]; j++) {
+        const float *from =
+            seg + ((c * planes + p->q + k) * Y + p->y + j) * X + p->x;
+        float *to =
+            dst + ((c * crop[0] + p->d[0] + k) * crop[1] + p->d[1] + j) *
+                      crop[2] +
+            p->d[2];
+        memcpy(to, from, row);
+      }
+}
+
+/* Starts an MPI_Get of a piece from another node, with subarray datatypes
+ * on both sides (one call per piece and dataset). */
+static sf_status get_piece(sf_store *s, int d, int64_t C, const sf_piece *p,
+                           const int64_t crop[3], float *dst, sf_err *e)
+{
+  MPI_Datatype to = MPI_DATATYPE_NULL, from = MPI_DATATYPE_NULL;
+  const int dsizes[4] = {(int)C, (int)crop[0], (int)crop[1], (int)crop[2]};
+  const int sub[4] = {(int)C, (int)p->n[0], (int)p->n[1], (int)p->n[2]};
+  const int dstart[4] = {0, (int)p->d[0], (int)p->d[1], (int)p->d[2]};
+  const int ssizes[4] = {(int)C, (int)sf_store_planes(s, p->src),
+                         (int)s->shape[1], (int)s->shape[2]};
+  const int sstart[4] = {0, (int)p->q, (int)p->y, (int)p->x};
+  SF_MPI_GOTO(MPI_Type_create_subarray(4, dsizes, sub, dstart, MPI_ORDER_C,
+                                       MPI_FLOAT, &to),
+              e, out);
+  SF_MPI_GOTO(MPI_Type_commit(&to), e, out);
+  SF_MPI_GOTO(MPI_Type_create_subarray(4, ssizes, sub, sstart, MPI_ORDER_C,
+                                       MPI_FLOAT, &from),
+              e, out);
+  SF_MPI_GOTO(MPI_Type_commit(&from), e, out);
+  SF_MPI_GOTO(MPI_Get(dst, 1, to, p->src,
+                      (MPI_Aint)sf_store_offset(s, p->src, d), 1, from,
+                      s->world_win),
+              e, out);
+out:
+  if (to != MPI_DATATYPE_NULL)
+    MPI_Type_free(&to);
+  if (from != MPI_DATATYPE_NULL)
+    MPI_Type_free(&from);
+  return e->status;
+}
+
+sf_status sf_gather_host(sf_store *s, int d, const sf_piece *pieces, int n,
+                         const int64_t crop[3], float *dst,
+                         sf_gather_bytes *bytes, sf_err *e)
+{
+  const int64_t C = s->channels[d];
+  for (int i = 0; i < n && e->status == SF_OK; i++) {
+    const sf_piece *p = &pieces[i];
+    const uint64_t b =
+        (uint64_t)(C * p->n[0] * p->n[1] * p->n[2]) * sizeof(float);
+    if (s->peer[p->src] != NULL) {
+      const float *seg =
+          (const float *)(s->peer[p->src] + sf_store_offset(s, p->src, d));
+      copy_piece(s, seg, sf_store_planes(s, p->src), C, p, crop, dst);
+      if (p->src == s->rank)
+        bytes->own += b;
+      else
+        bytes->node += b;
+    } else if (get_piece(s, d, C, p, crop, dst, e) == SF_OK) {
+      bytes->remote += b;
+    }
+  }
+  return e->status;
+}
+
+sf_status sf_gather_complete(sf_store *s, sf_err *e)
+{
+  if (s->world_win != MPI_WIN_NULL)
+    SF_MPI_GOTO(MPI_Win_flush_local_all(s->world_win), e, out);
+out:
+  return e->status;
+}

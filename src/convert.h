@@ -1,0 +1,58 @@
+/* float32 -> float16 / bfloat16, round to nearest even, in plain integer
+ * arithmetic so that the host reference and the CUDA kernel produce the
+ * same bits. NaN stays NaN (quiet), infinities and overflow give inf. */
+#ifndef SF_CONVERT_H
+#define SF_CONVERT_H
+
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#define SF_HD __host__ __device__ __forceinline__
+#else
+#define SF_HD static inline
+#endif
+
+SF_HD uint32_t sf_f32_bits(float f)
+{
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  return x;
+}
+
+SF_HD uint16_t sf_f32_to_f16(float f)
+{
+  const uint32_t x = sf_f32_bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) /* NaN: keep the top payload bits, force quiet */
+    return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+  if (ax >= 0x477ff000u) /* >= 65520 (or inf) rounds to inf */
+    return (uint16_t)(sign | 0x7c00u);
+  if (ax >= 0x38800000u) { /* normal half: rebias, round 13 bits */
+    const uint32_t r = ax - 0x38000000u;
+    return (uint16_t)(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
+  }
+  if (ax < 0x33000000u) /* below 2^-25: rounds to zero */
+    return (uint16_t)sign;
+  /* subnormal half: units of 2^-24 */
+  const uint32_t e = ax >> 23;
+  const uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
+  const uint32_t shift = 126u - e;
+  uint32_t r = mant >> shift;
+  const uint32_t rem = mant & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (r & 1u)))
+    r++;
+  return (uint16_t)(sign | r);
+}
+
+SF_HD uint16_t sf_f32_to_bf16(float f)
+{
+  const uint32_t x = sf_f32_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((x >> 16) | 0x40u);
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+#endif

@@ -1,0 +1,329 @@
+/* Synthetic volumes written in parallel: each rank writes its z-slab with
+ * collective hyperslab writes, in runs that bound its memory. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hdf5.h>
+
+#include "errors.h"
+#include "geometry.h"
+#include "h5slab.h"
+#include "sampler.h"
+
+void sf_gen_config_init(sf_gen_config *cfg)
+{
+  memset(cfg, 0, sizeof *cfg);
+  cfg->input = "Nbody";
+  cfg->target = "Hydro";
+  cfg->shape[0] = cfg->shape[1] = cfg->shape[2] = 64;
+  cfg->input_channels = 4;
+  cfg->target_channels = 5;
+  cfg->layout = SF_LAYOUT_CF;
+  cfg->content = SF_CONTENT_INDEX;
+}
+
+float sf_index_value(int dataset, int c, int64_t z, int64_t y, int64_t x)
+{
+  const uint64_t key = (((uint64_t)dataset * 64 + (uint64_t)c) << 48) ^
+                       ((uint64_t)z << 32) ^ ((uint64_t)y << 16) ^ (uint64_t)x;
+  return (float)((int64_t)(sf_fmix64(key) % 2048) - 1024);
+}
+
+/* ---- Smooth periodic field ---------------------------------------------- */
+
+#define FIELD_MODES 12
+#define SF_TWO_PI 6.283185307179586
+
+/* A sum of FIELD_MODES plane waves with integer wave vectors; the density
+ * is exp of one sum (log-normal-like), velocity minus the gradient of
+ * another (a potential flow), temperature a power of density. */
+typedef struct field {
+  int64_t n[3];
+  double k[FIELD_MODES][3]; /* 2*pi*m/N per axis */
+  double amp_d[FIELD_MODES], amp_p[FIELD_MODES], phase[FIELD_MODES];
+} field;
+
+static void field_init(field *f, const int64_t n[3], uint64_t seed)
+{
+  memcpy(f->n, n, sizeof f->n);
+  for (int m = 0; m < FIELD_MODES; m++) {
+    for (int a = 0; a < 3; a++) {
+      const int64_t w = (int64_t)sf_uniform(sf_hash(seed, 1, (uint64_t)m,
+                                                    (uint32_t)a),
+                                            7) - 3;
+      f->k[m][a] = SF_TWO_PI * (double)w / (double)n[a];
+    }
+    const double u = (double)sf_hash(seed, 2, (uint64_t)m, 0) / 18446744073709551616.0;
+    const double v = (double)sf_hash(seed, 2, (uint64_t)m, 1) / 18446744073709551616.0;
+    const double t = (double)sf_hash(seed, 2, (uint64_t)m, 2) / 18446744073709551616.0;
+    f->amp_d[m] = 0.5 * (u - 0.5);
+    f->amp_p[m] = 4.0 * (v - 0.5);
+    f->phase[m] = SF_TWO_PI * t;
+  }
+}
+
+/* Channel values at one point: out[0] density, out[1..3] velocity
+ * (z,y,x), out[4] temperature, further channels copies of density scaled. */
+static void field_eval(const field *f, int64_t z, int64_t y, int64_t x,
+                       double out[5])
+{
+  double delta = 0, v[3] = {0, 0, 0};
+  for (int m = 0; m < FIELD_MODES; m++) {
+    const double arg = f->k[m][0] * (double)z + f->k[m][1] * (double)y +
+                       f->k[m][2] * (double)x + f->phase[m];
+    const double s = sin(arg), c = cos(arg);
+    delta += f->amp_d[m] * c;
+    for (int a = 0; a < 3; a++)
+      v[a] += f->amp_p[m] * f->k[m][a] * s * (double)f->n[a] / 8.0;
+  }
+  out[0] = exp(delta);
+  out[1] = v[0];
+  out[2] = v[1];
+  out[3] = v[2];
+  out[4] = pow(out[0], 0.6);
+}
+
+static float field_channel(const double vals[5], int c)
+{
+  return (float)(c < 5 ? vals[c] : vals[0] * (double)(c - 3));
+}
+
+/* ---- Writing ------------------------------------------------------------- */
+
+static hid_t make_file_type(int float16)
+{
+  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  if (t < 0 || !float16)
+    return t;
+  if (H5Tset_fields(t, 15, 10, 5, 0, 10) < 0 || H5Tset_size(t, 2) < 0 ||
+      H5Tset_ebias(t, 15) < 0) {
+    H5Tclose(t);
+    return H5I_INVALID_HID;
+  }
+  return t;
+}
+
+static hid_t create_dataset(hid_t file, const sf_gen_config *cfg,
+                            const char *name, int64_t channels)
+{
+  const int cf = cfg->layout != SF_LAYOUT_CL;
+  hsize_t dims[4], chunk[4];
+  for (int a = 0; a < 3; a++) {
+    const int64_t ch = cfg->chunk[a] > 0 ? cfg->chunk[a]
+                       : cfg->shape[a] < 64 ? cfg->shape[a] : 64;
+    dims[cf ? a + 1 : a] = (hsize_t)cfg->shape[a];
+    chunk[cf ? a + 1 : a] = (hsize_t)(ch < cfg->shape[a] ? ch : cfg->shape[a]);
+  }
+  dims[cf ? 0 : 3] = (hsize_t)channels;
+  chunk[cf ? 0 : 3] = cf ? 1 : (hsize_t)channels;
+  const hid_t space = H5Screate_simple(4, dims, NULL);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  const hid_t type = make_file_type(cfg->float16);
+  hid_t dset = H5I_INVALID_HID;
+  if (space >= 0 && dcpl >= 0 && type >= 0 &&
+      H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0 &&
+      H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
+      (!cfg->chunked || H5Pset_chunk(dcpl, 4, chunk) >= 0))
+    dset = H5Dcreate2(file, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  if (type >= 0)
+    H5Tclose(type);
+  if (dcpl >= 0)
+    H5Pclose(dcpl);
+  if (space >= 0)
+    H5Sclose(space);
+  return dset;
+}
+
+/* Fills buf with planes [z, z+n) of dataset d in the file's layout. */
+static void fill_run(const sf_gen_config *cfg, const field *f, int d,
+                     int64_t channels, int64_t z, int64_t n, float *buf)
+{
+  const int64_t Y = cfg->shape[1], X = cfg->shape[2];
+  const int cf = cfg->layout != SF_LAYOUT_CL;
+  for (int64_t k = 0; k < n; k++)
+    for (int64_t y = 0; y < Y; y++)
+      for (int64_t x = 0; x < X; x++) {
+        double vals[5];
+        if (cfg->content == SF_CONTENT_FIELD)
+          field_eval(f, z + k, y, x, vals);
+        for (int64_t c = 0; c < channels; c++) {
+          const float v = cfg->content == SF_CONTENT_FIELD
+                              ? field_channel(vals, (int)c)
+                              : sf_index_value(d, (int)c, z + k, y, x);
+          const int64_t i = cf ? ((c * n + k) * Y + y) * X + x
+                               : ((k * Y + y) * X + x) * channels + c;
+          buf[i] = v;
+        }
+      }
+}
+
+static herr_t write_run(hid_t dset, const sf_gen_config *cfg,
+                        int64_t channels, int64_t z, int64_t n, hid_t dxpl,
+                        const float *buf)
+{
+  const int cf = cfg->layout != SF_LAYOUT_CL;
+  const hid_t fspace = H5Dget_space(dset);
+  hsize_t start[4] = {0, 0, 0, 0}, count[4];
+  start[cf ? 1 : 0] = (hsize_t)z;
+  count[cf ? 0 : 3] = (hsize_t)channels;
+  count[cf ? 1 : 0] = (hsize_t)n;
+  count[cf ? 2 : 1] = (hsize_t)cfg->shape[1];
+  count[cf ? 3 : 2] = (hsize_t)cfg->shape[2];
+  hid_t mspace = H5I_INVALID_HID;
+  herr_t rc = fspace < 0 ? -1 : 0;
+  if (rc >= 0 && n == 0) {
+    const hsize_t one = 1;
+    mspace = H5Screate_simple(1, &one, NULL);
+    rc = mspace < 0 || H5Sselect_none(mspace) < 0 || H5Sselect_none(fspace) < 0
+             ? -1
+             : 0;
+  } else if (rc >= 0) {
+    mspace = H5Screate_simple(4, count, NULL);
+    rc = mspace < 0 ? -1
+                    : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL,
+                                          count, NULL);
+  }
+  if (rc >= 0)
+    rc = H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf);
+  if (mspace >= 0)
+    H5Sclose(mspace);
+  if (fspace >= 0)
+    H5Sclose(fspace);
+  return rc;
+}
+
+static sf_status check_gen_config(const sf_gen_config *cfg, int size,
+                                  sf_err *e)
+{
+  if (cfg->path == NULL || cfg->input == NULL)
+    return sf_fail(e, SF_ERR_ARG, "generator: path and input are required");
+  for (int a = 0; a < 3; a++)
+    if (cfg->shape[a] < 1 || cfg->shape[a] > 65535)
+      return sf_fail(e, SF_ERR_ARG,
+                     "generator: box extent %lld on axis %d not in [1,65535]",
+                     (long long)cfg->shape[a], a);
+  if (cfg->input_channels < 1 || cfg->input_channels > 64 ||
+      (cfg->target != NULL &&
+       (cfg->target_channels < 1 || cfg->target_channels > 64)))
+    return sf_fail(e, SF_ERR_ARG, "generator: channel counts must be 1..64");
+  if ((int64_t)size > cfg->shape[0])
+    return sf_fail(e, SF_ERR_ARG,
+                   "generator: %d ranks but only %lld z-planes", size,
+                   (long long)cfg->shape[0]);
+  if (cfg->layout != SF_LAYOUT_CF && cfg->layout != SF_LAYOUT_CL)
+    return sf_fail(e, SF_ERR_ARG, "generator: layout must be cf or cl");
+  return SF_OK;
+}
+
+/* Writes one dataset: runs of planes sized so that one run of the file
+ * layout holds at most ~256 MiB, padded with empty writes to the count of
+ * the rank with the most runs (collective writes). */
+static sf_status write_dataset(hid_t file, const sf_gen_config *cfg,
+                               const field *f, int d, const char *name,
+                               int64_t channels, int rank, int size,
+                               double *done, double total, sf_err *e)
+{
+  const int64_t Z = cfg->shape[0];
+  const int64_t plane = channels * cfg->shape[1] * cfg->shape[2];
+  int64_t cap = ((int64_t)64 << 20) / plane;
+  cap = cap < 1 ? 1 : cap;
+  const int64_t z0 = sf_slab_begin(Z, size, rank), z1 = sf_slab_begin(Z, size, rank + 1);
+  const int64_t most = sf_slab_begin(Z, size, 1); /* rank 0 has the most */
+  const int64_t runs = (most + cap - 1) / cap;
+  float *buf = malloc((size_t)(cap * plane) * sizeof *buf);
+  const hid_t dset = create_dataset(file, cfg, name, channels);
+  const hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+  if (buf == NULL)
+    sf_fail(e, SF_ERR_NOMEM, "generator: cannot allocate %lld bytes",
+            (long long)(cap * plane * 4));
+  else if (dset < 0 || dxpl < 0)
+    sf_fail(e, SF_ERR_IO, "generator: cannot create dataset '%s' in '%s'",
+            name, cfg->path);
+#ifdef H5_HAVE_PARALLEL
+  else if (H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0)
+    sf_fail(e, SF_ERR_IO, "generator: cannot request collective writes");
+#endif
+  for (int64_t i = 0; i < runs && e->status == SF_OK; i++) {
+    const int64_t z = z0 + i * cap;
+    const int64_t n = z >= z1 ? 0 : (z1 - z < cap ? z1 - z : cap);
+    fill_run(cfg, f, d, channels, z, n, buf);
+    if (write_run(dset, cfg, channels, z, n, dxpl, buf) < 0) {
+      sf_fail(e, SF_ERR_IO, "generator: writing planes [%lld,%lld) of '%s' failed",
+              (long long)z, (long long)(z + n), name);
+      sf_h5_detail(e);
+    }
+    *done += (double)(cap * plane * 4) * size;
+    if (cfg->progress && rank == 0 && total > 1e9)
+      printf("slabfeed-gen: %s %5.1f%% of %.2f GB\n", name,
+             100.0 * (*done < total ? *done : total) / total, total / 1e9),
+          fflush(stdout);
+  }
+  if (dxpl >= 0)
+    H5Pclose(dxpl);
+  if (dset >= 0 && H5Dclose(dset) < 0)
+    sf_fail(e, SF_ERR_IO, "generator: closing '%s' failed", name);
+  free(buf);
+  return e->status;
+}
+
+sf_status sf_generate(MPI_Comm comm, const sf_gen_config *cfg, char *errbuf,
+                      size_t errlen)
+{
+  sf_err e;
+  sf_err_clear(&e);
+  int rank = 0, size = 1;
+  if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
+      MPI_Comm_size(comm, &size) != MPI_SUCCESS)
+    sf_fail(&e, SF_ERR_MPI, "generator: MPI_Comm_rank/size failed");
+  if (e.status == SF_OK)
+    check_gen_config(cfg, size, &e);
+  if (sf_agree(comm, &e) != SF_OK) {
+    sf_err_copy(&e, errbuf, errlen);
+    return e.status;
+  }
+  sf_h5_quiet q;
+  sf_h5_quiet_begin(&q);
+  field f;
+  field_init(&f, cfg->shape, cfg->seed);
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+#ifdef H5_HAVE_PARALLEL
+  if (fapl >= 0 && (H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0 ||
+                    H5Pset_coll_metadata_write(fapl, 1) < 0))
+    sf_fail(&e, SF_ERR_IO, "generator: cannot set the MPI-IO driver");
+  hid_t file = e.status == SF_OK
+                   ? H5Fcreate(cfg->path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
+                   : H5I_INVALID_HID;
+#else
+  /* Serial HDF5: rank 0 writes everything, the others wait. */
+  hid_t file = rank == 0 ? H5Fcreate(cfg->path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
+                         : 0;
+  if (rank != 0)
+    size = 1;
+#endif
+  if (e.status == SF_OK && file < 0) {
+    sf_fail(&e, SF_ERR_IO, "generator: cannot create '%s'", cfg->path);
+    sf_h5_detail(&e);
+  }
+  const int64_t vox = cfg->shape[0] * cfg->shape[1] * cfg->shape[2];
+  const double total =
+      (double)vox * 4.0 *
+      (cfg->input_channels + (cfg->target ? cfg->target_channels : 0));
+  double done = 0;
+  const int writer = sf_h5_is_parallel() || rank == 0;
+  if (e.status == SF_OK && writer)
+    write_dataset(file, cfg, &f, 0, cfg->input, cfg->input_channels, rank,
+                  size, &done, total, &e);
+  if (e.status == SF_OK && writer && cfg->target != NULL)
+    write_dataset(file, cfg, &f, 1, cfg->target, cfg->target_channels, rank,
+                  size, &done, total, &e);
+  if (file > 0 && writer && H5Fclose(file) < 0)
+    sf_fail(&e, SF_ERR_IO, "generator: closing '%s' failed", cfg->path);
+  if (fapl >= 0)
+    H5Pclose(fapl);
+  sf_h5_quiet_end(&q);
+  sf_agree(comm, &e);
+  sf_err_copy(&e, errbuf, errlen);
+  return e.status;
+}

@@ -1,0 +1,52 @@
+/* Counter-based random numbers and the global sample stream.
+ *
+ * Every random number is a pure function of (seed, epoch, sample index,
+ * draw index): rank count, thread count and call order do not matter.
+ *   sf_hash(s, e, k, j) = fmix64(fmix64(fmix64(s ^ G) + G*(e+1)) ^ (M*k + j))
+ * with G = 0x9e3779b97f4a7c15, M = 0xd1b54a32d192ed03 and fmix64 the
+ * MurmurHash3 finaliser (a bijection of 64-bit words). A uniform integer in
+ * [0, n) is the high word of the 128-bit product hash * n (bias below
+ * n / 2^64, far below any test's resolution).
+ * Draws of sample k: j = 0,1,2 the origin on axes z,y,x; j = 3 the symmetry.
+ */
+#ifndef SF_SAMPLER_H
+#define SF_SAMPLER_H
+
+#include <stdint.h>
+
+#include "slabfeed.h"
+
+static inline uint64_t sf_fmix64(uint64_t h)
+{
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  return h;
+}
+
+uint64_t sf_hash(uint64_t seed, uint64_t epoch, uint64_t k, uint32_t draw);
+
+/* Uniform integer in [0, n) from a 64-bit hash (n >= 1). */
+static inline uint64_t sf_uniform(uint64_t h, uint64_t n)
+{
+  return (uint64_t)(((unsigned __int128)h * n) >> 64);
+}
+
+/* The sampler: box shape, symmetry set, seed. */
+typedef struct sf_sampler {
+  int64_t shape[3];
+  uint64_t seed;
+  int nsym;       /* 48, 24 or 1 */
+  int32_t sym[48];/* the ids drawn from, increasing */
+} sf_sampler;
+
+void sf_sampler_init(sf_sampler *s, const int64_t shape[3], uint64_t seed,
+                     sf_symmetries set);
+
+/* Origin (z,y,x) and symmetry id of global sample k of epoch e. */
+void sf_sampler_draw(const sf_sampler *s, uint64_t epoch, uint64_t k,
+                     int64_t origin[3], int32_t *sym);
+
+#endif

@@ -1,0 +1,47 @@
+#include "transform.h"
+
+#include "convert.h"
+#include "symmetry.h"
+
+size_t sf_dtype_size(sf_dtype d) { return d == SF_DTYPE_F32 ? 4 : 2; }
+
+int64_t sf_xform_elems(const sf_xform *x)
+{
+  return (int64_t)x->channels * x->ext[0] * x->ext[1] * x->ext[2];
+}
+
+static void put(void *out, int64_t i, sf_dtype d, float v)
+{
+  if (d == SF_DTYPE_F32)
+    ((float *)out)[i] = v;
+  else if (d == SF_DTYPE_F16)
+    ((uint16_t *)out)[i] = sf_f32_to_f16(v);
+  else
+    ((uint16_t *)out)[i] = sf_f32_to_bf16(v);
+}
+
+void sf_transform_ref(const sf_xform *x, int g, const float *in, void *out)
+{
+  int64_t e[3], start, step[3];
+  sf_sym_index_map(g, x->ext, e, &start, step);
+  int src[64];
+  float sign[64];
+  sf_sym_channels(g, x->channels, x->ngroups, (const int(*)[3])x->groups, src,
+                  sign);
+  const int64_t vol = e[0] * e[1] * e[2];
+  const int64_t C = x->channels;
+  for (int64_t k = 0; k < C; k++) {
+    const float *chan = in + src[k] * vol;
+    for (int64_t i0 = 0; i0 < e[0]; i0++)
+      for (int64_t i1 = 0; i1 < e[1]; i1++) {
+        const int64_t row = start + i0 * step[0] + i1 * step[1];
+        const int64_t o = (i0 * e[1] + i1) * e[2];
+        for (int64_t i2 = 0; i2 < e[2]; i2++) {
+          const float v = sign[k] * chan[row + i2 * step[2]];
+          const int64_t at = x->layout == SF_OUT_NCDHW ? k * vol + o + i2
+                                                       : (o + i2) * C + k;
+          put(out, at, x->dtype, v);
+        }
+      }
+  }
+}

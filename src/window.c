@@ -1,0 +1,241 @@
+#include "window.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "geometry.h"
+#include "h5slab.h"
+
+int64_t sf_store_planes(const sf_store *s, int r)
+{
+  return sf_slab_begin(s->shape[0], s->size, r + 1) -
+         sf_slab_begin(s->shape[0], s->size, r) + 2 * s->halo;
+}
+
+int64_t sf_store_plane_bytes(const sf_store *s)
+{
+  return s->shape[1] * s->shape[2] * (int64_t)sizeof(float);
+}
+
+int64_t sf_store_offset(const sf_store *s, int r, int d)
+{
+  int64_t off = 0;
+  for (int i = 0; i < d; i++)
+    off += s->channels[i] * sf_store_planes(s, r) * sf_store_plane_bytes(s);
+  return off;
+}
+
+/* Segment size of rank r, overflow-checked; -1 on overflow. */
+static int64_t segment_bytes(const sf_store *s, int r)
+{
+  int64_t total = 0;
+  for (int d = 0; d < s->ndsets; d++) {
+    int64_t b;
+    if (!sf_prod4(s->channels[d], sf_store_planes(s, r), s->shape[1],
+                  s->shape[2], &b) ||
+        !sf_mul64(b, (int64_t)sizeof(float), &b) || !sf_add64(total, b, &total))
+      return -1;
+  }
+  return total;
+}
+
+static sf_status make_windows(sf_store *s, int rank_per_node, sf_err *e)
+{
+  MPI_Info info = MPI_INFO_NULL;
+  if (rank_per_node)
+    SF_MPI_GOTO(MPI_Comm_split(s->comm, s->rank, 0, &s->node), e, out);
+  else
+    SF_MPI_GOTO(MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, s->rank,
+                                    MPI_INFO_NULL, &s->node),
+                e, out);
+  SF_MPI_GOTO(MPI_Comm_rank(s->node, &s->node_rank), e, out);
+  SF_MPI_GOTO(MPI_Comm_size(s->node, &s->node_size), e, out);
+  SF_MPI_GOTO(MPI_Info_create(&info), e, out);
+  SF_MPI_GOTO(MPI_Info_set(info, "alloc_shared_noncontig", "true"), e, out);
+  SF_MPI_GOTO(MPI_Win_allocate_shared((MPI_Aint)s->bytes, 1, info, s->node,
+                                      &s->base, &s->shm_win),
+              e, out);
+  /* The world window exists only when there is more than one node: with
+   * one node every piece is reached through the shared window, and some
+   * MPI builds cannot create a window on one process (Debian's Open MPI
+   * excludes osc ucx and pt2pt, and osc rdma refuses a single rank). */
+  int leaders = s->node_rank == 0;
+  SF_MPI_GOTO(MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, s->comm),
+              e, out);
+  s->nodes = leaders;
+  if (s->nodes > 1)
+    SF_MPI_GOTO(MPI_Win_create(s->base, (MPI_Aint)s->bytes, 1, MPI_INFO_NULL,
+                               s->comm, &s->world_win),
+                e, out);
+  SF_MPI_GOTO(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->shm_win), e, out);
+  s->shm_locked = 1;
+out:
+  if (info != MPI_INFO_NULL)
+    MPI_Info_free(&info);
+  return e->status;
+}
+
+/* Maps every rank of this node to its segment in the shared window. */
+static sf_status map_peers(sf_store *s, sf_err *e)
+{
+  MPI_Group world = MPI_GROUP_NULL, node = MPI_GROUP_NULL;
+  int *nr = NULL, *wr = NULL;
+  s->peer = calloc((size_t)s->size, sizeof *s->peer);
+  s->peer_bytes = calloc((size_t)s->size, sizeof *s->peer_bytes);
+  nr = malloc((size_t)s->node_size * sizeof *nr);
+  wr = malloc((size_t)s->node_size * sizeof *wr);
+  if (!s->peer || !s->peer_bytes || !nr || !wr) {
+    sf_fail(e, SF_ERR_NOMEM, "cannot allocate the peer table");
+    goto out;
+  }
+  for (int i = 0; i < s->node_size; i++)
+    nr[i] = i;
+  SF_MPI_GOTO(MPI_Comm_group(s->node, &node), e, out);
+  SF_MPI_GOTO(MPI_Comm_group(s->comm, &world), e, out);
+  SF_MPI_GOTO(MPI_Group_translate_ranks(node, s->node_size, nr, world, wr), e,
+              out);
+  for (int i = 0; i < s->node_size; i++) {
+    MPI_Aint size;
+    int unit;
+    void *ptr;
+    SF_MPI_GOTO(MPI_Win_shared_query(s->shm_win, i, &size, &unit, &ptr), e,
+                out);
+    s->peer[wr[i]] = ptr;
+    s->peer_bytes[wr[i]] = (int64_t)size;
+  }
+out:
+  if (node != MPI_GROUP_NULL)
+    MPI_Group_free(&node);
+  if (world != MPI_GROUP_NULL)
+    MPI_Group_free(&world);
+  free(nr);
+  free(wr);
+  return e->status;
+}
+
+sf_status sf_store_open(sf_store *s, MPI_Comm comm, int ndsets,
+                        const int64_t channels[], const int64_t shape[3],
+                        int64_t halo, int rank_per_node, sf_err *e)
+{
+  memset(s, 0, sizeof *s);
+  s->open = 1;
+  s->comm = comm;
+  s->node = MPI_COMM_NULL;
+  s->shm_win = s->world_win = MPI_WIN_NULL;
+  s->ndsets = ndsets;
+  s->halo = halo;
+  memcpy(s->shape, shape, sizeof s->shape);
+  for (int d = 0; d < ndsets; d++)
+    s->channels[d] = channels[d];
+  if (MPI_Comm_rank(comm, &s->rank) != MPI_SUCCESS ||
+      MPI_Comm_size(comm, &s->size) != MPI_SUCCESS)
+    return sf_fail(e, SF_ERR_MPI, "MPI_Comm_rank/size failed");
+
+  if ((int64_t)s->size > shape[0])
+    sf_fail(e, SF_ERR_ARG,
+            "%d ranks but the box has only %lld z-planes: every rank needs "
+            "at least one plane (use at most %lld ranks)",
+            s->size, (long long)shape[0], (long long)shape[0]);
+  else if (halo < 0 || halo > shape[0])
+    sf_fail(e, SF_ERR_ARG, "halo %lld must be in [0, Z=%lld]",
+            (long long)halo, (long long)shape[0]);
+  if (e->status == SF_OK) {
+    s->z0 = sf_slab_begin(shape[0], s->size, s->rank);
+    s->z1 = sf_slab_begin(shape[0], s->size, s->rank + 1);
+    s->bytes = segment_bytes(s, s->rank);
+    if (s->bytes < 0)
+      sf_fail(e, SF_ERR_ARG, "slab size of rank %d overflows 64 bits",
+              s->rank);
+  }
+  if (sf_agree(comm, e) == SF_OK && make_windows(s, rank_per_node, e) == SF_OK)
+    map_peers(s, e);
+  if (sf_agree(comm, e) != SF_OK)
+    sf_store_close(s);
+  return e->status;
+}
+
+/* Runs of rank r's store: planes q in [0, planes) hold global z0 - H + q
+ * (mod Z); cut where the global index wraps and every `cap` planes. Writes
+ * up to max runs into runs (when not NULL); returns the count. */
+static int store_runs(const sf_store *s, int r, int64_t cap, sf_h5_run *runs,
+                      int max)
+{
+  const int64_t Z = s->shape[0];
+  const int64_t planes = sf_store_planes(s, r);
+  int n = 0;
+  int64_t q = 0;
+  while (q < planes) {
+    const int64_t z = sf_pmod(sf_slab_begin(Z, s->size, r) - s->halo + q, Z);
+    int64_t len = planes - q;
+    if (len > Z - z)
+      len = Z - z;
+    if (len > cap)
+      len = cap;
+    if (runs != NULL && n < max)
+      runs[n] = (sf_h5_run){z, len, q};
+    n++;
+    q += len;
+  }
+  return n;
+}
+
+sf_status sf_store_read(sf_store *s, int d, hid_t dset, const char *path,
+                        const char *name, const sf_dataset_info *info,
+                        sf_err *e)
+{
+  /* One channel's read stays below 1 GiB: large MPI-IO requests overflow
+   * int counts in some MPI-IO stacks. */
+  int64_t cap = ((int64_t)1 << 30) / sf_store_plane_bytes(s);
+  if (cap < 1)
+    cap = 1;
+  int max_runs = 0;
+  for (int r = 0; r < s->size; r++) {
+    const int n = store_runs(s, r, cap, NULL, 0);
+    max_runs = n > max_runs ? n : max_runs;
+  }
+  sf_h5_run *runs = calloc((size_t)max_runs, sizeof *runs);
+  if (runs == NULL)
+    return sf_fail(e, SF_ERR_NOMEM, "cannot allocate the read plan");
+  store_runs(s, s->rank, cap, runs, max_runs); /* the rest stay empty */
+  float *dst = (float *)(s->base + sf_store_offset(s, s->rank, d));
+  sf_h5_read(dset, path, name, info, runs, max_runs, dst,
+             sf_store_planes(s, s->rank), e);
+  free(runs);
+  return e->status;
+}
+
+sf_status sf_store_publish(sf_store *s, sf_err *e)
+{
+  SF_MPI_GOTO(MPI_Win_sync(s->shm_win), e, out);
+  SF_MPI_GOTO(MPI_Barrier(s->comm), e, out);
+  SF_MPI_GOTO(MPI_Win_sync(s->shm_win), e, out);
+  if (s->world_win != MPI_WIN_NULL) {
+    SF_MPI_GOTO(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->world_win), e, out);
+    s->world_locked = 1;
+  }
+out:
+  return e->status;
+}
+
+void sf_store_close(sf_store *s)
+{
+  if (!s->open)
+    return;
+  s->open = 0;
+  if (s->world_locked)
+    MPI_Win_unlock_all(s->world_win);
+  if (s->shm_locked)
+    MPI_Win_unlock_all(s->shm_win);
+  s->world_locked = s->shm_locked = 0;
+  if (s->world_win != MPI_WIN_NULL)
+    MPI_Win_free(&s->world_win);
+  if (s->shm_win != MPI_WIN_NULL)
+    MPI_Win_free(&s->shm_win);
+  if (s->node != MPI_COMM_NULL)
+    MPI_Comm_free(&s->node);
+  free(s->peer);
+  free(s->peer_bytes);
+  s->peer = NULL;
+  s->peer_bytes = NULL;
+  s->base = NULL;
+}

@@ -1,0 +1,217 @@
+/* Crops from the loader (host path) against an independent serial read of
+ * the whole file and the DESIGN formulas written out here: periodic wrap on
+ * every axis, slab-crossing crops, both file layouts, input plus target,
+ * vector groups, all 48 symmetry ids, every dtype and output layout. */
+#include "convert.h"
+#include "testutil.h"
+
+static int rank, size;
+
+typedef struct tcase {
+  const char *tag;
+  sf_file_layout layout;
+  int chunked, f16file;
+  int64_t crop[3];
+  sf_symmetries sym;
+  sf_dtype dtype;
+  sf_out_layout out;
+  int halo;
+  int min_samples; /* global samples to check */
+} tcase;
+
+static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+
+static uint32_t bits_of(float v, sf_dtype d)
+{
+  return d == SF_DTYPE_F32 ? sf_f32_bits(v)
+         : d == SF_DTYPE_F16 ? sf_f32_to_f16(v)
+                             : sf_f32_to_bf16(v);
+}
+
+static uint32_t bits_at(const sf_tensor *t, int64_t i)
+{
+  if (t->dtype == SF_DTYPE_F32)
+    return ((const uint32_t *)t->data)[i];
+  return ((const uint16_t *)t->data)[i];
+}
+
+/* Expected value of output channel k at output position i of a sample. */
+static float expect(const whole *w, const int64_t N[3], const int64_t crop[3],
+                    const int (*groups)[3], int ngroups, int64_t k,
+                    const int64_t i[3], const int64_t o[3], int g)
+{
+  const int *perm = perms[g % 6];
+  const int f = g / 6;
+  int64_t j[3];
+  for (int a = 0; a < 3; a++)
+    j[perm[a]] = (f >> a & 1) ? crop[perm[a]] - 1 - i[a] : i[a];
+  int64_t src = k;
+  float s = 1.0f;
+  for (int v = 0; v < ngroups; v++)
+    for (int a = 0; a < 3; a++)
+      if (groups[v][a] == k) {
+        src = groups[v][perm[a]];
+        s = (f >> a & 1) ? -1.0f : 1.0f;
+      }
+  return s * whole_at(w, src, (o[0] + j[0]) % N[0], (o[1] + j[1]) % N[1],
+                      (o[2] + j[2]) % N[2]);
+}
+
+static void run_case(const tcase *t, int rpn)
+{
+  const int64_t N[3] = {13, 11, 9};
+  char path[96];
+  snprintf(path, sizeof path, "crops_np%d_%s.h5", size, t->tag);
+  if (make_file(path, N[0], N[1], N[2], t->layout, t->chunked, t->f16file, 1) != 0)
+    return;
+  const int vin[1][3] = {{1, 2, 3}}, vtg[1][3] = {{3, 1, 2}};
+  sf_config c;
+  sf_config_init(&c);
+  c.path = path;
+  c.input = "Nbody";
+  c.target = "Hydro";
+  memcpy(c.crop, t->crop, sizeof c.crop);
+  c.batch = 3;
+  c.seed = 99;
+  c.symmetries = t->sym;
+  c.dtype = t->dtype;
+  c.out_layout = t->out;
+  c.halo = t->halo;
+  c.prefetch = 2;
+  c.n_input_vectors = 1;
+  memcpy(c.input_vectors, vin, sizeof vin);
+  c.n_target_vectors = 1;
+  memcpy(c.target_vectors, vtg, sizeof vtg);
+  char err[1024];
+  sf_loader *l = NULL;
+  const sf_status st = sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
+  CHECK(st == SF_OK, "%s: open: %s", t->tag, err);
+  if (st != SF_OK)
+    return;
+  whole w[2];
+  const int cl = t->layout == SF_LAYOUT_CL;
+  CHECK(whole_read(path, "Nbody", cl, &w[0]) == 0 && whole_read(path, "Hydro", cl, &w[1]) == 0,
+        "independent read of %s", path);
+
+  const int steps = (t->min_samples + size * c.batch - 1) / (size * c.batch);
+  int64_t bad = 0, checked = 0;
+  int seen[48] = {0}, wraps[3] = {0, 0, 0}, crosses = 0;
+  for (int s = 0; s < steps; s++) {
+    sf_batch b;
+    if (sf_next(l, &b, NULL) != SF_OK) {
+      CHECK(0, "%s: sf_next: %s", t->tag, sf_last_error(l));
+      break;
+    }
+    for (int d = 0; d < 2; d++) {
+      const sf_tensor *ten = d == 0 ? &b.input : &b.target;
+      const int64_t C = d == 0 ? 4 : 5;
+      const int ncdhw = t->out == SF_OUT_NCDHW;
+      CHECK(ten->ndim == 5 && ten->shape[0] == c.batch && ten->shape[ncdhw ? 1 : 4] == C,
+            "tensor shape");
+      for (int bi = 0; bi < c.batch; bi++) {
+        const int64_t *o = &b.origin[3 * bi];
+        const int g = b.symmetry[bi];
+        if (d == 0) {
+          seen[g] = 1;
+          for (int a = 0; a < 3; a++)
+            wraps[a] += o[a] + t->crop[a] > N[a];
+          /* planes of more than one rank's slab */
+          int64_t z0, z1;
+          sf_slab_plan(N[0], size, 0, &z0, &z1);
+          int owners = 0, last = -1;
+          for (int64_t k = 0; k < t->crop[0]; k++) {
+            const int64_t z = (o[0] + k) % N[0];
+            int r = 0;
+            for (; r < size; r++) {
+              sf_slab_plan(N[0], size, r, &z0, &z1);
+              if (z >= z0 && z < z1)
+                break;
+            }
+            owners += r != last;
+            last = r;
+          }
+          crosses += owners > 1;
+        }
+        int64_t e[3];
+        for (int a = 0; a < 3; a++)
+          e[a] = t->crop[perms[g % 6][a]];
+        for (int64_t k = 0; k < C; k++)
+          for (int64_t i0 = 0; i0 < e[0]; i0++)
+            for (int64_t i1 = 0; i1 < e[1]; i1++)
+              for (int64_t i2 = 0; i2 < e[2]; i2++) {
+                const int64_t i[3] = {i0, i1, i2};
+                const float v = expect(&w[d], N, t->crop, d == 0 ? vin : vtg, 1, k, i, o, g);
+                const int64_t at = bi * ten->strides[0] +
+                                   (ncdhw ? k * ten->strides[1] + i0 * ten->strides[2] +
+                                                i1 * ten->strides[3] + i2 * ten->strides[4]
+                                          : i0 * ten->strides[1] + i1 * ten->strides[2] +
+                                                i2 * ten->strides[3] + k * ten->strides[4]);
+                const int ok = bits_at(ten, at) == bits_of(v, t->dtype);
+                if (!ok && bad < 3)
+                  fprintf(stderr, "[rank %d] %s: d%d b%d k%lld i(%lld,%lld,%lld) o(%lld,%lld,%lld) g%d\n",
+                          rank, t->tag, d, bi, (long long)k, (long long)i0, (long long)i1,
+                          (long long)i2, (long long)o[0], (long long)o[1], (long long)o[2], g);
+                bad += !ok;
+                checked++;
+              }
+      }
+    }
+  }
+  CHECK(bad == 0, "%s: %lld of %lld values differ", t->tag, (long long)bad, (long long)checked);
+
+  sf_stats stats;
+  sf_stats_get(l, &stats);
+  int64_t planes_held, z0, z1;
+  sf_slab_plan(N[0], size, rank, &z0, &z1);
+  planes_held = z1 - z0 + 2 * t->halo;
+  CHECK(stats.slab_bytes == (uint64_t)(9 * planes_held * N[1] * N[2] * 4),
+        "%s: slab store holds slab + halo only", t->tag);
+  uint64_t node = stats.bytes_node, remote = stats.bytes_remote;
+  MPI_Allreduce(MPI_IN_PLACE, seen, 48, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, wraps, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &crosses, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &node, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &remote, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  for (int a = 0; a < 3; a++)
+    CHECK(wraps[a] > 0, "%s: no crop wrapped on axis %d", t->tag, a);
+  if (size > 1 && t->halo == 0) {
+    CHECK(crosses > 0, "%s: no crop crossed a slab boundary", t->tag);
+    CHECK(rpn ? remote > 0 && node == 0 : node > 0 && remote == 0,
+          "%s: pieces must travel by %s (node %llu, remote %llu)", t->tag,
+          rpn ? "MPI_Get" : "the node window", (unsigned long long)node,
+          (unsigned long long)remote);
+  }
+  if (t->sym == SF_SYM_ALL && t->min_samples >= 400) {
+    int n = 0;
+    for (int g = 0; g < 48; g++)
+      n += seen[g];
+    CHECK(n == 48, "%s: only %d of 48 symmetry ids were checked", t->tag, n);
+  }
+  if (rank == 0)
+    printf("  %-10s %lld values per rank checked, wraps z/y/x %d/%d/%d, slab-crossing %d, "
+           "node %llu B, MPI_Get %llu B\n",
+           t->tag, (long long)checked, wraps[0], wraps[1], wraps[2], crosses,
+           (unsigned long long)node, (unsigned long long)remote);
+  whole_free(&w[0]);
+  whole_free(&w[1]);
+  sf_close(l);
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const char *env = getenv(SF_ENV_RANK_PER_NODE);
+  const int rpn = env != NULL && env[0] == '1';
+  const tcase cases[] = {
+      {"cf_all", SF_LAYOUT_CF, 0, 0, {7, 7, 7}, SF_SYM_ALL, SF_DTYPE_F32, SF_OUT_NCDHW, 0, 400},
+      {"cl_rot", SF_LAYOUT_CL, 1, 1, {6, 6, 6}, SF_SYM_ROTATIONS, SF_DTYPE_BF16, SF_OUT_NDHWC, 2, 60},
+      {"cf_none", SF_LAYOUT_CF, 1, 0, {5, 8, 3}, SF_SYM_NONE, SF_DTYPE_F16, SF_OUT_NCDHW, 0, 60},
+      {"cl_f16", SF_LAYOUT_CL, 0, 0, {9, 9, 9}, SF_SYM_ALL, SF_DTYPE_F16, SF_OUT_NDHWC, 1, 60},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    run_case(&cases[i], rpn);
+  return check_finish(rpn ? "mpi.crops (rank per node)" : "mpi.crops");
+}

@@ -1,0 +1,79 @@
+/* Helpers shared by the MPI tests: file generation and an independent
+ * serial reader of whole datasets (plain HDF5, no slabfeed code). */
+#ifndef SF_TESTS_TESTUTIL_H
+#define SF_TESTS_TESTUTIL_H
+
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "slabfeed.h"
+
+/* A whole dataset read serially, in the file's own layout. */
+typedef struct whole {
+  float *v;
+  int64_t dims[4];
+  int cl; /* channels-last */
+} whole;
+
+static inline int whole_read(const char *path, const char *name, int cl, whole *w)
+{
+  memset(w, 0, sizeof *w);
+  w->cl = cl;
+  const hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t d = f < 0 ? -1 : H5Dopen2(f, name, H5P_DEFAULT);
+  const hid_t s = d < 0 ? -1 : H5Dget_space(d);
+  hsize_t dims[4];
+  int ok = s >= 0 && H5Sget_simple_extent_dims(s, dims, NULL) == 4;
+  if (ok) {
+    size_t n = 1;
+    for (int a = 0; a < 4; a++)
+      n *= (size_t)(w->dims[a] = (int64_t)dims[a]);
+    w->v = malloc(n * sizeof(float));
+    ok = w->v != NULL &&
+         H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w->v) >= 0;
+  }
+  if (s >= 0)
+    H5Sclose(s);
+  if (d >= 0)
+    H5Dclose(d);
+  if (f >= 0)
+    H5Fclose(f);
+  return ok ? 0 : -1;
+}
+
+/* Value of channel c at (z,y,x) (inside the box). */
+static inline float whole_at(const whole *w, int64_t c, int64_t z, int64_t y, int64_t x)
+{
+  const int64_t *d = w->dims;
+  if (w->cl)
+    return w->v[((z * d[1] + y) * d[2] + x) * d[3] + c];
+  return w->v[((c * d[1] + z) * d[2] + y) * d[3] + x];
+}
+
+static inline void whole_free(whole *w) { free(w->v); }
+
+/* Generates a test file collectively; fails the test on error. */
+static inline int make_file(const char *path, int64_t Z, int64_t Y, int64_t X,
+                            sf_file_layout layout, int chunked, int f16,
+                            int with_target)
+{
+  sf_gen_config g;
+  sf_gen_config_init(&g);
+  g.path = path;
+  g.shape[0] = Z, g.shape[1] = Y, g.shape[2] = X;
+  g.layout = layout;
+  g.chunked = chunked;
+  g.chunk[0] = 4, g.chunk[1] = 5, g.chunk[2] = 3;
+  g.float16 = f16;
+  if (!with_target)
+    g.target = NULL;
+  char err[1024];
+  const sf_status st = sf_generate(MPI_COMM_WORLD, &g, err, sizeof err);
+  CHECK(st == SF_OK, "generate %s: %s", path, err);
+  return st == SF_OK ? 0 : -1;
+}
+
+#endif
