@@ -126,7 +126,7 @@ const char *cli_dtype_name(sf_dtype d)
 
 const char *cli_layout_name(sf_file_layout l)
 {
-  return l == SF_LAYOUT_CF ? "channels-first (C,Z,Y,X)"
+  return l == SF_LAYOUT_CF   ? "channels-first (C,Z,Y,X)"
          : l == SF_LAYOUT_CL ? "channels-last (Z,Y,X,C)"
                              : "auto";
 }
@@ -154,10 +154,10 @@ int cli_loader_option(int argc, char **argv, int *i, sf_config *cfg)
     return 1;
   }
   static const char *const with_value[] = {
-      "--file",  "--input",        "--target",        "--layout",
-      "--crop",  "--batch",        "--seed",          "--symmetries",
-      "--dtype", "--out-layout",   "--device",        "--input-vector",
-      "--halo",  "--target-vector", "--prefetch",     NULL};
+      "--file",  "--input",         "--target",   "--layout",
+      "--crop",  "--batch",         "--seed",     "--symmetries",
+      "--dtype", "--out-layout",    "--device",   "--input-vector",
+      "--halo",  "--target-vector", "--prefetch", NULL};
   int known = 0;
   for (int k = 0; with_value[k] != NULL; k++)
     known |= strcmp(opt, with_value[k]) == 0;
@@ -188,11 +188,14 @@ int cli_loader_option(int argc, char **argv, int *i, sf_config *cfg)
   else if (strcmp(opt, "--input-vector") == 0) {
     if (cfg->n_input_vectors >= SF_MAX_VECTORS)
       return -1;
-    return cli_vector(v, cfg->input_vectors[cfg->n_input_vectors++]) == 0 ? 1 : -1;
+    return cli_vector(v, cfg->input_vectors[cfg->n_input_vectors++]) == 0 ? 1
+                                                                          : -1;
   } else if (strcmp(opt, "--target-vector") == 0) {
     if (cfg->n_target_vectors >= SF_MAX_VECTORS)
       return -1;
-    return cli_vector(v, cfg->target_vectors[cfg->n_target_vectors++]) == 0 ? 1 : -1;
+    return cli_vector(v, cfg->target_vectors[cfg->n_target_vectors++]) == 0
+               ? 1
+               : -1;
   } else {
     if (cli_int64(v, &n) != 0 || n < -1000000000 || n > 1000000000)
       return -1;

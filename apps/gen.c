@@ -84,14 +84,16 @@ int main(int argc, char **argv)
   if (st != SF_OK)
     cli_fail(prog, st, err);
   if (rank == 0 && !quiet) {
-    const double vox = (double)g.shape[0] * (double)g.shape[1] * (double)g.shape[2];
-    const double bytes = vox * (g.float16 ? 2 : 4) *
-                         (g.input_channels + (g.target ? g.target_channels : 0));
+    const double vox =
+        (double)g.shape[0] * (double)g.shape[1] * (double)g.shape[2];
+    const double bytes =
+        vox * (g.float16 ? 2 : 4) *
+        (g.input_channels + (g.target ? g.target_channels : 0));
     printf("slabfeed-gen: wrote %s: %s %dx%lldx%lldx%lld%s%s, %s, %s, %s, "
            "%.3f GB in %.2f s on %d ranks (%.2f GB/s)\n",
            g.path, g.input, g.input_channels, (long long)g.shape[0],
-           (long long)g.shape[1], (long long)g.shape[2],
-           g.target ? " + " : "", g.target ? g.target : "",
+           (long long)g.shape[1], (long long)g.shape[2], g.target ? " + " : "",
+           g.target ? g.target : "",
            g.layout == SF_LAYOUT_CL ? "channels-last" : "channels-first",
            g.float16 ? "float16" : "float32",
            g.content == SF_CONTENT_FIELD ? "field" : "index", bytes / 1e9, dt,

@@ -25,7 +25,8 @@ typedef H5L_info_t link_info;
 #define ITERATE H5Literate
 #endif
 
-static herr_t show(hid_t group, const char *name, const link_info *li, void *data)
+static herr_t show(hid_t group, const char *name, const link_info *li,
+                   void *data)
 {
   (void)group;
   (void)li;
@@ -36,7 +37,8 @@ static herr_t show(hid_t group, const char *name, const link_info *li, void *dat
     printf("  %-12s (skipped: %s)\n", name, err);
     return 0;
   }
-  const double vox = (double)in.shape[0] * (double)in.shape[1] * (double)in.shape[2];
+  const double vox =
+      (double)in.shape[0] * (double)in.shape[1] * (double)in.shape[2];
   const double bytes = vox * (double)in.channels * in.type_bits / 8.0;
   printf("  %-12s dims (%lld,%lld,%lld,%lld)  %s  C=%lld  box %lldx%lldx%lld  "
          "float%d  %s",
@@ -46,8 +48,9 @@ static herr_t show(hid_t group, const char *name, const link_info *li, void *dat
          (long long)in.shape[0], (long long)in.shape[1], (long long)in.shape[2],
          in.type_bits, in.chunked ? "chunked (" : "contiguous");
   if (in.chunked)
-    printf("%lld,%lld,%lld,%lld)", (long long)in.chunk[0], (long long)in.chunk[1],
-           (long long)in.chunk[2], (long long)in.chunk[3]);
+    printf("%lld,%lld,%lld,%lld)", (long long)in.chunk[0],
+           (long long)in.chunk[1], (long long)in.chunk[2],
+           (long long)in.chunk[3]);
   printf("  %.3f GB in file, %.3f GB as float32\n", bytes / 1e9,
          vox * (double)in.channels * 4 / 1e9);
   if (c->found == 0)
@@ -97,12 +100,14 @@ int main(int argc, char **argv)
       ITERATE(f, H5_INDEX_NAME, H5_ITER_INC, NULL, show, &c);
       H5Fclose(f);
       if (c.found == 0) {
-        fprintf(stderr, "%s: no rank-4 floating-point dataset in '%s'\n", prog, c.path);
+        fprintf(stderr, "%s: no rank-4 floating-point dataset in '%s'\n", prog,
+                c.path);
         rc = 1;
       }
     }
     if (rc == 0) {
-      printf("slab plan for %lld ranks (halo %lld):\n", (long long)ranks, (long long)halo);
+      printf("slab plan for %lld ranks (halo %lld):\n", (long long)ranks,
+             (long long)halo);
       const double plane = (double)c.shape[1] * (double)c.shape[2];
       const double per_plane = c.bytes_f32 / (double)c.shape[0];
       for (int64_t r = 0; r < ranks; r++) {
@@ -114,10 +119,10 @@ int main(int argc, char **argv)
           break;
         }
         if (r < 8 || r == ranks - 1)
-          printf("  rank %4lld: z [%lld, %lld)  %lld planes  %.3f GB in memory\n",
-                 (long long)r, (long long)z0, (long long)z1,
-                 (long long)(z1 - z0),
-                 per_plane * (double)(z1 - z0 + 2 * halo) / 1e9);
+          printf(
+              "  rank %4lld: z [%lld, %lld)  %lld planes  %.3f GB in memory\n",
+              (long long)r, (long long)z0, (long long)z1, (long long)(z1 - z0),
+              per_plane * (double)(z1 - z0 + 2 * halo) / 1e9);
         else if (r == 8)
           printf("  ...\n");
       }

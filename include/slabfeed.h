@@ -41,17 +41,17 @@ extern "C" {
 #endif
 
 /* Status codes. Values are pinned and never renumbered. */
-#define SF_STATUS_MAP(X)                                                      \
-  X(SF_OK, 0, "success")                                                      \
-  X(SF_ERR_ARG, 1, "invalid argument")                                        \
-  X(SF_ERR_IO, 2, "I/O error")                                                \
-  X(SF_ERR_FORMAT, 3, "unsupported or inconsistent file content")             \
-  X(SF_ERR_MPI, 4, "MPI error")                                               \
-  X(SF_ERR_CUDA, 5, "CUDA error")                                             \
-  X(SF_ERR_NCCL, 6, "NCCL error")                                             \
-  X(SF_ERR_NOMEM, 7, "out of memory")                                         \
-  X(SF_ERR_STATE, 8, "call not valid in the current state")                   \
-  X(SF_ERR_FORKED, 9, "loader used in a forked child process")                \
+#define SF_STATUS_MAP(X)                                                       \
+  X(SF_OK, 0, "success")                                                       \
+  X(SF_ERR_ARG, 1, "invalid argument")                                         \
+  X(SF_ERR_IO, 2, "I/O error")                                                 \
+  X(SF_ERR_FORMAT, 3, "unsupported or inconsistent file content")              \
+  X(SF_ERR_MPI, 4, "MPI error")                                                \
+  X(SF_ERR_CUDA, 5, "CUDA error")                                              \
+  X(SF_ERR_NCCL, 6, "NCCL error")                                              \
+  X(SF_ERR_NOMEM, 7, "out of memory")                                          \
+  X(SF_ERR_STATE, 8, "call not valid in the current state")                    \
+  X(SF_ERR_FORKED, 9, "loader used in a forked child process")                 \
   X(SF_ERR_UNSUPPORTED, 10, "not supported by this build")
 
 typedef enum {
@@ -102,25 +102,25 @@ typedef enum { SF_OUT_NCDHW = 0, SF_OUT_NDHWC = 1 } sf_out_layout;
  * copied by sf_open; the struct may be freed afterwards. All ranks must pass
  * equal values (checked at open). */
 typedef struct sf_config {
-  const char *path;      /* HDF5 file (required) */
-  const char *input;     /* input dataset name (required) */
-  const char *target;    /* target dataset name, or NULL for none */
-  sf_file_layout layout; /* file layout of both datasets; default AUTO */
-  int64_t crop[3];       /* crop edge (z,y,x); default 64^3 */
-  int batch;             /* local batch B per rank; default 1 */
-  uint64_t seed;         /* sampler seed; default 0 */
-  sf_symmetries symmetries;           /* default SF_SYM_ALL */
-  int n_input_vectors;                /* vector groups of the input */
+  const char *path;         /* HDF5 file (required) */
+  const char *input;        /* input dataset name (required) */
+  const char *target;       /* target dataset name, or NULL for none */
+  sf_file_layout layout;    /* file layout of both datasets; default AUTO */
+  int64_t crop[3];          /* crop edge (z,y,x); default 64^3 */
+  int batch;                /* local batch B per rank; default 1 */
+  uint64_t seed;            /* sampler seed; default 0 */
+  sf_symmetries symmetries; /* default SF_SYM_ALL */
+  int n_input_vectors;      /* vector groups of the input */
   int input_vectors[SF_MAX_VECTORS][3];
-  int n_target_vectors;               /* vector groups of the target */
+  int n_target_vectors; /* vector groups of the target */
   int target_vectors[SF_MAX_VECTORS][3];
-  sf_dtype dtype;             /* default SF_DTYPE_F32 */
-  sf_out_layout out_layout;   /* default SF_OUT_NCDHW */
-  int device;                 /* CUDA device ordinal, or -1 for host batches */
-  int prefetch;               /* depth of the batch ring, >= 1; default 2 */
-  int halo;                   /* z-planes copied on each side; default 0 */
-  int rank_per_node;          /* -1: from SF_ENV_RANK_PER_NODE; 0 off; 1 on */
-  uint64_t steps_per_epoch;   /* 0: enough crops to cover the box once */
+  sf_dtype dtype;           /* default SF_DTYPE_F32 */
+  sf_out_layout out_layout; /* default SF_OUT_NCDHW */
+  int device;               /* CUDA device ordinal, or -1 for host batches */
+  int prefetch;             /* depth of the batch ring, >= 1; default 2 */
+  int halo;                 /* z-planes copied on each side; default 0 */
+  int rank_per_node;        /* -1: from SF_ENV_RANK_PER_NODE; 0 off; 1 on */
+  uint64_t steps_per_epoch; /* 0: enough crops to cover the box once */
 } sf_config;
 
 /* Not collective. Fills *cfg with the defaults listed above. */
@@ -139,14 +139,14 @@ typedef struct sf_tensor {
  * prefetch-th following sf_next call on the same loader, or sf_close. */
 typedef struct sf_batch {
   sf_tensor input;
-  sf_tensor target;      /* data == NULL when there is no target */
-  int device;            /* -1: host memory; else the CUDA device ordinal */
-  uint64_t epoch, step;  /* position of this batch in the sample stream */
-  const int64_t *origin; /* [B][3] crop origins (z,y,x), host memory */
+  sf_tensor target;        /* data == NULL when there is no target */
+  int device;              /* -1: host memory; else the CUDA device ordinal */
+  uint64_t epoch, step;    /* position of this batch in the sample stream */
+  const int64_t *origin;   /* [B][3] crop origins (z,y,x), host memory */
   const int32_t *symmetry; /* [B] symmetry ids, host memory */
   const int64_t *sample;   /* [B] global sample index within the epoch */
-  void *ready_event;     /* cudaEvent_t recorded after the batch is written,
-                            or NULL for host batches */
+  void *ready_event;       /* cudaEvent_t recorded after the batch is written,
+                              or NULL for host batches */
 } sf_batch;
 
 /* Counters and times (seconds) of one rank since sf_open. */
@@ -158,9 +158,9 @@ typedef struct sf_stats {
   uint64_t bytes_out;    /* bytes delivered (input + target, output dtype) */
   double t_read;         /* open: parallel HDF5 slab read */
   double t_plan, t_gather, t_h2d, t_transform;
-  double t_wait;         /* exposed wait inside sf_next */
-  uint64_t slab_bytes;   /* host bytes of the slab store of this rank */
-  uint64_t staging_bytes;/* host + device staging and batch memory */
+  double t_wait;          /* exposed wait inside sf_next */
+  uint64_t slab_bytes;    /* host bytes of the slab store of this rank */
+  uint64_t staging_bytes; /* host + device staging and batch memory */
 } sf_stats;
 
 typedef struct sf_loader sf_loader;
@@ -201,6 +201,45 @@ SF_API uint64_t sf_steps_per_epoch(const sf_loader *l);
  * then every rank must pass NULL). Must not be called in a forked child. */
 SF_API void sf_close(sf_loader *l);
 
+/* Not collective. Copies the contents of tensor t of a batch of l (host
+ * or device memory) into host memory dst (t's element count times the
+ * element size). For device batches it copies on the loader's private
+ * stream and waits for that stream only (no device synchronisation); meant
+ * for tools and tests, not for the training hot path. */
+SF_API sf_status sf_copy_to_host(sf_loader *l, const sf_tensor *t, void *dst);
+
+/* Bytes of one element of dtype d (4 or 2). */
+SF_API size_t sf_dtype_size(sf_dtype d);
+
+/* ---- Independent serial reference ----------------------------------------
+ * A plain serial HDF5 reader that forms one crop straight from the file and
+ * applies the reference transform: what slabfeed-check compares batches
+ * against. Not collective; one reader per thread. */
+
+typedef struct sf_reader sf_reader;
+
+/* Opens path read-only (serial HDF5). On failure *out is NULL and errbuf
+ * names the problem. */
+SF_API sf_status sf_reader_open(const char *path, sf_reader **out, char *errbuf,
+                                size_t errlen);
+
+/* Forms the crop of `dataset` at origin (periodic) with extents crop,
+ * applies symmetry id `symmetry` and the vector groups, converts to dtype
+ * and writes one sample in out_layout to out (channels * crop volume
+ * elements). On failure see sf_reader_error. */
+SF_API sf_status sf_reader_crop(sf_reader *r, const char *dataset,
+                                sf_file_layout layout, const int64_t origin[3],
+                                const int64_t crop[3], int symmetry,
+                                int ngroups, const int (*groups)[3],
+                                sf_dtype dtype, sf_out_layout out_layout,
+                                void *out);
+
+/* The message of the reader's last failure ("" when none). */
+SF_API const char *sf_reader_error(const sf_reader *r);
+
+/* Closes the reader; NULL is a no-op. */
+SF_API void sf_reader_close(sf_reader *r);
+
 /* ---- Description of datasets ------------------------------------------- */
 
 typedef struct sf_dataset_info {
@@ -223,9 +262,11 @@ SF_API sf_status sf_describe(const char *path, const char *dataset,
 /* Not collective. The z-slab [*z0, *z1) of rank r among P ranks for a box of
  * Z planes: the first Z % P ranks get one plane more. Returns SF_ERR_ARG
  * when P > Z, P < 1 or r is out of range. */
-SF_API sf_status sf_slab_plan(int64_t Z, int P, int r, int64_t *z0, int64_t *z1);
+SF_API sf_status sf_slab_plan(int64_t Z, int P, int r, int64_t *z0,
+                              int64_t *z1);
 
-/* ---- Synthetic volumes ----------------------------------------------------- */
+/* ---- Synthetic volumes -----------------------------------------------------
+ */
 
 typedef enum {
   SF_CONTENT_INDEX = 0, /* sf_index_value: exact, recomputable by tests */
@@ -234,18 +275,18 @@ typedef enum {
 
 typedef struct sf_gen_config {
   const char *path;
-  const char *input;        /* default "Nbody" */
-  const char *target;       /* default "Hydro"; NULL: no target */
-  int64_t shape[3];         /* Z,Y,X; default 64^3 */
-  int input_channels;       /* default 4 */
-  int target_channels;      /* default 5 */
-  sf_file_layout layout;    /* CF (default) or CL */
-  int chunked;              /* 0: contiguous (default); 1: chunked */
-  int64_t chunk[3];         /* spatial chunk edge; 0: min(64, shape) */
-  int float16;              /* 1: store IEEE half instead of float32 */
-  sf_content content;       /* default SF_CONTENT_INDEX */
-  uint64_t seed;            /* for SF_CONTENT_FIELD */
-  int progress;             /* 1: rank 0 prints progress for > 1 GB */
+  const char *input;     /* default "Nbody" */
+  const char *target;    /* default "Hydro"; NULL: no target */
+  int64_t shape[3];      /* Z,Y,X; default 64^3 */
+  int input_channels;    /* default 4 */
+  int target_channels;   /* default 5 */
+  sf_file_layout layout; /* CF (default) or CL */
+  int chunked;           /* 0: contiguous (default); 1: chunked */
+  int64_t chunk[3];      /* spatial chunk edge; 0: min(64, shape) */
+  int float16;           /* 1: store IEEE half instead of float32 */
+  sf_content content;    /* default SF_CONTENT_INDEX */
+  uint64_t seed;         /* for SF_CONTENT_FIELD */
+  int progress;          /* 1: rank 0 prints progress for > 1 GB */
 } sf_gen_config;
 
 /* Not collective. Fills *cfg with the defaults listed above. */

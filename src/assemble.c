@@ -4,7 +4,10 @@
 
 #include "geometry.h"
 
-int sf_crop_max_pieces(const sf_store *s) { return (2 * s->size + 4) * 4; }
+int sf_crop_max_pieces(const sf_store *s)
+{
+  return (2 * s->size + 4) * 4;
+}
 
 /* Splits the z-run [z, z+len) (inside [0,Z)) by source; appends to zr[]
  * (src, first plane, length, crop offset). */
@@ -76,8 +79,8 @@ static void copy_piece(const sf_store *s, const float *seg, int64_t planes,
         const float *from =
             seg + ((c * planes + p->q + k) * Y + p->y + j) * X + p->x;
         float *to =
-            dst + ((c * crop[0] + p->d[0] + k) * crop[1] + p->d[1] + j) *
-                      crop[2] +
+            dst +
+            ((c * crop[0] + p->d[0] + k) * crop[1] + p->d[1] + j) * crop[2] +
             p->d[2];
         memcpy(to, from, row);
       }

@@ -15,9 +15,15 @@ const char *sf_strerror(sf_status s)
   return "unknown status";
 }
 
-unsigned sf_version(void) { return SLABFEED_VERSION_NUMBER; }
+unsigned sf_version(void)
+{
+  return SLABFEED_VERSION_NUMBER;
+}
 
-const char *sf_version_string(void) { return SLABFEED_VERSION_STRING; }
+const char *sf_version_string(void)
+{
+  return SLABFEED_VERSION_STRING;
+}
 
 void sf_err_clear(sf_err *e)
 {

@@ -33,7 +33,8 @@ sf_status sf_fail_mpi(sf_err *e, int mpi_rc, const char *what);
  * itself fails (MPI broken), returns SF_ERR_MPI locally. */
 sf_status sf_agree(MPI_Comm comm, sf_err *e);
 
-/* Copies e->msg into buf (NUL-terminated, truncated to len) when buf != NULL. */
+/* Copies e->msg into buf (NUL-terminated, truncated to len) when buf != NULL.
+ */
 void sf_err_copy(const sf_err *e, char *buf, size_t len);
 
 /* Jump to `label` with an MPI failure recorded in *e when `call` fails. */

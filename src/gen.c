@@ -50,14 +50,17 @@ static void field_init(field *f, const int64_t n[3], uint64_t seed)
   memcpy(f->n, n, sizeof f->n);
   for (int m = 0; m < FIELD_MODES; m++) {
     for (int a = 0; a < 3; a++) {
-      const int64_t w = (int64_t)sf_uniform(sf_hash(seed, 1, (uint64_t)m,
-                                                    (uint32_t)a),
-                                            7) - 3;
+      const int64_t w =
+          (int64_t)sf_uniform(sf_hash(seed, 1, (uint64_t)m, (uint32_t)a), 7) -
+          3;
       f->k[m][a] = SF_TWO_PI * (double)w / (double)n[a];
     }
-    const double u = (double)sf_hash(seed, 2, (uint64_t)m, 0) / 18446744073709551616.0;
-    const double v = (double)sf_hash(seed, 2, (uint64_t)m, 1) / 18446744073709551616.0;
-    const double t = (double)sf_hash(seed, 2, (uint64_t)m, 2) / 18446744073709551616.0;
+    const double u =
+        (double)sf_hash(seed, 2, (uint64_t)m, 0) / 18446744073709551616.0;
+    const double v =
+        (double)sf_hash(seed, 2, (uint64_t)m, 1) / 18446744073709551616.0;
+    const double t =
+        (double)sf_hash(seed, 2, (uint64_t)m, 2) / 18446744073709551616.0;
     f->amp_d[m] = 0.5 * (u - 0.5);
     f->amp_p[m] = 4.0 * (v - 0.5);
     f->phase[m] = SF_TWO_PI * t;
@@ -111,8 +114,9 @@ static hid_t create_dataset(hid_t file, const sf_gen_config *cfg,
   const int cf = cfg->layout != SF_LAYOUT_CL;
   hsize_t dims[4], chunk[4];
   for (int a = 0; a < 3; a++) {
-    const int64_t ch = cfg->chunk[a] > 0 ? cfg->chunk[a]
-                       : cfg->shape[a] < 64 ? cfg->shape[a] : 64;
+    const int64_t ch = cfg->chunk[a] > 0    ? cfg->chunk[a]
+                       : cfg->shape[a] < 64 ? cfg->shape[a]
+                                            : 64;
     dims[cf ? a + 1 : a] = (hsize_t)cfg->shape[a];
     chunk[cf ? a + 1 : a] = (hsize_t)(ch < cfg->shape[a] ? ch : cfg->shape[a]);
   }
@@ -159,9 +163,8 @@ static void fill_run(const sf_gen_config *cfg, const field *f, int d,
       }
 }
 
-static herr_t write_run(hid_t dset, const sf_gen_config *cfg,
-                        int64_t channels, int64_t z, int64_t n, hid_t dxpl,
-                        const float *buf)
+static herr_t write_run(hid_t dset, const sf_gen_config *cfg, int64_t channels,
+                        int64_t z, int64_t n, hid_t dxpl, const float *buf)
 {
   const int cf = cfg->layout != SF_LAYOUT_CL;
   const hid_t fspace = H5Dget_space(dset);
@@ -194,8 +197,7 @@ static herr_t write_run(hid_t dset, const sf_gen_config *cfg,
   return rc;
 }
 
-static sf_status check_gen_config(const sf_gen_config *cfg, int size,
-                                  sf_err *e)
+static sf_status check_gen_config(const sf_gen_config *cfg, int size, sf_err *e)
 {
   if (cfg->path == NULL || cfg->input == NULL)
     return sf_fail(e, SF_ERR_ARG, "generator: path and input are required");
@@ -209,9 +211,8 @@ static sf_status check_gen_config(const sf_gen_config *cfg, int size,
        (cfg->target_channels < 1 || cfg->target_channels > 64)))
     return sf_fail(e, SF_ERR_ARG, "generator: channel counts must be 1..64");
   if ((int64_t)size > cfg->shape[0])
-    return sf_fail(e, SF_ERR_ARG,
-                   "generator: %d ranks but only %lld z-planes", size,
-                   (long long)cfg->shape[0]);
+    return sf_fail(e, SF_ERR_ARG, "generator: %d ranks but only %lld z-planes",
+                   size, (long long)cfg->shape[0]);
   if (cfg->layout != SF_LAYOUT_CF && cfg->layout != SF_LAYOUT_CL)
     return sf_fail(e, SF_ERR_ARG, "generator: layout must be cf or cl");
   return SF_OK;
@@ -229,7 +230,8 @@ static sf_status write_dataset(hid_t file, const sf_gen_config *cfg,
   const int64_t plane = channels * cfg->shape[1] * cfg->shape[2];
   int64_t cap = ((int64_t)64 << 20) / plane;
   cap = cap < 1 ? 1 : cap;
-  const int64_t z0 = sf_slab_begin(Z, size, rank), z1 = sf_slab_begin(Z, size, rank + 1);
+  const int64_t z0 = sf_slab_begin(Z, size, rank),
+                z1 = sf_slab_begin(Z, size, rank + 1);
   const int64_t most = sf_slab_begin(Z, size, 1); /* rank 0 has the most */
   const int64_t runs = (most + cap - 1) / cap;
   float *buf = malloc((size_t)(cap * plane) * sizeof *buf);
@@ -239,8 +241,8 @@ static sf_status write_dataset(hid_t file, const sf_gen_config *cfg,
     sf_fail(e, SF_ERR_NOMEM, "generator: cannot allocate %lld bytes",
             (long long)(cap * plane * 4));
   else if (dset < 0 || dxpl < 0)
-    sf_fail(e, SF_ERR_IO, "generator: cannot create dataset '%s' in '%s'",
-            name, cfg->path);
+    sf_fail(e, SF_ERR_IO, "generator: cannot create dataset '%s' in '%s'", name,
+            cfg->path);
 #ifdef H5_HAVE_PARALLEL
   else if (H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0)
     sf_fail(e, SF_ERR_IO, "generator: cannot request collective writes");
@@ -250,7 +252,8 @@ static sf_status write_dataset(hid_t file, const sf_gen_config *cfg,
     const int64_t n = z >= z1 ? 0 : (z1 - z < cap ? z1 - z : cap);
     fill_run(cfg, f, d, channels, z, n, buf);
     if (write_run(dset, cfg, channels, z, n, dxpl, buf) < 0) {
-      sf_fail(e, SF_ERR_IO, "generator: writing planes [%lld,%lld) of '%s' failed",
+      sf_fail(e, SF_ERR_IO,
+              "generator: writing planes [%lld,%lld) of '%s' failed",
               (long long)z, (long long)(z + n), name);
       sf_h5_detail(e);
     }
@@ -297,8 +300,8 @@ sf_status sf_generate(MPI_Comm comm, const sf_gen_config *cfg, char *errbuf,
                    : H5I_INVALID_HID;
 #else
   /* Serial HDF5: rank 0 writes everything, the others wait. */
-  hid_t file = rank == 0 ? H5Fcreate(cfg->path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
-                         : 0;
+  hid_t file =
+      rank == 0 ? H5Fcreate(cfg->path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : 0;
   if (rank != 0)
     size = 1;
 #endif
@@ -313,8 +316,8 @@ sf_status sf_generate(MPI_Comm comm, const sf_gen_config *cfg, char *errbuf,
   double done = 0;
   const int writer = sf_h5_is_parallel() || rank == 0;
   if (e.status == SF_OK && writer)
-    write_dataset(file, cfg, &f, 0, cfg->input, cfg->input_channels, rank,
-                  size, &done, total, &e);
+    write_dataset(file, cfg, &f, 0, cfg->input, cfg->input_channels, rank, size,
+                  &done, total, &e);
   if (e.status == SF_OK && writer && cfg->target != NULL)
     write_dataset(file, cfg, &f, 1, cfg->target, cfg->target_channels, rank,
                   size, &done, total, &e);

@@ -83,8 +83,7 @@ static sf_file_layout guess_layout(const int64_t d[4])
 }
 
 static sf_status describe(hid_t dset, const char *path, const char *name,
-                          sf_file_layout want, sf_dataset_info *info,
-                          sf_err *e)
+                          sf_file_layout want, sf_dataset_info *info, sf_err *e)
 {
   memset(info, 0, sizeof *info);
   const hid_t type = H5Dget_type(dset);
@@ -152,8 +151,8 @@ static sf_status describe(hid_t dset, const char *path, const char *name,
 }
 
 sf_status sf_h5_dataset(hid_t file, const char *path, const char *name,
-                        sf_file_layout want, hid_t *dset,
-                        sf_dataset_info *info, sf_err *e)
+                        sf_file_layout want, hid_t *dset, sf_dataset_info *info,
+                        sf_err *e)
 {
   *dset = H5I_INVALID_HID;
   if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
@@ -253,8 +252,8 @@ out:
 }
 
 sf_status sf_describe(const char *path, const char *dataset,
-                      sf_file_layout layout, sf_dataset_info *out,
-                      char *errbuf, size_t errlen)
+                      sf_file_layout layout, sf_dataset_info *out, char *errbuf,
+                      size_t errlen)
 {
   sf_err e;
   sf_err_clear(&e);

@@ -27,8 +27,8 @@ sf_status sf_h5_open(MPI_Comm comm, const char *path, hid_t *file, sf_err *e);
  * layout resolved from `want` (AUTO decides from the shape). On success
  * *dset is open and *info filled. Same outcome on every rank. */
 sf_status sf_h5_dataset(hid_t file, const char *path, const char *name,
-                        sf_file_layout want, hid_t *dset,
-                        sf_dataset_info *info, sf_err *e);
+                        sf_file_layout want, hid_t *dset, sf_dataset_info *info,
+                        sf_err *e);
 
 /* A transfer of planes [z, z+n) of the box (no wrap) of every channel into
  * planes [off, off+n) of dst, laid out [C][planes][Y][X] floats. n == 0 is

@@ -27,7 +27,10 @@ static void on_fork_child(void)
   pthread_mutex_init(&g_live_lock, NULL);
 }
 
-static void install_atfork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+static void install_atfork(void)
+{
+  pthread_atfork(NULL, NULL, on_fork_child);
+}
 
 static void register_live(sf_loader *l)
 {
@@ -59,7 +62,8 @@ static sf_status forked_error(sf_loader *l)
   return SF_ERR_FORKED;
 }
 
-/* ---- Configuration -------------------------------------------------------- */
+/* ---- Configuration --------------------------------------------------------
+ */
 
 void sf_config_init(sf_config *cfg)
 {
@@ -83,10 +87,12 @@ static sf_status check_config(const sf_config *c, sf_err *e)
   if (strlen(c->path) >= 4096)
     return sf_fail(e, SF_ERR_ARG, "config: path is longer than 4095 bytes");
   if (c->input == NULL || c->input[0] == '\0')
-    return sf_fail(e, SF_ERR_ARG, "config: input (the dataset name) is required");
+    return sf_fail(e, SF_ERR_ARG,
+                   "config: input (the dataset name) is required");
   if (strlen(c->input) >= SF_NAME_MAX ||
       (c->target != NULL && strlen(c->target) >= SF_NAME_MAX))
-    return sf_fail(e, SF_ERR_ARG, "config: dataset names are limited to %d bytes",
+    return sf_fail(e, SF_ERR_ARG,
+                   "config: dataset names are limited to %d bytes",
                    SF_NAME_MAX - 1);
   if ((unsigned)c->layout > SF_LAYOUT_CL)
     return sf_fail(e, SF_ERR_ARG, "config: layout %d is not auto, cf or cl",
@@ -103,10 +109,12 @@ static sf_status check_config(const sf_config *c, sf_err *e)
                    c->prefetch);
   for (int a = 0; a < 3; a++)
     if (c->crop[a] < 1)
-      return sf_fail(e, SF_ERR_ARG, "config: crop extent %lld on axis %d must be >= 1",
+      return sf_fail(e, SF_ERR_ARG,
+                     "config: crop extent %lld on axis %d must be >= 1",
                      (long long)c->crop[a], a);
   if ((unsigned)c->symmetries > SF_SYM_NONE)
-    return sf_fail(e, SF_ERR_ARG, "config: symmetries %d is not all, rotations or none",
+    return sf_fail(e, SF_ERR_ARG,
+                   "config: symmetries %d is not all, rotations or none",
                    (int)c->symmetries);
   if (c->symmetries != SF_SYM_NONE &&
       (c->crop[0] != c->crop[1] || c->crop[0] != c->crop[2]))
@@ -115,16 +123,19 @@ static sf_status check_config(const sf_config *c, sf_err *e)
                    "than 'none' need a cubic crop",
                    (long long)c->crop[0], (long long)c->crop[1],
                    (long long)c->crop[2]);
-  if ((unsigned)c->dtype > SF_DTYPE_BF16 || (unsigned)c->out_layout > SF_OUT_NDHWC)
+  if ((unsigned)c->dtype > SF_DTYPE_BF16 ||
+      (unsigned)c->out_layout > SF_OUT_NDHWC)
     return sf_fail(e, SF_ERR_ARG, "config: unknown dtype or output layout");
   if (c->halo < 0)
     return sf_fail(e, SF_ERR_ARG, "config: halo %d must be >= 0", c->halo);
   if (c->n_input_vectors < 0 || c->n_input_vectors > SF_MAX_VECTORS ||
       c->n_target_vectors < 0 || c->n_target_vectors > SF_MAX_VECTORS)
-    return sf_fail(e, SF_ERR_ARG, "config: at most %d vector groups per dataset",
+    return sf_fail(e, SF_ERR_ARG,
+                   "config: at most %d vector groups per dataset",
                    SF_MAX_VECTORS);
   if (c->n_target_vectors > 0 && c->target == NULL)
-    return sf_fail(e, SF_ERR_ARG, "config: target vector groups without a target dataset");
+    return sf_fail(e, SF_ERR_ARG,
+                   "config: target vector groups without a target dataset");
   if (c->device < -1)
     return sf_fail(e, SF_ERR_ARG, "config: device %d (use -1 for host batches)",
                    c->device);
@@ -166,15 +177,25 @@ static uint64_t config_hash(const sf_config *c)
   h = fnv(h, c->path, strlen(c->path) + 1);
   h = fnv(h, c->input, strlen(c->input) + 1);
   h = c->target ? fnv(h, c->target, strlen(c->target) + 1) : fnv(h, "", 1);
-  const int64_t nums[] = {c->layout,        c->crop[0],     c->crop[1],
-                          c->crop[2],       c->batch,       (int64_t)c->seed,
-                          c->symmetries,    c->dtype,       c->out_layout,
-                          c->prefetch,      c->halo,        c->n_input_vectors,
-                          c->n_target_vectors, (int64_t)c->steps_per_epoch,
+  const int64_t nums[] = {c->layout,
+                          c->crop[0],
+                          c->crop[1],
+                          c->crop[2],
+                          c->batch,
+                          (int64_t)c->seed,
+                          c->symmetries,
+                          c->dtype,
+                          c->out_layout,
+                          c->prefetch,
+                          c->halo,
+                          c->n_input_vectors,
+                          c->n_target_vectors,
+                          (int64_t)c->steps_per_epoch,
                           c->device < 0 ? -1 : 0};
   h = fnv(h, nums, sizeof nums);
   h = fnv(h, c->input_vectors, sizeof(int) * 3 * (size_t)c->n_input_vectors);
-  return fnv(h, c->target_vectors, sizeof(int) * 3 * (size_t)c->n_target_vectors);
+  return fnv(h, c->target_vectors,
+             sizeof(int) * 3 * (size_t)c->n_target_vectors);
 }
 
 static sf_status same_config_everywhere(MPI_Comm comm, const sf_config *c,
@@ -200,7 +221,8 @@ static int resolve_rank_per_node(const sf_config *c)
   return env != NULL && env[0] == '1';
 }
 
-/* ---- Open ------------------------------------------------------------------ */
+/* ---- Open ------------------------------------------------------------------
+ */
 
 static void copy_config(sf_loader *l, const sf_config *cfg)
 {
@@ -230,14 +252,13 @@ static sf_status open_datasets(sf_loader *l, hid_t *file, hid_t dsets[],
   if (e->status == SF_OK && l->ndsets == 2)
     for (int a = 0; a < 3; a++)
       if (info[0].shape[a] != info[1].shape[a]) {
-        sf_fail(e, SF_ERR_FORMAT,
-                "input '%s' has box %lldx%lldx%lld but target '%s' has "
-                "%lldx%lldx%lld in '%s': both must cover the same box",
-                names[0], (long long)info[0].shape[0],
-                (long long)info[0].shape[1], (long long)info[0].shape[2],
-                names[1], (long long)info[1].shape[0],
-                (long long)info[1].shape[1], (long long)info[1].shape[2],
-                l->path);
+        sf_fail(
+            e, SF_ERR_FORMAT,
+            "input '%s' has box %lldx%lldx%lld but target '%s' has "
+            "%lldx%lldx%lld in '%s': both must cover the same box",
+            names[0], (long long)info[0].shape[0], (long long)info[0].shape[1],
+            (long long)info[0].shape[2], names[1], (long long)info[1].shape[0],
+            (long long)info[1].shape[1], (long long)info[1].shape[2], l->path);
         break;
       }
   for (int d = 0; d < l->ndsets && e->status == SF_OK; d++)
@@ -447,7 +468,8 @@ sf_status sf_open(MPI_Comm comm, const sf_config *cfg, sf_loader **out,
   return SF_OK;
 }
 
-/* ---- Batches ---------------------------------------------------------------- */
+/* ---- Batches ----------------------------------------------------------------
+ */
 
 sf_status sf_loader_error(sf_loader *l, const sf_err *e)
 {
@@ -471,7 +493,8 @@ void sf_loader_plan(sf_loader *l, uint64_t epoch, uint64_t step, int slot)
 sf_status sf_loader_gather(sf_loader *l, int slot, int b, sf_err *e)
 {
   const size_t i = (size_t)slot * (size_t)l->cfg.batch + (size_t)b;
-  const int n = sf_crop_pieces(&l->store, &l->origin[3 * i], l->crop, l->pieces);
+  const int n =
+      sf_crop_pieces(&l->store, &l->origin[3 * i], l->crop, l->pieces);
   sf_gather_bytes gb = {0, 0, 0};
   for (int d = 0; d < l->ndsets && e->status == SF_OK; d++)
     sf_gather_host(&l->store, d, l->pieces, n, l->crop, l->staging[d], &gb, e);
@@ -538,8 +561,8 @@ static sf_status next_host(sf_loader *l, sf_batch *out)
   l->stats.t_plan += now - t;
   void *data[SF_MAX_DSETS];
   for (int d = 0; d < l->ndsets; d++)
-    data[d] = (char *)l->out[d] +
-              (size_t)slot * (size_t)l->cfg.batch * (size_t)sf_sample_bytes(l, d);
+    data[d] = (char *)l->out[d] + (size_t)slot * (size_t)l->cfg.batch *
+                                      (size_t)sf_sample_bytes(l, d);
   for (int b = 0; b < l->cfg.batch && e.status == SF_OK; b++) {
     t = now;
     if (sf_loader_gather(l, slot, b, &e) != SF_OK)
@@ -550,7 +573,8 @@ static sf_status next_host(sf_loader *l, sf_batch *out)
     const int32_t g = l->sym[(size_t)slot * (size_t)l->cfg.batch + (size_t)b];
     for (int d = 0; d < l->ndsets; d++)
       sf_transform_ref(&l->xf[d], g, l->staging[d],
-                       (char *)data[d] + (size_t)b * (size_t)sf_sample_bytes(l, d));
+                       (char *)data[d] +
+                           (size_t)b * (size_t)sf_sample_bytes(l, d));
     now = MPI_Wtime();
     l->stats.t_transform += now - t;
   }
@@ -619,6 +643,23 @@ const char *sf_last_error(const sf_loader *l)
 uint64_t sf_steps_per_epoch(const sf_loader *l)
 {
   return l == NULL ? 0 : l->steps_per_epoch;
+}
+
+sf_status sf_copy_to_host(sf_loader *l, const sf_tensor *t, void *dst)
+{
+  if (l == NULL || t == NULL || dst == NULL || t->data == NULL)
+    return SF_ERR_ARG;
+  if (l->forked)
+    return forked_error(l);
+  size_t bytes = sf_dtype_size(t->dtype);
+  for (int a = 0; a < t->ndim; a++)
+    bytes *= (size_t)t->shape[a];
+#ifdef SF_HAVE_CUDA
+  if (l->gpu != NULL)
+    return sf_gpu_copy_to_host(l, t->data, bytes, dst);
+#endif
+  memcpy(dst, t->data, bytes);
+  return SF_OK;
 }
 
 void sf_close(sf_loader *l)

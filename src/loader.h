@@ -32,9 +32,9 @@ struct sf_loader {
   int slot;
   sf_piece *pieces;
   int max_pieces;
-  int64_t *origin;  /* [prefetch][B][3] */
-  int32_t *sym;     /* [prefetch][B] */
-  int64_t *sample;  /* [prefetch][B] */
+  int64_t *origin; /* [prefetch][B][3] */
+  int32_t *sym;    /* [prefetch][B] */
+  int64_t *sample; /* [prefetch][B] */
 
   sf_gpu *gpu; /* device path, NULL for host batches */
   sf_stats stats;

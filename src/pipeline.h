@@ -16,6 +16,10 @@ sf_status sf_gpu_open(struct sf_loader *l, sf_err *e);
 sf_status sf_gpu_next(struct sf_loader *l, sf_batch *out, void *stream);
 /* sf_seek for device batches: drains the ring, then restarts at (e, s). */
 sf_status sf_gpu_seek(struct sf_loader *l, uint64_t epoch, uint64_t step);
+/* Copies bytes of device memory src to host dst on the loader's copy
+ * stream and waits for that stream. */
+sf_status sf_gpu_copy_to_host(struct sf_loader *l, const void *src,
+                              size_t bytes, void *dst);
 /* Stops the thread and releases everything; NULL l->gpu is a no-op. */
 void sf_gpu_close(struct sf_loader *l);
 #endif

@@ -38,8 +38,8 @@ static inline uint64_t sf_uniform(uint64_t h, uint64_t n)
 typedef struct sf_sampler {
   int64_t shape[3];
   uint64_t seed;
-  int nsym;       /* 48, 24 or 1 */
-  int32_t sym[48];/* the ids drawn from, increasing */
+  int nsym;        /* 48, 24 or 1 */
+  int32_t sym[48]; /* the ids drawn from, increasing */
 } sf_sampler;
 
 void sf_sampler_init(sf_sampler *s, const int64_t shape[3], uint64_t seed,

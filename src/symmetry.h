@@ -14,8 +14,14 @@
 extern const int sf_perms[6][3];
 
 /* perm and the flip bits of element g. */
-static inline const int *sf_sym_perm(int g) { return sf_perms[g % 6]; }
-static inline int sf_sym_flips(int g) { return g / 6; }
+static inline const int *sf_sym_perm(int g)
+{
+  return sf_perms[g % 6];
+}
+static inline int sf_sym_flips(int g)
+{
+  return g / 6;
+}
 
 /* The signed permutation matrix M_g (entries -1, 0, 1). */
 void sf_sym_matrix(int g, int m[3][3]);

@@ -3,7 +3,10 @@
 #include "convert.h"
 #include "symmetry.h"
 
-size_t sf_dtype_size(sf_dtype d) { return d == SF_DTYPE_F32 ? 4 : 2; }
+size_t sf_dtype_size(sf_dtype d)
+{
+  return d == SF_DTYPE_F32 ? 4 : 2;
+}
 
 int64_t sf_xform_elems(const sf_xform *x)
 {
@@ -38,8 +41,8 @@ void sf_transform_ref(const sf_xform *x, int g, const float *in, void *out)
         const int64_t o = (i0 * e[1] + i1) * e[2];
         for (int64_t i2 = 0; i2 < e[2]; i2++) {
           const float v = sign[k] * chan[row + i2 * step[2]];
-          const int64_t at = x->layout == SF_OUT_NCDHW ? k * vol + o + i2
-                                                       : (o + i2) * C + k;
+          const int64_t at =
+              x->layout == SF_OUT_NCDHW ? k * vol + o + i2 : (o + i2) * C + k;
           put(out, at, x->dtype, v);
         }
       }

@@ -18,9 +18,6 @@ typedef struct sf_xform {
   sf_out_layout layout;
 } sf_xform;
 
-/* Bytes of one output element of dtype d. */
-size_t sf_dtype_size(sf_dtype d);
-
 /* Elements of one transformed sample (channels * crop volume). */
 int64_t sf_xform_elems(const sf_xform *x);
 

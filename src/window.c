@@ -60,8 +60,9 @@ static sf_status make_windows(sf_store *s, int rank_per_node, sf_err *e)
    * MPI builds cannot create a window on one process (Debian's Open MPI
    * excludes osc ucx and pt2pt, and osc rdma refuses a single rank). */
   int leaders = s->node_rank == 0;
-  SF_MPI_GOTO(MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, s->comm),
-              e, out);
+  SF_MPI_GOTO(
+      MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, s->comm), e,
+      out);
   s->nodes = leaders;
   if (s->nodes > 1)
     SF_MPI_GOTO(MPI_Win_create(s->base, (MPI_Aint)s->bytes, 1, MPI_INFO_NULL,
@@ -137,15 +138,14 @@ sf_status sf_store_open(sf_store *s, MPI_Comm comm, int ndsets,
             "at least one plane (use at most %lld ranks)",
             s->size, (long long)shape[0], (long long)shape[0]);
   else if (halo < 0 || halo > shape[0])
-    sf_fail(e, SF_ERR_ARG, "halo %lld must be in [0, Z=%lld]",
-            (long long)halo, (long long)shape[0]);
+    sf_fail(e, SF_ERR_ARG, "halo %lld must be in [0, Z=%lld]", (long long)halo,
+            (long long)shape[0]);
   if (e->status == SF_OK) {
     s->z0 = sf_slab_begin(shape[0], s->size, s->rank);
     s->z1 = sf_slab_begin(shape[0], s->size, s->rank + 1);
     s->bytes = segment_bytes(s, s->rank);
     if (s->bytes < 0)
-      sf_fail(e, SF_ERR_ARG, "slab size of rank %d overflows 64 bits",
-              s->rank);
+      sf_fail(e, SF_ERR_ARG, "slab size of rank %d overflows 64 bits", s->rank);
   }
   if (sf_agree(comm, e) == SF_OK && make_windows(s, rank_per_node, e) == SF_OK)
     map_peers(s, e);

@@ -20,14 +20,14 @@ typedef struct sf_store {
   int64_t halo;
   int ndsets;
   int64_t channels[SF_MAX_DSETS];
-  int64_t z0, z1;   /* this rank's core planes */
-  MPI_Win shm_win;  /* node shared memory */
-  MPI_Win world_win;/* same memory, all ranks: MPI_Get; MPI_WIN_NULL
-                       when there is only one node */
+  int64_t z0, z1;    /* this rank's core planes */
+  MPI_Win shm_win;   /* node shared memory */
+  MPI_Win world_win; /* same memory, all ranks: MPI_Get; MPI_WIN_NULL
+                        when there is only one node */
   int shm_locked, world_locked;
-  char *base;       /* this rank's segment */
-  int64_t bytes;    /* size of this rank's segment */
-  char **peer;      /* [size]: segment of each rank on this node, else NULL */
+  char *base;    /* this rank's segment */
+  int64_t bytes; /* size of this rank's segment */
+  char **peer;   /* [size]: segment of each rank on this node, else NULL */
   int64_t *peer_bytes; /* [size]: segment sizes of those ranks */
 } sf_store;
 

@@ -8,17 +8,20 @@ static int rank, size;
 
 /* Rank 0 writes a small file with plain serial HDF5; the others wait. */
 static void write_raw(const char *path, const char *name, int rank4, hid_t type,
-                      const hsize_t *dims, const char *name2, const hsize_t *dims2)
+                      const hsize_t *dims, const char *name2,
+                      const hsize_t *dims2)
 {
   if (rank == 0) {
     const hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     const hid_t s = H5Screate_simple(rank4, dims, NULL);
-    const hid_t d = H5Dcreate2(f, name, type, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t d =
+        H5Dcreate2(f, name, type, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     H5Dclose(d);
     H5Sclose(s);
     if (name2 != NULL) {
       const hid_t s2 = H5Screate_simple(4, dims2, NULL);
-      const hid_t d2 = H5Dcreate2(f, name2, type, s2, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      const hid_t d2 =
+          H5Dcreate2(f, name2, type, s2, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
       H5Dclose(d2);
       H5Sclose(s2);
     }
@@ -42,9 +45,10 @@ static void expect_fail(const char *what, const sf_config *cfg, sf_status want,
   CHECK(st == want, "%s: status %d (%s), want %d; message: %s", what, st,
         sf_strerror(st), want, err);
   CHECK(l == NULL, "%s: no loader on failure", what);
-  CHECK(strstr(err, needle) != NULL, "%s: message '%s' should mention '%s'", what,
-        err, needle);
-  CHECK(strncmp(err, "rank ", 5) == 0, "%s: message names the rank: %s", what, err);
+  CHECK(strstr(err, needle) != NULL, "%s: message '%s' should mention '%s'",
+        what, err, needle);
+  CHECK(strncmp(err, "rank ", 5) == 0, "%s: message names the rank: %s", what,
+        err);
   if (rank == 0)
     printf("  %-22s -> %s: %s\n", what, sf_strerror(st), err);
   if (st == SF_OK)
@@ -119,7 +123,8 @@ int main(int argc, char **argv)
     FILE *in = fopen(good, "rb"), *out = fopen(path, "wb");
     char buf[4096];
     size_t n, total = 0;
-    while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0 && total < 8192) {
+    while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0 &&
+           total < 8192) {
       fwrite(buf, 1, n, out);
       total += n;
     }
@@ -148,7 +153,8 @@ int main(int argc, char **argv)
   expect_fail("prefetch 0", &b, SF_ERR_ARG, "prefetch");
   b = c;
   b.n_input_vectors = 1;
-  b.input_vectors[0][0] = 1, b.input_vectors[0][1] = 2, b.input_vectors[0][2] = 4;
+  b.input_vectors[0][0] = 1, b.input_vectors[0][1] = 2,
+  b.input_vectors[0][2] = 4;
   expect_fail("vector out of range", &b, SF_ERR_ARG, "channel 4");
   b.input_vectors[0][2] = 1;
   expect_fail("vector repeated", &b, SF_ERR_ARG, "used twice");
@@ -163,7 +169,8 @@ int main(int argc, char **argv)
   /* And a good open still works after all that. */
   char err[1024];
   sf_loader *l = NULL;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SF_OK, "good open: %s", err);
+  CHECK(sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SF_OK,
+        "good open: %s", err);
   sf_close(l);
   return check_finish("mpi.badinput");
 }

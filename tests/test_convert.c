@@ -52,7 +52,8 @@ static uint16_t nearest(double ax, uint16_t top, uint16_t inf_bits,
 static void check_value(float f)
 {
   if (isnan(f)) {
-    CHECK(isnan(half_value(sf_f32_to_f16(f))) || (sf_f32_to_f16(f) & 0x7c00) == 0x7c00,
+    CHECK(isnan(half_value(sf_f32_to_f16(f))) ||
+              (sf_f32_to_f16(f) & 0x7c00) == 0x7c00,
           "NaN stays NaN in f16");
     CHECK((sf_f32_to_f16(f) & 0x3ff) != 0, "f16 NaN keeps a payload");
     CHECK((sf_f32_to_bf16(f) & 0x7f80) == 0x7f80 && (sf_f32_to_bf16(f) & 0x7f),
@@ -61,12 +62,16 @@ static void check_value(float f)
   }
   const double ax = fabs((double)f);
   const uint16_t sign = signbit(f) ? 0x8000 : 0;
-  const uint16_t h = isinf(f) ? (uint16_t)0x7c00 : nearest(ax, 0x7bff, 0x7c00, half_value);
-  CHECK(sf_f32_to_f16(f) == (uint16_t)(sign | h), "f16 of %a: got 0x%04x want 0x%04x",
-        (double)f, sf_f32_to_f16(f), sign | h);
-  const uint16_t b = isinf(f) ? (uint16_t)0x7f80 : nearest(ax, 0x7f7f, 0x7f80, bf16_value);
-  CHECK(sf_f32_to_bf16(f) == (uint16_t)(sign | b), "bf16 of %a: got 0x%04x want 0x%04x",
-        (double)f, sf_f32_to_bf16(f), sign | b);
+  const uint16_t h =
+      isinf(f) ? (uint16_t)0x7c00 : nearest(ax, 0x7bff, 0x7c00, half_value);
+  CHECK(sf_f32_to_f16(f) == (uint16_t)(sign | h),
+        "f16 of %a: got 0x%04x want 0x%04x", (double)f, sf_f32_to_f16(f),
+        sign | h);
+  const uint16_t b =
+      isinf(f) ? (uint16_t)0x7f80 : nearest(ax, 0x7f7f, 0x7f80, bf16_value);
+  CHECK(sf_f32_to_bf16(f) == (uint16_t)(sign | b),
+        "bf16 of %a: got 0x%04x want 0x%04x", (double)f, sf_f32_to_bf16(f),
+        sign | b);
 }
 
 int main(int argc, char **argv)
@@ -78,7 +83,8 @@ int main(int argc, char **argv)
     const float v = (float)half_value((uint16_t)h);
     check_value(v);
     check_value(-v);
-    const float mid = (float)((half_value((uint16_t)h) + half_value((uint16_t)(h + 1))) / 2);
+    const float mid =
+        (float)((half_value((uint16_t)h) + half_value((uint16_t)(h + 1))) / 2);
     check_value(mid);
     check_value(-mid);
     check_value(nextafterf(mid, 0.0f));

@@ -24,7 +24,7 @@ static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
 
 static uint32_t bits_of(float v, sf_dtype d)
 {
-  return d == SF_DTYPE_F32 ? sf_f32_bits(v)
+  return d == SF_DTYPE_F32   ? sf_f32_bits(v)
          : d == SF_DTYPE_F16 ? sf_f32_to_f16(v)
                              : sf_f32_to_bf16(v);
 }
@@ -63,7 +63,8 @@ static void run_case(const tcase *t, int rpn)
   const int64_t N[3] = {13, 11, 9};
   char path[96];
   snprintf(path, sizeof path, "crops_np%d_%s.h5", size, t->tag);
-  if (make_file(path, N[0], N[1], N[2], t->layout, t->chunked, t->f16file, 1) != 0)
+  if (make_file(path, N[0], N[1], N[2], t->layout, t->chunked, t->f16file, 1) !=
+      0)
     return;
   const int vin[1][3] = {{1, 2, 3}}, vtg[1][3] = {{3, 1, 2}};
   sf_config c;
@@ -91,7 +92,8 @@ static void run_case(const tcase *t, int rpn)
     return;
   whole w[2];
   const int cl = t->layout == SF_LAYOUT_CL;
-  CHECK(whole_read(path, "Nbody", cl, &w[0]) == 0 && whole_read(path, "Hydro", cl, &w[1]) == 0,
+  CHECK(whole_read(path, "Nbody", cl, &w[0]) == 0 &&
+            whole_read(path, "Hydro", cl, &w[1]) == 0,
         "independent read of %s", path);
 
   const int steps = (t->min_samples + size * c.batch - 1) / (size * c.batch);
@@ -107,7 +109,8 @@ static void run_case(const tcase *t, int rpn)
       const sf_tensor *ten = d == 0 ? &b.input : &b.target;
       const int64_t C = d == 0 ? 4 : 5;
       const int ncdhw = t->out == SF_OUT_NCDHW;
-      CHECK(ten->ndim == 5 && ten->shape[0] == c.batch && ten->shape[ncdhw ? 1 : 4] == C,
+      CHECK(ten->ndim == 5 && ten->shape[0] == c.batch &&
+                ten->shape[ncdhw ? 1 : 4] == C,
             "tensor shape");
       for (int bi = 0; bi < c.batch; bi++) {
         const int64_t *o = &b.origin[3 * bi];
@@ -141,24 +144,30 @@ static void run_case(const tcase *t, int rpn)
             for (int64_t i1 = 0; i1 < e[1]; i1++)
               for (int64_t i2 = 0; i2 < e[2]; i2++) {
                 const int64_t i[3] = {i0, i1, i2};
-                const float v = expect(&w[d], N, t->crop, d == 0 ? vin : vtg, 1, k, i, o, g);
-                const int64_t at = bi * ten->strides[0] +
-                                   (ncdhw ? k * ten->strides[1] + i0 * ten->strides[2] +
-                                                i1 * ten->strides[3] + i2 * ten->strides[4]
-                                          : i0 * ten->strides[1] + i1 * ten->strides[2] +
-                                                i2 * ten->strides[3] + k * ten->strides[4]);
+                const float v = expect(&w[d], N, t->crop, d == 0 ? vin : vtg, 1,
+                                       k, i, o, g);
+                const int64_t at =
+                    bi * ten->strides[0] +
+                    (ncdhw ? k * ten->strides[1] + i0 * ten->strides[2] +
+                                 i1 * ten->strides[3] + i2 * ten->strides[4]
+                           : i0 * ten->strides[1] + i1 * ten->strides[2] +
+                                 i2 * ten->strides[3] + k * ten->strides[4]);
                 const int ok = bits_at(ten, at) == bits_of(v, t->dtype);
                 if (!ok && bad < 3)
-                  fprintf(stderr, "[rank %d] %s: d%d b%d k%lld i(%lld,%lld,%lld) o(%lld,%lld,%lld) g%d\n",
-                          rank, t->tag, d, bi, (long long)k, (long long)i0, (long long)i1,
-                          (long long)i2, (long long)o[0], (long long)o[1], (long long)o[2], g);
+                  fprintf(stderr,
+                          "[rank %d] %s: d%d b%d k%lld i(%lld,%lld,%lld) "
+                          "o(%lld,%lld,%lld) g%d\n",
+                          rank, t->tag, d, bi, (long long)k, (long long)i0,
+                          (long long)i1, (long long)i2, (long long)o[0],
+                          (long long)o[1], (long long)o[2], g);
                 bad += !ok;
                 checked++;
               }
       }
     }
   }
-  CHECK(bad == 0, "%s: %lld of %lld values differ", t->tag, (long long)bad, (long long)checked);
+  CHECK(bad == 0, "%s: %lld of %lld values differ", t->tag, (long long)bad,
+        (long long)checked);
 
   sf_stats stats;
   sf_stats_get(l, &stats);
@@ -172,7 +181,8 @@ static void run_case(const tcase *t, int rpn)
   MPI_Allreduce(MPI_IN_PLACE, wraps, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &crosses, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &node, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &remote, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &remote, 1, MPI_UINT64_T, MPI_SUM,
+                MPI_COMM_WORLD);
   for (int a = 0; a < 3; a++)
     CHECK(wraps[a] > 0, "%s: no crop wrapped on axis %d", t->tag, a);
   if (size > 1 && t->halo == 0) {
@@ -189,7 +199,8 @@ static void run_case(const tcase *t, int rpn)
     CHECK(n == 48, "%s: only %d of 48 symmetry ids were checked", t->tag, n);
   }
   if (rank == 0)
-    printf("  %-10s %lld values per rank checked, wraps z/y/x %d/%d/%d, slab-crossing %d, "
+    printf("  %-10s %lld values per rank checked, wraps z/y/x %d/%d/%d, "
+           "slab-crossing %d, "
            "node %llu B, MPI_Get %llu B\n",
            t->tag, (long long)checked, wraps[0], wraps[1], wraps[2], crosses,
            (unsigned long long)node, (unsigned long long)remote);
@@ -206,10 +217,46 @@ int main(int argc, char **argv)
   const char *env = getenv(SF_ENV_RANK_PER_NODE);
   const int rpn = env != NULL && env[0] == '1';
   const tcase cases[] = {
-      {"cf_all", SF_LAYOUT_CF, 0, 0, {7, 7, 7}, SF_SYM_ALL, SF_DTYPE_F32, SF_OUT_NCDHW, 0, 400},
-      {"cl_rot", SF_LAYOUT_CL, 1, 1, {6, 6, 6}, SF_SYM_ROTATIONS, SF_DTYPE_BF16, SF_OUT_NDHWC, 2, 60},
-      {"cf_none", SF_LAYOUT_CF, 1, 0, {5, 8, 3}, SF_SYM_NONE, SF_DTYPE_F16, SF_OUT_NCDHW, 0, 60},
-      {"cl_f16", SF_LAYOUT_CL, 0, 0, {9, 9, 9}, SF_SYM_ALL, SF_DTYPE_F16, SF_OUT_NDHWC, 1, 60},
+      {"cf_all",
+       SF_LAYOUT_CF,
+       0,
+       0,
+       {7, 7, 7},
+       SF_SYM_ALL,
+       SF_DTYPE_F32,
+       SF_OUT_NCDHW,
+       0,
+       400},
+      {"cl_rot",
+       SF_LAYOUT_CL,
+       1,
+       1,
+       {6, 6, 6},
+       SF_SYM_ROTATIONS,
+       SF_DTYPE_BF16,
+       SF_OUT_NDHWC,
+       2,
+       60},
+      {"cf_none",
+       SF_LAYOUT_CF,
+       1,
+       0,
+       {5, 8, 3},
+       SF_SYM_NONE,
+       SF_DTYPE_F16,
+       SF_OUT_NCDHW,
+       0,
+       60},
+      {"cl_f16",
+       SF_LAYOUT_CL,
+       0,
+       0,
+       {9, 9, 9},
+       SF_SYM_ALL,
+       SF_DTYPE_F16,
+       SF_OUT_NDHWC,
+       1,
+       60},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     run_case(&cases[i], rpn);

@@ -16,7 +16,8 @@ int main(int argc, char **argv)
   c.crop[0] = c.crop[1] = c.crop[2] = 4;
   char err[1024];
   sf_loader *l = NULL;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SF_OK, "open: %s", err);
+  CHECK(sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SF_OK, "open: %s",
+        err);
   sf_batch b;
   CHECK(sf_next(l, &b, NULL) == SF_OK, "next before fork");
   fflush(stdout);
@@ -32,17 +33,20 @@ int main(int argc, char **argv)
     bad |= (sf_stats_get(l, &st) != SF_ERR_FORKED) << 3;
     sf_close(l); /* must not touch MPI: a no-op in the child */
     if (bad == 0)
-      printf("child: sf_next -> %s: %s\n", sf_strerror(SF_ERR_FORKED), sf_last_error(l));
+      printf("child: sf_next -> %s: %s\n", sf_strerror(SF_ERR_FORKED),
+             sf_last_error(l));
     fflush(stdout);
     _exit(bad);
   }
   CHECK(pid > 0, "fork failed");
   int status = 0;
   waitpid(pid, &status, 0);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child checks failed: 0x%x",
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "child checks failed: 0x%x",
         WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   for (int i = 0; i < 3; i++)
-    CHECK(sf_next(l, &b, NULL) == SF_OK, "parent goes on: %s", sf_last_error(l));
+    CHECK(sf_next(l, &b, NULL) == SF_OK, "parent goes on: %s",
+          sf_last_error(l));
   sf_close(l);
   return check_finish("mpi.fork");
 }

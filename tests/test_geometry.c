@@ -12,8 +12,10 @@ static void test_plan(void)
       int64_t next = 0, lo = Z, hi = 0;
       for (int r = 0; r < P; r++) {
         int64_t z0, z1;
-        CHECK(sf_slab_plan(Z, P, r, &z0, &z1) == SF_OK, "Z=%lld P=%d", (long long)Z, P);
-        CHECK(z0 == next, "slabs must be contiguous: Z=%lld P=%d r=%d", (long long)Z, P, r);
+        CHECK(sf_slab_plan(Z, P, r, &z0, &z1) == SF_OK, "Z=%lld P=%d",
+              (long long)Z, P);
+        CHECK(z0 == next, "slabs must be contiguous: Z=%lld P=%d r=%d",
+              (long long)Z, P, r);
         for (int64_t z = z0; z < z1; z++)
           CHECK(sf_slab_owner(Z, P, z) == r, "owner of z=%lld (Z=%lld P=%d)",
                 (long long)z, (long long)Z, P);
@@ -53,10 +55,12 @@ static void test_split(void)
         CHECK(k == (o + len > n ? 2 : 1), "run count");
         int64_t covered = 0;
         for (int i = 0; i < k; i++) {
-          CHECK(r[i].begin >= 0 && r[i].begin + r[i].len <= n, "inside the box");
+          CHECK(r[i].begin >= 0 && r[i].begin + r[i].len <= n,
+                "inside the box");
           CHECK(r[i].crop_off == covered, "runs in crop order");
           for (int64_t t = 0; t < r[i].len; t++)
-            CHECK(r[i].begin + t == (o + r[i].crop_off + t) % n, "periodic position");
+            CHECK(r[i].begin + t == (o + r[i].crop_off + t) % n,
+                  "periodic position");
           covered += r[i].len;
         }
         CHECK(covered == len, "runs cover the crop");

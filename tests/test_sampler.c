@@ -102,7 +102,8 @@ static void test_independence(void)
     cells[prev[0] * 13 + o[0]]++;
     memcpy(prev, o, sizeof o);
   }
-  CHECK(chi2(cells, 169, n) < chi2_crit(168), "consecutive samples independent");
+  CHECK(chi2(cells, 169, n) < chi2_crit(168),
+        "consecutive samples independent");
   /* Streams of different epochs and seeds differ. */
   sf_sampler t;
   sf_sampler_init(&t, shape, 2, SF_SYM_ALL);
@@ -116,8 +117,8 @@ static void test_independence(void)
     same_epoch += !memcmp(a, b, sizeof a) && ga == gb;
     same_seed += !memcmp(a, c, sizeof a) && ga == gc;
   }
-  CHECK(same_epoch < 5 && same_seed < 5, "epochs/seeds give other streams (%d,%d)",
-        same_epoch, same_seed);
+  CHECK(same_epoch < 5 && same_seed < 5,
+        "epochs/seeds give other streams (%d,%d)", same_epoch, same_seed);
 }
 
 int main(int argc, char **argv)

@@ -6,8 +6,8 @@
 #include "window.h"
 
 static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
-                       sf_file_layout layout, int chunked, int f16, int64_t halo,
-                       int rank_per_node)
+                       sf_file_layout layout, int chunked, int f16,
+                       int64_t halo, int rank_per_node)
 {
   if (make_file(path, Z, Y, X, layout, chunked, f16, 1) != 0)
     return;
@@ -26,11 +26,12 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
   CHECK(e.status == SF_OK, "open %s: %s", path, e.msg);
   if (e.status != SF_OK)
     return;
-  CHECK(info[0].layout == layout && info[0].channels == 4 && info[1].channels == 5,
+  CHECK(info[0].layout == layout && info[0].channels == 4 &&
+            info[1].channels == 5,
         "layout and channels resolved from the shape");
   const int64_t ch[2] = {4, 5};
-  CHECK(sf_store_open(&s, MPI_COMM_WORLD, 2, ch, info[0].shape, halo, rank_per_node,
-                      &e) == SF_OK,
+  CHECK(sf_store_open(&s, MPI_COMM_WORLD, 2, ch, info[0].shape, halo,
+                      rank_per_node, &e) == SF_OK,
         "store: %s", e.msg);
   for (int k = 0; k < 2 && e.status == SF_OK; k++)
     sf_store_read(&s, k, d[k], path, names[k], &info[k], &e);
@@ -46,7 +47,8 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
   int64_t bad = 0;
   const int64_t planes = sf_store_planes(&s, s.rank);
   CHECK(planes == s.z1 - s.z0 + 2 * halo, "planes held");
-  CHECK(s.bytes == (4 + 5) * planes * Y * X * 4, "segment holds slab + halo only");
+  CHECK(s.bytes == (4 + 5) * planes * Y * X * 4,
+        "segment holds slab + halo only");
   for (int k = 0; k < 2 && e.status == SF_OK; k++) {
     const float *seg = (const float *)(s.base + sf_store_offset(&s, s.rank, k));
     for (int64_t c = 0; c < ch[k]; c++)
@@ -59,7 +61,8 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
             bad += got != want;
           }
   }
-  CHECK(bad == 0, "%s: %lld voxels differ from the index function", path, (long long)bad);
+  CHECK(bad == 0, "%s: %lld voxels differ from the index function", path,
+        (long long)bad);
   /* Peers of the node are mapped and see the same bytes. */
   for (int r = 0; r < s.size; r++)
     if (s.peer[r] != NULL && r != s.rank) {
@@ -78,10 +81,11 @@ int main(int argc, char **argv)
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   char path[64];
   snprintf(path, sizeof path, "slab_np%d_a.h5", size);
-  check_case(path, 13, 7, 6, SF_LAYOUT_CF, 0, 0, 0, 0);  /* uneven split */
+  check_case(path, 13, 7, 6, SF_LAYOUT_CF, 0, 0, 0, 0); /* uneven split */
   snprintf(path, sizeof path, "slab_np%d_b.h5", size);
-  check_case(path, 11, 7, 6, SF_LAYOUT_CL, 1, 1, 2, 0);  /* cl, chunked f16, halo */
+  check_case(path, 11, 7, 6, SF_LAYOUT_CL, 1, 1, 2,
+             0); /* cl, chunked f16, halo */
   snprintf(path, sizeof path, "slab_np%d_c.h5", size);
-  check_case(path, 9, 8, 7, SF_LAYOUT_CF, 1, 0, 9, 1);   /* halo = Z, own nodes */
+  check_case(path, 9, 8, 7, SF_LAYOUT_CF, 1, 0, 9, 1); /* halo = Z, own nodes */
   return check_finish("mpi.slab");
 }

@@ -22,7 +22,8 @@ int main(int argc, char **argv)
   c.steps_per_epoch = 3;
   char err[1024];
   sf_loader *l = NULL;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SF_OK, "open: %s", err);
+  CHECK(sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SF_OK, "open: %s",
+        err);
   if (l == NULL)
     return check_finish("mpi.stream");
   CHECK(sf_steps_per_epoch(l) == 3, "steps per epoch from the config");
@@ -65,7 +66,8 @@ int main(int argc, char **argv)
   CHECK(sf_next(l, &b, NULL) == SF_OK, "next after seek");
   CHECK(b.epoch == 1 && b.step == 1 && memcmp(saved, b.input.data, bytes) == 0,
         "sf_seek resumes the exact stream");
-  CHECK(sf_seek(l, 0, 3) == SF_ERR_ARG && strstr(sf_last_error(l), "past the end"),
+  CHECK(sf_seek(l, 0, 3) == SF_ERR_ARG &&
+            strstr(sf_last_error(l), "past the end"),
         "seek past the epoch is refused");
   /* Different ranks get different crops. */
   int64_t *all = malloc((size_t)size * sizeof *all);

@@ -23,7 +23,8 @@ static void test_group(void)
 {
   int proper = 0;
   for (int g = 0; g < 48; g++) {
-    CHECK(sf_sym_compose(g, 0) == g && sf_sym_compose(0, g) == g, "identity g=%d", g);
+    CHECK(sf_sym_compose(g, 0) == g && sf_sym_compose(0, g) == g,
+          "identity g=%d", g);
     CHECK(sf_sym_compose(sf_sym_inverse(g), g) == 0, "inverse g=%d", g);
     CHECK(sf_sym_compose(g, sf_sym_inverse(g)) == 0, "inverse g=%d", g);
     const int f = g / 6;
@@ -58,7 +59,8 @@ static void test_index_map(void)
           int64_t j[3];
           for (int a = 0; a < 3; a++)
             j[perms[g % 6][a]] = (g / 6 >> a & 1) ? c - 1 - i[a] : i[a];
-          const int64_t src = start + i0 * step[0] + i1 * step[1] + i2 * step[2];
+          const int64_t src =
+              start + i0 * step[0] + i1 * step[1] + i2 * step[2];
           CHECK(src == (j[0] * c + j[1]) * c + j[2], "index map g=%d", g);
           if (src >= 0 && src < 125)
             seen[src]++;

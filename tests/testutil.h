@@ -18,7 +18,8 @@ typedef struct whole {
   int cl; /* channels-last */
 } whole;
 
-static inline int whole_read(const char *path, const char *name, int cl, whole *w)
+static inline int whole_read(const char *path, const char *name, int cl,
+                             whole *w)
 {
   memset(w, 0, sizeof *w);
   w->cl = cl;
@@ -45,7 +46,8 @@ static inline int whole_read(const char *path, const char *name, int cl, whole *
 }
 
 /* Value of channel c at (z,y,x) (inside the box). */
-static inline float whole_at(const whole *w, int64_t c, int64_t z, int64_t y, int64_t x)
+static inline float whole_at(const whole *w, int64_t c, int64_t z, int64_t y,
+                             int64_t x)
 {
   const int64_t *d = w->dims;
   if (w->cl)
@@ -53,7 +55,10 @@ static inline float whole_at(const whole *w, int64_t c, int64_t z, int64_t y, in
   return w->v[((c * d[1] + z) * d[2] + y) * d[3] + x];
 }
 
-static inline void whole_free(whole *w) { free(w->v); }
+static inline void whole_free(whole *w)
+{
+  free(w->v);
+}
 
 /* Generates a test file collectively; fails the test on error. */
 static inline int make_file(const char *path, int64_t Z, int64_t Y, int64_t X,

@@ -1,0 +1,155 @@
+/* slabfeed-check: run the loader on P ranks for K steps and verify every
+ * sample against an independent serial read of the file and the reference
+ * transform; report traffic by source and peak memory per rank. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char *prog = "slabfeed-check";
+
+int main(int argc, char **argv)
+{
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  char usage[2048];
+  snprintf(usage, sizeof usage, "%s --steps K", cli_loader_usage);
+  sf_config cfg;
+  sf_config_init(&cfg);
+  int64_t steps = 4;
+  for (int i = 1; i < argc; i++) {
+    const int r = cli_loader_option(argc, argv, &i, &cfg);
+    if (r == 1)
+      continue;
+    if (r < 0)
+      cli_usage_fail(prog, usage, "bad or missing value for %s", argv[i]);
+    if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc &&
+        !cli_int64(argv[i + 1], &steps) && steps >= 1)
+      i++;
+    else
+      cli_usage_fail(prog, usage, "unknown or bad option %s", argv[i]);
+  }
+
+  char err[1024];
+  sf_loader *l = NULL;
+  sf_status st = sf_open(MPI_COMM_WORLD, &cfg, &l, err, sizeof err);
+  if (st != SF_OK)
+    cli_fail(prog, st, err);
+  sf_reader *ref = NULL;
+  if ((st = sf_reader_open(cfg.path, &ref, err, sizeof err)) != SF_OK)
+    cli_fail(prog, st, err);
+
+  const int nd = cfg.target ? 2 : 1;
+  const char *names[2] = {cfg.input, cfg.target};
+  const size_t es = sf_dtype_size(cfg.dtype);
+  void *got[2] = {NULL, NULL}, *want[2] = {NULL, NULL};
+  uint64_t checked = 0, mismatched = 0, first_bad = UINT64_MAX;
+  double bytes_out = 0;
+  const double t0 = MPI_Wtime();
+  double t_loader = 0;
+  for (int64_t s = 0; s < steps; s++) {
+    sf_batch b;
+    const double ta = MPI_Wtime();
+    if ((st = sf_next(l, &b, NULL)) != SF_OK)
+      cli_fail(prog, st, sf_last_error(l));
+    for (int d = 0; d < nd; d++) {
+      const sf_tensor *t = d == 0 ? &b.input : &b.target;
+      const size_t sample = (size_t)t->strides[0] * es;
+      if (got[d] == NULL) {
+        got[d] = malloc(sample * (size_t)cfg.batch);
+        want[d] = malloc(sample);
+        if (got[d] == NULL || want[d] == NULL)
+          cli_fail(prog, SF_ERR_NOMEM, "cannot allocate the check buffers");
+      }
+      if ((st = sf_copy_to_host(l, t, got[d])) != SF_OK)
+        cli_fail(prog, st, sf_last_error(l));
+      if (d == nd - 1)
+        t_loader += MPI_Wtime() - ta;
+      bytes_out += (double)(sample * (size_t)cfg.batch);
+      for (int i = 0; i < cfg.batch; i++) {
+        st = sf_reader_crop(
+            ref, names[d], cfg.layout, &b.origin[3 * i], cfg.crop,
+            b.symmetry[i], d == 0 ? cfg.n_input_vectors : cfg.n_target_vectors,
+            (const int(*)[3])(d == 0 ? cfg.input_vectors : cfg.target_vectors),
+            cfg.dtype, cfg.out_layout, want[d]);
+        if (st != SF_OK)
+          cli_fail(prog, st, sf_reader_error(ref));
+        checked++;
+        if (memcmp(want[d], (char *)got[d] + (size_t)i * sample, sample) != 0) {
+          mismatched++;
+          if (first_bad == UINT64_MAX)
+            first_bad = (uint64_t)b.sample[i];
+        }
+      }
+    }
+  }
+  const double dt = MPI_Wtime() - t0;
+  sf_stats stats;
+  sf_stats_get(l, &stats);
+
+  /* Whole-volume size for the memory comparison. */
+  double volume = 0;
+  for (int d = 0; d < nd; d++) {
+    sf_dataset_info in;
+    if (sf_describe(cfg.path, names[d], cfg.layout, &in, err, sizeof err) ==
+        SF_OK)
+      volume += (double)in.channels * (double)in.shape[0] *
+                (double)in.shape[1] * (double)in.shape[2] * 4.0;
+  }
+  const uint64_t rss = cli_peak_rss();
+  double row[9] = {(double)checked / nd,       (double)mismatched,
+                   (double)stats.bytes_own,    (double)stats.bytes_node,
+                   (double)stats.bytes_remote, (double)rss,
+                   (double)stats.slab_bytes,   stats.t_read,
+                   bytes_out / t_loader};
+  double *rows = rank == 0 ? malloc(sizeof row * (size_t)size) : NULL;
+  MPI_Gather(row, 9, MPI_DOUBLE, rows, 9, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  uint64_t bad_all = 0;
+  MPI_Reduce(&mismatched, &bad_all, 1, MPI_UINT64_T, MPI_SUM, 0,
+             MPI_COMM_WORLD);
+  if (rank == 0) {
+    printf("%s: %s, %d ranks, crop %lldx%lldx%lld, batch %d, %lld steps, %s, "
+           "device %d\n",
+           prog, cfg.path, size, (long long)cfg.crop[0], (long long)cfg.crop[1],
+           (long long)cfg.crop[2], cfg.batch, (long long)steps,
+           cli_dtype_name(cfg.dtype), cfg.device);
+    printf("%4s %8s %8s %12s %12s %12s %10s %10s %8s %10s\n", "rank", "samples",
+           "mismatch", "own B", "node B", "MPI_Get B", "slab MB", "peakRSS MB",
+           "read s", "MB/s out");
+    double slab_max = 0, rss_max = 0;
+    for (int r = 0; r < size; r++) {
+      const double *x = &rows[9 * r];
+      printf(
+          "%4d %8.0f %8.0f %12.0f %12.0f %12.0f %10.1f %10.1f %8.3f %10.1f\n",
+          r, x[0], x[1], x[2], x[3], x[4], x[6] / 1e6, x[5] / 1e6, x[7],
+          x[8] / 1e6);
+      slab_max = x[6] > slab_max ? x[6] : slab_max;
+      rss_max = x[5] > rss_max ? x[5] : rss_max;
+    }
+    printf("whole volume %.1f MB (float32); largest slab store %.1f MB = %.3f "
+           "x volume/P; "
+           "largest peak RSS %.1f MB\n",
+           volume / 1e6, slab_max / 1e6, slab_max / (volume / size),
+           rss_max / 1e6);
+    printf("%s: %s: %llu samples checked, %llu mismatches in %.2f s\n", prog,
+           bad_all ? "FAILED" : "OK",
+           (unsigned long long)(checked / (uint64_t)nd * (uint64_t)size),
+           (unsigned long long)bad_all, dt);
+    free(rows);
+  }
+  if (mismatched)
+    fprintf(stderr, "%s: rank %d: first mismatching global sample %llu\n", prog,
+            rank, (unsigned long long)first_bad);
+  free(got[0]);
+  free(got[1]);
+  free(want[0]);
+  free(want[1]);
+  sf_reader_close(ref);
+  sf_close(l);
+  MPI_Finalize();
+  return bad_all ? 1 : 0;
+}

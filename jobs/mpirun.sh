@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Generate a volume and print its info with plain mpirun (no scheduler).
+#   NP=8 SIZE=1024 FILE=/lustre/me/box.h5 jobs/mpirun.sh
+# On Lustre, stripe the directory before writing, e.g.
+#   lfs setstripe -c 16 -S 16M /lustre/me      (large files: many OSTs)
+set -euo pipefail
+NP=${NP:-4}
+SIZE=${SIZE:-256}
+FILE=${FILE:-volume_${SIZE}.h5}
+BIN=${BIN:-$(dirname "$0")/../build/apps}
+# HDF5 file locking does not work on many parallel file systems.
+export HDF5_USE_FILE_LOCKING=FALSE
+mpirun -n "$NP" "$BIN/slabfeed-gen" --file "$FILE" --shape "$SIZE" --content field
+mpirun -n 1 "$BIN/slabfeed-info" --file "$FILE" --ranks "$NP"
