@@ -161,6 +161,9 @@ typedef struct sf_stats {
   double t_wait;          /* exposed wait inside sf_next */
   uint64_t slab_bytes;    /* host bytes of the slab store of this rank */
   uint64_t staging_bytes; /* host + device staging and batch memory */
+  int loader_thread;      /* 1: a loader thread produces ahead (device
+                            batches, MPI_THREAD_MULTIPLE or one node);
+                            0: the work runs inside sf_next */
 } sf_stats;
 
 typedef struct sf_loader sf_loader;

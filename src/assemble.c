@@ -86,11 +86,10 @@ static void copy_piece(const sf_store *s, const float *seg, int64_t planes,
       }
 }
 
-/* Starts an MPI_Get of a piece from another node, with subarray datatypes
- * on both sides (one call per piece and dataset). */
-static sf_status get_piece(sf_store *s, int d, int64_t C, const sf_piece *p,
-                           const int64_t crop[3], float *dst, sf_err *e)
+sf_status sf_gather_get(sf_store *s, int d, const sf_piece *p,
+                        const int64_t crop[3], float *dst, sf_err *e)
 {
+  const int64_t C = s->channels[d];
   MPI_Datatype to = MPI_DATATYPE_NULL, from = MPI_DATATYPE_NULL;
   const int dsizes[4] = {(int)C, (int)crop[0], (int)crop[1], (int)crop[2]};
   const int sub[4] = {(int)C, (int)p->n[0], (int)p->n[1], (int)p->n[2]};
@@ -135,7 +134,7 @@ sf_status sf_gather_host(sf_store *s, int d, const sf_piece *pieces, int n,
         bytes->own += b;
       else
         bytes->node += b;
-    } else if (get_piece(s, d, C, p, crop, dst, e) == SF_OK) {
+    } else if (sf_gather_get(s, d, p, crop, dst, e) == SF_OK) {
       bytes->remote += b;
     }
   }

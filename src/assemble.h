@@ -35,6 +35,11 @@ sf_status sf_gather_host(sf_store *s, int d, const sf_piece *pieces, int n,
                          const int64_t crop[3], float *dst,
                          sf_gather_bytes *bytes, sf_err *e);
 
+/* Starts an MPI_Get of piece p of dataset d (held on another node) into
+ * its place in dst ([C][crop..]), with subarray datatypes on both sides. */
+sf_status sf_gather_get(sf_store *s, int d, const sf_piece *p,
+                        const int64_t crop[3], float *dst, sf_err *e);
+
 /* Completes the MPI_Get transfers started by sf_gather_host (local
  * completion: the destination buffers are ready). */
 sf_status sf_gather_complete(sf_store *s, sf_err *e);

@@ -48,3 +48,22 @@ void sf_transform_ref(const sf_xform *x, int g, const float *in, void *out)
       }
   }
 }
+
+#ifdef SF_HAVE_CUDA
+#include "transform_gpu.h"
+
+void sf_kparams_make(const sf_xform *x, int g, sf_kparams *k)
+{
+  sf_sym_index_map(g, x->ext, k->e, &k->start, k->step);
+  k->vol = x->ext[0] * x->ext[1] * x->ext[2];
+  k->channels = x->channels;
+  k->dtype = (int)x->dtype;
+  k->layout = (int)x->layout;
+  sf_sym_channels(g, x->channels, x->ngroups, (const int(*)[3])x->groups,
+                  k->src, k->sign);
+  const int *perm = sf_sym_perm(g);
+  k->q = perm[0] == 2 ? 0 : perm[1] == 2 ? 1 : 2;
+  k->t1 = k->q != 2 ? k->q : 1;
+  k->r = 3 - k->t1 - 2;
+}
+#endif

@@ -25,4 +25,10 @@ int64_t sf_xform_elems(const sf_xform *x);
  * out: one sample of the batch in x->layout and x->dtype, for symmetry g. */
 void sf_transform_ref(const sf_xform *x, int g, const float *in, void *out);
 
+#ifdef SF_HAVE_CUDA
+struct sf_kparams;
+/* Launch parameters of the CUDA kernel for symmetry g (transform_gpu.h). */
+void sf_kparams_make(const sf_xform *x, int g, struct sf_kparams *k);
+#endif
+
 #endif

@@ -1,0 +1,60 @@
+/* The one layer through which the library calls the CUDA runtime. It
+ * checks every return code and counts the calls that matter next to NCCL:
+ * allocations, frees, host registrations, device and default-stream
+ * synchronisation, and work put on the legacy default stream. Tests read
+ * the counters to prove that nothing of that kind happens after sf_open. */
+#ifndef SF_CUDART_H
+#define SF_CUDART_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "errors.h"
+
+typedef struct sf_cuda_counts {
+  uint64_t allocs;         /* cudaMalloc, cudaHostAlloc */
+  uint64_t frees;          /* cudaFree, cudaFreeHost */
+  uint64_t registers;      /* cudaHostRegister, cudaHostUnregister */
+  uint64_t device_syncs;   /* cudaDeviceSynchronize (never called) */
+  uint64_t default_stream; /* calls given the legacy default stream */
+  uint64_t stream_syncs;   /* cudaStreamSynchronize on a loader stream */
+  uint64_t event_waits;    /* cudaEventSynchronize on a loader event */
+  uint64_t launches, copies;
+} sf_cuda_counts;
+
+/* A snapshot of the process-wide counters (atomic reads). */
+void sf_cuda_counts_get(sf_cuda_counts *out);
+
+/* Records a CUDA failure of `what` in *e; returns SF_ERR_CUDA. */
+sf_status sf_cuda_fail(sf_err *e, cudaError_t rc, const char *what);
+
+sf_status sf_cu_set_device(int device, sf_err *e);
+sf_status sf_cu_malloc(void **p, size_t bytes, sf_err *e);
+void sf_cu_free(void *p);
+sf_status sf_cu_host_alloc(void **p, size_t bytes, sf_err *e);
+void sf_cu_free_host(void *p);
+sf_status sf_cu_host_register(void *p, size_t bytes, sf_err *e);
+void sf_cu_host_unregister(void *p);
+sf_status sf_cu_stream_create(cudaStream_t *s, sf_err *e);
+void sf_cu_stream_destroy(cudaStream_t s);
+sf_status sf_cu_event_create(cudaEvent_t *ev, sf_err *e);
+void sf_cu_event_destroy(cudaEvent_t ev);
+
+sf_status sf_cu_record(cudaEvent_t ev, cudaStream_t s, sf_err *e);
+sf_status sf_cu_wait(cudaStream_t s, cudaEvent_t ev, sf_err *e);
+/* Host waits for an event of the loader's own streams. */
+sf_status sf_cu_event_sync(cudaEvent_t ev, sf_err *e);
+sf_status sf_cu_stream_sync(cudaStream_t s, sf_err *e);
+/* 1 when ev has completed, 0 when not yet, -1 on error (recorded in e). */
+int sf_cu_event_done(cudaEvent_t ev, sf_err *e);
+
+sf_status sf_cu_copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, sf_err *e);
+sf_status sf_cu_copy(void *dst, const void *src, size_t bytes,
+                     enum cudaMemcpyKind kind, cudaStream_t s, sf_err *e);
+
+/* Counts a kernel launch and checks cudaGetLastError. */
+sf_status sf_cu_launched(const char *what, sf_err *e);
+
+#endif

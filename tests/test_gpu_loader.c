@@ -1,0 +1,140 @@
+/* The GPU path against the host path: whole batches of the same config and
+ * seed are equal bit for bit (all dtypes and layouts, input + target,
+ * vector groups), on 1 and 2 ranks, also with one rank per "node" (MPI_Get
+ * into pinned staging). Then 200 steps on a training stream: the counters
+ * of the CUDA layer show no allocation, free, registration, device
+ * synchronisation or default-stream use after sf_open.
+ * argv[1]: "multiple" or "single" (the MPI thread level asked for). */
+#include "cudart.h"
+#include "gpu.h"
+#include "testutil.h"
+
+static int rank, size;
+
+static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
+                    cudaStream_t s, int expect_thread)
+{
+  sf_config c;
+  sf_config_init(&c);
+  c.path = path;
+  c.input = "Nbody";
+  c.target = "Hydro";
+  c.crop[0] = c.crop[1] = c.crop[2] = 20;
+  c.batch = 2;
+  c.seed = 11;
+  c.dtype = dt;
+  c.out_layout = lay;
+  c.halo = halo;
+  c.prefetch = 3;
+  c.n_input_vectors = c.n_target_vectors = 1;
+  c.input_vectors[0][0] = c.target_vectors[0][0] = 1;
+  c.input_vectors[0][1] = c.target_vectors[0][1] = 2;
+  c.input_vectors[0][2] = c.target_vectors[0][2] = 3;
+  char err[1024];
+  sf_loader *cpu = NULL, *gpu = NULL;
+  CHECK(sf_open(MPI_COMM_WORLD, &c, &cpu, err, sizeof err) == SF_OK, "cpu open: %s", err);
+  c.device = 0;
+  CHECK(sf_open(MPI_COMM_WORLD, &c, &gpu, err, sizeof err) == SF_OK, "gpu open: %s", err);
+  if (cpu == NULL || gpu == NULL)
+    return;
+  sf_stats st;
+  sf_stats_get(gpu, &st);
+  CHECK(st.loader_thread == expect_thread, "loader thread %d, expected %d", st.loader_thread,
+        expect_thread);
+  const size_t es = sf_dtype_size(dt);
+  int64_t bad = 0;
+  for (int step = 0; step < 10; step++) {
+    sf_batch a, b;
+    CHECK(sf_next(cpu, &a, NULL) == SF_OK, "cpu next: %s", sf_last_error(cpu));
+    CHECK(sf_next(gpu, &b, s) == SF_OK, "gpu next: %s", sf_last_error(gpu));
+    CHECK(b.device == 0 && b.ready_event != NULL, "device batch");
+    CHECK(memcmp(a.origin, b.origin, 2 * 3 * sizeof *a.origin) == 0 &&
+              memcmp(a.symmetry, b.symmetry, 2 * sizeof *a.symmetry) == 0,
+          "same samples");
+    for (int d = 0; d < 2; d++) {
+      const sf_tensor *ta = d ? &a.target : &a.input, *tb = d ? &b.target : &b.input;
+      const size_t bytes = (size_t)ta->strides[0] * 2 * es;
+      void *host = malloc(bytes);
+      CHECK(sf_copy_to_host(gpu, tb, host) == SF_OK, "copy: %s", sf_last_error(gpu));
+      bad += memcmp(host, ta->data, bytes) != 0;
+      free(host);
+    }
+    if (step == 5) { /* resume mid-way on both */
+      CHECK(sf_seek(cpu, 3, 1) == SF_OK && sf_seek(gpu, 3, 1) == SF_OK, "seek");
+    }
+  }
+  CHECK(bad == 0, "dtype %d layout %d halo %d: %lld batches differ between GPU and CPU",
+        dt, lay, halo, (long long)bad);
+  sf_close(cpu);
+  sf_close(gpu);
+}
+
+/* 200 steps after open: the CUDA layer's counters must not move. */
+static void quiet_steps(const char *path, cudaStream_t s)
+{
+  sf_config c;
+  sf_config_init(&c);
+  c.path = path;
+  c.input = "Nbody";
+  c.target = "Hydro";
+  c.crop[0] = c.crop[1] = c.crop[2] = 16;
+  c.batch = 2;
+  c.device = 0;
+  c.dtype = SF_DTYPE_BF16;
+  char err[1024];
+  sf_loader *l = NULL;
+  CHECK(sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SF_OK, "open: %s", err);
+  if (l == NULL)
+    return;
+  sf_cuda_counts before, after;
+  sf_cuda_counts_get(&before);
+  for (int i = 0; i < 200; i++) {
+    sf_batch b;
+    CHECK(sf_next(l, &b, s) == SF_OK, "next %d: %s", i, sf_last_error(l));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  sf_cuda_counts_get(&after);
+  CHECK(after.allocs == before.allocs && after.frees == before.frees,
+        "allocations after open: %llu, frees %llu",
+        (unsigned long long)(after.allocs - before.allocs),
+        (unsigned long long)(after.frees - before.frees));
+  CHECK(after.registers == before.registers, "host registrations after open");
+  CHECK(after.device_syncs == before.device_syncs, "device synchronisation after open");
+  CHECK(after.default_stream == before.default_stream, "legacy default stream used %llu times",
+        (unsigned long long)(after.default_stream - before.default_stream));
+  CHECK(after.stream_syncs == before.stream_syncs, "stream synchronisation in steady state");
+  CHECK(after.launches - before.launches == 200 * 2 * 2, "one launch per sample and dataset");
+  if (rank == 0)
+    printf("gpu.loader: 200 steps: +%llu copies, +%llu launches, +%llu event waits, "
+           "0 allocations/registrations/device syncs/default-stream calls\n",
+           (unsigned long long)(after.copies - before.copies),
+           (unsigned long long)(after.launches - before.launches),
+           (unsigned long long)(after.event_waits - before.event_waits));
+  sf_close(l);
+}
+
+int main(int argc, char **argv)
+{
+  const int want = argc > 1 && strcmp(argv[1], "single") == 0 ? MPI_THREAD_SINGLE
+                                                                : MPI_THREAD_MULTIPLE;
+  int provided;
+  MPI_Init_thread(&argc, &argv, want, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (gpu_count() == 0)
+    return check_skip("gpu.loader", "no CUDA device");
+  const char *env = getenv(SF_ENV_RANK_PER_NODE);
+  const int rpn = env != NULL && env[0] == '1' && size > 1;
+  const int expect_thread = provided == MPI_THREAD_MULTIPLE || !rpn;
+  char path[64];
+  snprintf(path, sizeof path, "gpu_np%d_%d.h5", size, rpn);
+  make_file(path, 48, 40, 36, SF_LAYOUT_CF, 0, 0, 1);
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (int dt = 0; dt < 3; dt++)
+    for (int lay = 0; lay < 2; lay++)
+      compare(path, (sf_dtype)dt, (sf_out_layout)lay, dt == 1 ? 3 : 0, s, expect_thread);
+  quiet_steps(path, s);
+  cudaStreamDestroy(s);
+  return check_finish("gpu.loader");
+}
