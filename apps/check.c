@@ -11,8 +11,15 @@ static const char *prog = "slabfeed-check";
 
 int main(int argc, char **argv)
 {
-  int provided;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  /* Device batches: MPI_THREAD_MULTIPLE lets the loader thread make the
+   * MPI calls; host batches need no more than the caller's thread. */
+  int provided, device = -1;
+  for (int i = 1; i + 1 < argc; i++)
+    if (strcmp(argv[i], "--device") == 0)
+      device = atoi(argv[i + 1]);
+  MPI_Init_thread(&argc, &argv,
+                  device >= 0 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED,
+                  &provided);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

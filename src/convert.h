@@ -20,6 +20,17 @@ SF_HD uint32_t sf_f32_bits(float f)
   return x;
 }
 
+/* v with its sign bit flipped when neg is set: exact for every value, NaN
+ * payloads included (a multiplication by -1 is not: hosts keep a NaN
+ * operand's payload, GPUs return a canonical NaN). */
+SF_HD float sf_flip_sign(float v, int neg)
+{
+  uint32_t x = sf_f32_bits(v) ^ (neg ? 0x80000000u : 0u);
+  float r;
+  memcpy(&r, &x, sizeof r);
+  return r;
+}
+
 SF_HD uint16_t sf_f32_to_f16(float f)
 {
   const uint32_t x = sf_f32_bits(f);

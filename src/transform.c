@@ -40,7 +40,7 @@ void sf_transform_ref(const sf_xform *x, int g, const float *in, void *out)
         const int64_t row = start + i0 * step[0] + i1 * step[1];
         const int64_t o = (i0 * e[1] + i1) * e[2];
         for (int64_t i2 = 0; i2 < e[2]; i2++) {
-          const float v = sign[k] * chan[row + i2 * step[2]];
+          const float v = sf_flip_sign(chan[row + i2 * step[2]], sign[k] < 0);
           const int64_t at =
               x->layout == SF_OUT_NCDHW ? k * vol + o + i2 : (o + i2) * C + k;
           put(out, at, x->dtype, v);

@@ -1,5 +1,6 @@
 #include "window.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,10 +65,22 @@ static sf_status make_windows(sf_store *s, int rank_per_node, sf_err *e)
       MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, s->comm), e,
       out);
   s->nodes = leaders;
-  if (s->nodes > 1)
-    SF_MPI_GOTO(MPI_Win_create(s->base, (MPI_Aint)s->bytes, 1, MPI_INFO_NULL,
-                               s->comm, &s->world_win),
-                e, out);
+  if (s->nodes > 1) {
+    const int rc = MPI_Win_create(s->base, (MPI_Aint)s->bytes, 1,
+                                  MPI_INFO_NULL, s->comm, &s->world_win);
+    if (rc != MPI_SUCCESS) {
+      sf_fail_mpi(e, rc, "MPI_Win_create over all ranks (for MPI_Get between "
+                         "nodes)");
+      const size_t n = strlen(e->msg);
+      snprintf(e->msg + n, sizeof e->msg - n,
+               "; with Open MPI, osc/rdma needs a transport with RDMA get "
+               "(CMA, XPMEM, UCX, a NIC): where it has none, allow osc/pt2pt, "
+               "e.g. OMPI_MCA_osc=sm,pt2pt (pt2pt refuses "
+               "MPI_THREAD_MULTIPLE)");
+      s->world_win = MPI_WIN_NULL;
+      goto out;
+    }
+  }
   SF_MPI_GOTO(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->shm_win), e, out);
   s->shm_locked = 1;
 out:

@@ -103,7 +103,10 @@ static void quiet_steps(const char *path, cudaStream_t s)
   CHECK(after.default_stream == before.default_stream, "legacy default stream used %llu times",
         (unsigned long long)(after.default_stream - before.default_stream));
   CHECK(after.stream_syncs == before.stream_syncs, "stream synchronisation in steady state");
-  CHECK(after.launches - before.launches == 200 * 2 * 2, "one launch per sample and dataset");
+  /* One launch per sample and dataset; the loader may be one batch ahead. */
+  const uint64_t launched = after.launches - before.launches;
+  CHECK(launched >= 200 * 2 * 2 && launched <= 201 * 2 * 2, "%llu launches for 200 steps",
+        (unsigned long long)launched);
   if (rank == 0)
     printf("gpu.loader: 200 steps: +%llu copies, +%llu launches, +%llu event waits, "
            "0 allocations/registrations/device syncs/default-stream calls\n",
