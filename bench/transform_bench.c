@@ -63,12 +63,14 @@ int main(int argc, char **argv)
   for (int r = 0; r < reps; r++)
     CK(cudaMemcpyAsync(copy, in, in_bytes, cudaMemcpyDeviceToDevice, s));
   CK(cudaEventRecord(b, s));
-  const double copy_gbs = (double)in_bytes * reps / (time_ms(s, a, b) * 1e-3) / 1e9;
-  printf("transform_bench: crop %lld^3 x %d channels (%.1f MB staged), %d reps\n",
-         (long long)c, C, in_bytes / 1e6, reps);
+  const double copy_gbs =
+      (double)in_bytes * reps / (time_ms(s, a, b) * 1e-3) / 1e9;
+  printf(
+      "transform_bench: crop %lld^3 x %d channels (%.1f MB staged), %d reps\n",
+      (long long)c, C, in_bytes / 1e6, reps);
   printf("ceiling: device copy %.1f GB/s\n", copy_gbs);
-  printf("%-5s %-6s %10s %10s %10s %8s\n", "dtype", "layout", "g=0 GB/s", "g=5 GB/s",
-         "all48 GB/s", "min/copy");
+  printf("%-5s %-6s %10s %10s %10s %8s\n", "dtype", "layout", "g=0 GB/s",
+         "g=5 GB/s", "all48 GB/s", "min/copy");
 
   static const char *dn[] = {"f32", "f16", "bf16"}, *ln[] = {"ncdhw", "ndhwc"};
   for (int dt = 0; dt < 3; dt++)
@@ -95,13 +97,15 @@ int main(int argc, char **argv)
         worst = gbs[g] < worst ? gbs[g] : worst;
         sum += gbs[g];
       }
-      printf("%-5s %-6s %10.1f %10.1f %10.1f %8.2f\n", dn[dt], ln[lay], gbs[0], gbs[5],
-             sum / 48, worst / copy_gbs);
-      printf("{\"bench\":\"transform\",\"crop\":%lld,\"channels\":%d,\"dtype\":\"%s\","
-             "\"layout\":\"%s\",\"copy_gbs\":%.1f,\"g0_gbs\":%.1f,\"g5_gbs\":%.1f,"
-             "\"mean_gbs\":%.1f,\"min_gbs\":%.1f,\"min_ratio\":%.3f}\n",
-             (long long)c, C, dn[dt], ln[lay], copy_gbs, gbs[0], gbs[5], sum / 48, worst,
-             worst / copy_gbs);
+      printf("%-5s %-6s %10.1f %10.1f %10.1f %8.2f\n", dn[dt], ln[lay], gbs[0],
+             gbs[5], sum / 48, worst / copy_gbs);
+      printf(
+          "{\"bench\":\"transform\",\"crop\":%lld,\"channels\":%d,\"dtype\":\"%"
+          "s\","
+          "\"layout\":\"%s\",\"copy_gbs\":%.1f,\"g0_gbs\":%.1f,\"g5_gbs\":%.1f,"
+          "\"mean_gbs\":%.1f,\"min_gbs\":%.1f,\"min_ratio\":%.3f}\n",
+          (long long)c, C, dn[dt], ln[lay], copy_gbs, gbs[0], gbs[5], sum / 48,
+          worst, worst / copy_gbs);
     }
   cudaFree(in);
   cudaFree(out);

@@ -214,6 +214,16 @@ SF_API sf_status sf_copy_to_host(sf_loader *l, const sf_tensor *t, void *dst);
 /* Bytes of one element of dtype d (4 or 2). */
 SF_API size_t sf_dtype_size(sf_dtype d);
 
+/* Not collective, thread safe. The reference transform on the host: in is
+ * one staged crop [channels][ext0][ext1][ext2] float32 (C order), out one
+ * sample in out_layout and dtype after symmetry id `symmetry` (cubic crops
+ * only unless symmetry is 0) and the vector groups. The GPU kernel matches
+ * it bit for bit. Returns SF_ERR_ARG for bad arguments. */
+SF_API sf_status sf_transform_host(const float *in, const int64_t ext[3],
+                                   int channels, int symmetry, int ngroups,
+                                   const int (*groups)[3], sf_dtype dtype,
+                                   sf_out_layout out_layout, void *out);
+
 /* ---- Independent serial reference ----------------------------------------
  * A plain serial HDF5 reader that forms one crop straight from the file and
  * applies the reference transform: what slabfeed-check compares batches

@@ -154,7 +154,8 @@ int sf_cu_event_done(cudaEvent_t ev, sf_err *e)
   return -1;
 }
 
-sf_status sf_cu_copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, sf_err *e)
+sf_status sf_cu_copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s,
+                       sf_err *e)
 {
   note_stream(s);
   atomic_fetch_add(&c_copies, 1);

@@ -50,7 +50,8 @@ sf_status sf_cu_stream_sync(cudaStream_t s, sf_err *e);
 /* 1 when ev has completed, 0 when not yet, -1 on error (recorded in e). */
 int sf_cu_event_done(cudaEvent_t ev, sf_err *e);
 
-sf_status sf_cu_copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, sf_err *e);
+sf_status sf_cu_copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s,
+                       sf_err *e);
 sf_status sf_cu_copy(void *dst, const void *src, size_t bytes,
                      enum cudaMemcpyKind kind, cudaStream_t s, sf_err *e);
 

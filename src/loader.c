@@ -448,6 +448,15 @@ sf_status sf_open(MPI_Comm comm, const sf_config *cfg, sf_loader **out,
     alloc_host(l, &e);
   }
   if (e.status == SF_OK && l->cfg.device >= 0) {
+    for (int d = 0; d < l->ndsets; d++)
+      if (sf_sample_elems(l, d) >= ((int64_t)1 << 31))
+        sf_fail(&e, SF_ERR_ARG,
+                "config: one sample of '%s' has %lld elements; device "
+                "batches need fewer than 2^31 per sample (smaller crop)",
+                d == 0 ? l->cfg.input : l->cfg.target,
+                (long long)sf_sample_elems(l, d));
+  }
+  if (e.status == SF_OK && l->cfg.device >= 0) {
 #ifdef SF_HAVE_CUDA
     sf_gpu_open(l, &e);
 #else

@@ -44,7 +44,8 @@ struct sf_gpu {
   int have_last;
 };
 
-/* ---- Open / close ---------------------------------------------------------- */
+/* ---- Open / close ----------------------------------------------------------
+ */
 
 /* Registers the segments of every rank of the node (the crop sources) so
  * the copy engine reads them directly. One range when the window maps them
@@ -198,15 +199,15 @@ void sf_gpu_close(sf_loader *l)
   l->gpu = NULL;
 }
 
-/* ---- Producing a batch ----------------------------------------------------- */
+/* ---- Producing a batch -----------------------------------------------------
+ */
 
 /* cudaMemcpy3DAsync of channel c of piece p from a host array laid out
  * [C][depth][rows][row] (floats) at (z, y, x) into the device crop. */
-static sf_status copy_piece(const sf_loader *l, const float *src,
-                            int64_t depth, int64_t rows, int64_t row,
-                            int64_t z, int64_t y, int64_t x, int64_t c,
-                            const sf_piece *p, float *dst, cudaStream_t s,
-                            sf_err *e)
+static sf_status copy_piece(const sf_loader *l, const float *src, int64_t depth,
+                            int64_t rows, int64_t row, int64_t z, int64_t y,
+                            int64_t x, int64_t c, const sf_piece *p, float *dst,
+                            cudaStream_t s, sf_err *e)
 {
   const int64_t *cr = l->crop;
   struct cudaMemcpy3DParms m;
@@ -282,8 +283,8 @@ static sf_status stage_crop(sf_loader *l, sf_gpu *g, int slot, int b, int st,
                      g->copy, e);
         } else {
           copy_piece(l, g->hstage[st][d], l->crop[0], l->crop[1], l->crop[2],
-                     p->d[0], p->d[1], p->d[2], c, p, g->dstage[st][d],
-                     g->copy, e);
+                     p->d[0], p->d[1], p->d[2], c, p, g->dstage[st][d], g->copy,
+                     e);
         }
       }
       if (s->peer[p->src] == NULL) {
@@ -296,7 +297,8 @@ static sf_status stage_crop(sf_loader *l, sf_gpu *g, int slot, int b, int st,
       }
     }
   }
-  if (e->status == SF_OK && remote && sf_cu_record(g->h2d_done[st], g->copy, e) == SF_OK)
+  if (e->status == SF_OK && remote &&
+      sf_cu_record(g->h2d_done[st], g->copy, e) == SF_OK)
     g->h2d_pending[st] = 1;
   l->stats.t_h2d += MPI_Wtime() - t0;
   SF_RANGE_POP();
@@ -339,8 +341,10 @@ static sf_status produce(sf_loader *l, uint64_t n, sf_err *e)
     for (int d = 0; d < l->ndsets && e->status == SF_OK; d++) {
       sf_kparams k;
       sf_kparams_make(&l->xf[d], sym, &k);
-      char *out = (char *)g->slot[slot][d] + (size_t)b * (size_t)sf_sample_bytes(l, d);
-      const cudaError_t rc = sf_transform_launch(&k, g->dstage[st][d], out, g->compute);
+      char *out =
+          (char *)g->slot[slot][d] + (size_t)b * (size_t)sf_sample_bytes(l, d);
+      const cudaError_t rc =
+          sf_transform_launch(&k, g->dstage[st][d], out, g->compute);
       if (rc != cudaSuccess)
         sf_cuda_fail(e, rc, "transform kernel launch");
       else
@@ -396,7 +400,8 @@ static void *loader_thread(void *arg)
   return NULL;
 }
 
-/* ---- Handing out ------------------------------------------------------------ */
+/* ---- Handing out ------------------------------------------------------------
+ */
 
 sf_status sf_gpu_next(sf_loader *l, sf_batch *out, void *stream)
 {
@@ -406,7 +411,8 @@ sf_status sf_gpu_next(sf_loader *l, sf_batch *out, void *stream)
   cudaStream_t s = (cudaStream_t)stream;
   const uint64_t n = g->next;
   /* The previous batch is released once `s` gets past this point. */
-  if (g->have_last && sf_cu_record(g->released[(n - 1) % (uint64_t)g->K], s, &e))
+  if (g->have_last &&
+      sf_cu_record(g->released[(n - 1) % (uint64_t)g->K], s, &e))
     return sf_loader_error(l, &e);
   g->last_stream = s;
   g->have_last = 1;
@@ -477,7 +483,8 @@ sf_status sf_gpu_seek(sf_loader *l, uint64_t epoch, uint64_t step)
   l->step = step;
   if (g->threaded) {
     if (pthread_create(&g->thread, NULL, loader_thread, l) != 0) {
-      snprintf(l->last_error, sizeof l->last_error, "cannot restart the loader thread");
+      snprintf(l->last_error, sizeof l->last_error,
+               "cannot restart the loader thread");
       return SF_ERR_NOMEM;
     }
     g->running = 1;
@@ -495,12 +502,14 @@ sf_status sf_gpu_copy_to_host(sf_loader *l, const void *src, size_t bytes,
     for (int d = 0; d < l->ndsets; d++) {
       const char *base = g->slot[k][d];
       const size_t size = (size_t)l->cfg.batch * (size_t)sf_sample_bytes(l, d);
-      if ((const char *)src >= base && (const char *)src + bytes <= base + size &&
+      if ((const char *)src >= base &&
+          (const char *)src + bytes <= base + size &&
           (sf_cu_wait(g->aux, g->ready[k], &e) ||
            sf_cu_copy(dst, src, bytes, cudaMemcpyDeviceToHost, g->aux, &e) ||
            sf_cu_stream_sync(g->aux, &e)))
         return sf_loader_error(l, &e);
-      else if ((const char *)src >= base && (const char *)src + bytes <= base + size)
+      else if ((const char *)src >= base &&
+               (const char *)src + bytes <= base + size)
         return SF_OK;
     }
   snprintf(l->last_error, sizeof l->last_error,

@@ -49,6 +49,37 @@ void sf_transform_ref(const sf_xform *x, int g, const float *in, void *out)
   }
 }
 
+sf_status sf_transform_host(const float *in, const int64_t ext[3], int channels,
+                            int symmetry, int ngroups, const int (*groups)[3],
+                            sf_dtype dtype, sf_out_layout out_layout, void *out)
+{
+  if (in == NULL || out == NULL || channels < 1 || channels > 64 ||
+      symmetry < 0 || symmetry >= 48 || ngroups < 0 ||
+      ngroups > SF_MAX_VECTORS || (unsigned)dtype > SF_DTYPE_BF16 ||
+      (unsigned)out_layout > SF_OUT_NDHWC)
+    return SF_ERR_ARG;
+  if (symmetry != 0 && (ext[0] != ext[1] || ext[0] != ext[2]))
+    return SF_ERR_ARG;
+  sf_xform x;
+  for (int a = 0; a < 3; a++) {
+    if (ext[a] < 1)
+      return SF_ERR_ARG;
+    x.ext[a] = ext[a];
+  }
+  x.channels = channels;
+  x.ngroups = ngroups;
+  for (int v = 0; v < ngroups; v++)
+    for (int a = 0; a < 3; a++) {
+      if (groups[v][a] < 0 || groups[v][a] >= channels)
+        return SF_ERR_ARG;
+      x.groups[v][a] = groups[v][a];
+    }
+  x.dtype = dtype;
+  x.layout = out_layout;
+  sf_transform_ref(&x, symmetry, in, out);
+  return SF_OK;
+}
+
 #ifdef SF_HAVE_CUDA
 #include "transform_gpu.h"
 

@@ -22,11 +22,11 @@ constexpr int kPlanes = 4; // positions of axis r per block (tiled kernel)
 
 // The launch geometry reduced to scalars (no dynamic indexing of params).
 struct Geo {
-  int e1, e2, er;     // output extents of axes t1, 2, r
-  int s1, s2, sr;     // input steps along output axes t1, 2, r
-  int o1, orr;        // output strides of axes t1 and r (axis 2: 1)
+  int e1, e2, er; // output extents of axes t1, 2, r
+  int s1, s2, sr; // input steps along output axes t1, 2, r
+  int o1, orr;    // output strides of axes t1 and r (axis 2: 1)
   int start, vol, channels;
-  bool along_t1;      // input contiguous along t1 (else along 2)
+  bool along_t1; // input contiguous along t1 (else along 2)
 };
 
 template <int DTYPE>
@@ -69,7 +69,8 @@ __global__ void __launch_bounds__(kTile *kRows)
         const int a = g.along_t1 ? tx : ty + j * kRows; // along t1
         const int b = g.along_t1 ? ty + j * kRows : tx; // along 2
         const int i1 = i1base + a, i2 = i2base + b;
-        v[j] = i1 < g.e1 && i2 < g.e2 ? __ldg(src + i1 * g.s1 + i2 * g.s2) : 0.0f;
+        v[j] =
+            i1 < g.e1 && i2 < g.e2 ? __ldg(src + i1 * g.s1 + i2 * g.s2) : 0.0f;
       }
 #pragma unroll
       for (int j = 0; j < kTile / kRows; j++) {
@@ -167,9 +168,8 @@ cudaError_t launch(const sf_kparams *k, const float *in, void *out,
 
 } // namespace
 
-extern "C" cudaError_t sf_transform_launch(const sf_kparams *k,
-                                           const float *in, void *out,
-                                           cudaStream_t s)
+extern "C" cudaError_t sf_transform_launch(const sf_kparams *k, const float *in,
+                                           void *out, cudaStream_t s)
 {
   switch (k->dtype) {
   case 0:

@@ -31,8 +31,8 @@ typedef struct sf_kparams {
 /* Enqueues the transform of one staged crop `in` (device, [C][e..] floats
  * in input order) into one output sample `out` (device) on stream s.
  * Returns the launch error (cudaGetLastError), never synchronises. */
-cudaError_t sf_transform_launch(const sf_kparams *k, const float *in,
-                                void *out, cudaStream_t s);
+cudaError_t sf_transform_launch(const sf_kparams *k, const float *in, void *out,
+                                cudaStream_t s);
 
 #ifdef __cplusplus
 }

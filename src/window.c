@@ -66,11 +66,12 @@ static sf_status make_windows(sf_store *s, int rank_per_node, sf_err *e)
       out);
   s->nodes = leaders;
   if (s->nodes > 1) {
-    const int rc = MPI_Win_create(s->base, (MPI_Aint)s->bytes, 1,
-                                  MPI_INFO_NULL, s->comm, &s->world_win);
+    const int rc = MPI_Win_create(s->base, (MPI_Aint)s->bytes, 1, MPI_INFO_NULL,
+                                  s->comm, &s->world_win);
     if (rc != MPI_SUCCESS) {
-      sf_fail_mpi(e, rc, "MPI_Win_create over all ranks (for MPI_Get between "
-                         "nodes)");
+      sf_fail_mpi(e, rc,
+                  "MPI_Win_create over all ranks (for MPI_Get between "
+                  "nodes)");
       const size_t n = strlen(e->msg);
       snprintf(e->msg + n, sizeof e->msg - n,
                "; with Open MPI, osc/rdma needs a transport with RDMA get "

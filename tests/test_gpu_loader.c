@@ -32,15 +32,17 @@ static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
   c.input_vectors[0][2] = c.target_vectors[0][2] = 3;
   char err[1024];
   sf_loader *cpu = NULL, *gpu = NULL;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &cpu, err, sizeof err) == SF_OK, "cpu open: %s", err);
+  CHECK(sf_open(MPI_COMM_WORLD, &c, &cpu, err, sizeof err) == SF_OK,
+        "cpu open: %s", err);
   c.device = 0;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &gpu, err, sizeof err) == SF_OK, "gpu open: %s", err);
+  CHECK(sf_open(MPI_COMM_WORLD, &c, &gpu, err, sizeof err) == SF_OK,
+        "gpu open: %s", err);
   if (cpu == NULL || gpu == NULL)
     return;
   sf_stats st;
   sf_stats_get(gpu, &st);
-  CHECK(st.loader_thread == expect_thread, "loader thread %d, expected %d", st.loader_thread,
-        expect_thread);
+  CHECK(st.loader_thread == expect_thread, "loader thread %d, expected %d",
+        st.loader_thread, expect_thread);
   const size_t es = sf_dtype_size(dt);
   int64_t bad = 0;
   for (int step = 0; step < 10; step++) {
@@ -52,10 +54,12 @@ static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
               memcmp(a.symmetry, b.symmetry, 2 * sizeof *a.symmetry) == 0,
           "same samples");
     for (int d = 0; d < 2; d++) {
-      const sf_tensor *ta = d ? &a.target : &a.input, *tb = d ? &b.target : &b.input;
+      const sf_tensor *ta = d ? &a.target : &a.input,
+                      *tb = d ? &b.target : &b.input;
       const size_t bytes = (size_t)ta->strides[0] * 2 * es;
       void *host = malloc(bytes);
-      CHECK(sf_copy_to_host(gpu, tb, host) == SF_OK, "copy: %s", sf_last_error(gpu));
+      CHECK(sf_copy_to_host(gpu, tb, host) == SF_OK, "copy: %s",
+            sf_last_error(gpu));
       bad += memcmp(host, ta->data, bytes) != 0;
       free(host);
     }
@@ -63,7 +67,8 @@ static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
       CHECK(sf_seek(cpu, 3, 1) == SF_OK && sf_seek(gpu, 3, 1) == SF_OK, "seek");
     }
   }
-  CHECK(bad == 0, "dtype %d layout %d halo %d: %lld batches differ between GPU and CPU",
+  CHECK(bad == 0,
+        "dtype %d layout %d halo %d: %lld batches differ between GPU and CPU",
         dt, lay, halo, (long long)bad);
   sf_close(cpu);
   sf_close(gpu);
@@ -83,7 +88,8 @@ static void quiet_steps(const char *path, cudaStream_t s)
   c.dtype = SF_DTYPE_BF16;
   char err[1024];
   sf_loader *l = NULL;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SF_OK, "open: %s", err);
+  CHECK(sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SF_OK, "open: %s",
+        err);
   if (l == NULL)
     return;
   sf_cuda_counts before, after;
@@ -99,16 +105,20 @@ static void quiet_steps(const char *path, cudaStream_t s)
         (unsigned long long)(after.allocs - before.allocs),
         (unsigned long long)(after.frees - before.frees));
   CHECK(after.registers == before.registers, "host registrations after open");
-  CHECK(after.device_syncs == before.device_syncs, "device synchronisation after open");
-  CHECK(after.default_stream == before.default_stream, "legacy default stream used %llu times",
+  CHECK(after.device_syncs == before.device_syncs,
+        "device synchronisation after open");
+  CHECK(after.default_stream == before.default_stream,
+        "legacy default stream used %llu times",
         (unsigned long long)(after.default_stream - before.default_stream));
-  CHECK(after.stream_syncs == before.stream_syncs, "stream synchronisation in steady state");
+  CHECK(after.stream_syncs == before.stream_syncs,
+        "stream synchronisation in steady state");
   /* One launch per sample and dataset; the loader may be one batch ahead. */
   const uint64_t launched = after.launches - before.launches;
-  CHECK(launched >= 200 * 2 * 2 && launched <= 201 * 2 * 2, "%llu launches for 200 steps",
-        (unsigned long long)launched);
+  CHECK(launched >= 200 * 2 * 2 && launched <= 201 * 2 * 2,
+        "%llu launches for 200 steps", (unsigned long long)launched);
   if (rank == 0)
-    printf("gpu.loader: 200 steps: +%llu copies, +%llu launches, +%llu event waits, "
+    printf("gpu.loader: 200 steps: +%llu copies, +%llu launches, +%llu event "
+           "waits, "
            "0 allocations/registrations/device syncs/default-stream calls\n",
            (unsigned long long)(after.copies - before.copies),
            (unsigned long long)(after.launches - before.launches),
@@ -118,8 +128,9 @@ static void quiet_steps(const char *path, cudaStream_t s)
 
 int main(int argc, char **argv)
 {
-  const int want = argc > 1 && strcmp(argv[1], "single") == 0 ? MPI_THREAD_SINGLE
-                                                                : MPI_THREAD_MULTIPLE;
+  const int want = argc > 1 && strcmp(argv[1], "single") == 0
+                       ? MPI_THREAD_SINGLE
+                       : MPI_THREAD_MULTIPLE;
   int provided;
   MPI_Init_thread(&argc, &argv, want, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -136,7 +147,8 @@ int main(int argc, char **argv)
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   for (int dt = 0; dt < 3; dt++)
     for (int lay = 0; lay < 2; lay++)
-      compare(path, (sf_dtype)dt, (sf_out_layout)lay, dt == 1 ? 3 : 0, s, expect_thread);
+      compare(path, (sf_dtype)dt, (sf_out_layout)lay, dt == 1 ? 3 : 0, s,
+              expect_thread);
   quiet_steps(path, s);
   cudaStreamDestroy(s);
   return check_finish("gpu.loader");

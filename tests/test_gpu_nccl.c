@@ -18,7 +18,8 @@ int main(int argc, char **argv)
   if (ngpu == 0)
     return check_skip("gpu.nccl", "no CUDA device");
   if (ngpu < size)
-    return check_skip("gpu.nccl", "fewer GPUs than ranks (NCCL needs one GPU per rank)");
+    return check_skip("gpu.nccl",
+                      "fewer GPUs than ranks (NCCL needs one GPU per rank)");
   const int dev = rank % ngpu;
   CUDA_CHECK(cudaSetDevice(dev));
   char path[64];
@@ -30,7 +31,8 @@ int main(int argc, char **argv)
     ncclGetUniqueId(&id);
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
   ncclComm_t nc;
-  CHECK(ncclCommInitRank(&nc, size, id, rank) == ncclSuccess, "ncclCommInitRank");
+  CHECK(ncclCommInitRank(&nc, size, id, rank) == ncclSuccess,
+        "ncclCommInitRank");
 
   sf_config c;
   sf_config_init(&c);
@@ -45,7 +47,8 @@ int main(int argc, char **argv)
   c.device = dev;
   CHECK(sf_open(MPI_COMM_WORLD, &c, &gpu, err, sizeof err) == SF_OK, "%s", err);
   const size_t n = 2 * 4 * 16 * 16 * 16;
-  float *sum, *host = malloc(n * sizeof *host), *want = malloc(n * sizeof *want);
+  float *sum, *host = malloc(n * sizeof *host),
+              *want = malloc(n * sizeof *want);
   CUDA_CHECK(cudaMalloc((void **)&sum, n * sizeof *sum));
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -53,13 +56,16 @@ int main(int argc, char **argv)
   for (int step = 0; step < 200 && cpu && gpu; step++) {
     sf_batch a, b;
     CHECK(sf_next(gpu, &b, s) == SF_OK, "gpu next: %s", sf_last_error(gpu));
-    CHECK(ncclAllReduce(b.input.data, sum, n, ncclFloat, ncclSum, nc, s) == ncclSuccess,
+    CHECK(ncclAllReduce(b.input.data, sum, n, ncclFloat, ncclSum, nc, s) ==
+              ncclSuccess,
           "ncclAllReduce");
     CHECK(sf_next(cpu, &a, NULL) == SF_OK, "cpu next");
     if (step % 20 == 19) {
-      CUDA_CHECK(cudaMemcpyAsync(host, sum, n * sizeof *host, cudaMemcpyDeviceToHost, s));
+      CUDA_CHECK(cudaMemcpyAsync(host, sum, n * sizeof *host,
+                                 cudaMemcpyDeviceToHost, s));
       CUDA_CHECK(cudaStreamSynchronize(s));
-      MPI_Allreduce(a.input.data, want, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      MPI_Allreduce(a.input.data, want, (int)n, MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
       /* Sums of integers below 2^24: exact in any order. */
       bad += memcmp(host, want, n * sizeof *host) != 0;
     }
@@ -67,7 +73,8 @@ int main(int argc, char **argv)
   CUDA_CHECK(cudaStreamSynchronize(s));
   CHECK(bad == 0, "%d of 10 checked all-reduce sums differ", bad);
   if (rank == 0)
-    printf("gpu.nccl: 200 steps of sf_next + ncclAllReduce on %d rank(s), sums checked\n",
+    printf("gpu.nccl: 200 steps of sf_next + ncclAllReduce on %d rank(s), sums "
+           "checked\n",
            size);
   sf_close(gpu);
   sf_close(cpu);

@@ -76,16 +76,19 @@ int main(int argc, char **argv)
   for (int g = 0; g < 48; g++)
     for (int dt = 0; dt < 3; dt++)
       for (int lay = 0; lay < 2; lay++) {
-        run(37, 37, 37, 4, g, (sf_dtype)dt, (sf_out_layout)lay, din, dout, in, want, got);
-        run(5, 5, 5, 9, g, (sf_dtype)dt, (sf_out_layout)lay, din, dout, in, want, got);
+        run(37, 37, 37, 4, g, (sf_dtype)dt, (sf_out_layout)lay, din, dout, in,
+            want, got);
+        run(5, 5, 5, 9, g, (sf_dtype)dt, (sf_out_layout)lay, din, dout, in,
+            want, got);
         cases += 2;
       }
   /* Non-cubic crops (identity only), wide and thin. */
   for (int dt = 0; dt < 3; dt++)
     for (int lay = 0; lay < 2; lay++) {
-      run(3, 40, 33, 5, 0, (sf_dtype)dt, (sf_out_layout)lay, din, dout, in, want, got);
-      run(40, 1, 65 > maxc ? 17 : 65, 9, 0, (sf_dtype)dt, (sf_out_layout)lay, din, dout, in,
+      run(3, 40, 33, 5, 0, (sf_dtype)dt, (sf_out_layout)lay, din, dout, in,
           want, got);
+      run(40, 1, 65 > maxc ? 17 : 65, 9, 0, (sf_dtype)dt, (sf_out_layout)lay,
+          din, dout, in, want, got);
       cases += 2;
     }
   printf("gpu.transform: %d kernel launches compared bit for bit\n", cases);

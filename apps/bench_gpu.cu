@@ -1,0 +1,139 @@
+// GPU helpers of slabfeed-bench (see bench_gpu.h).
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "bench_gpu.h"
+
+namespace {
+
+double copy_rate(void *dst, const void *src, size_t bytes, int reps,
+                 cudaMemcpyKind kind)
+{
+  cudaStream_t s;
+  cudaEvent_t a, b;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+    return -1;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  cudaMemcpyAsync(dst, src, bytes, kind, s); // warm
+  cudaEventRecord(a, s);
+  for (int r = 0; r < reps; r++)
+    cudaMemcpyAsync(dst, src, bytes, kind, s);
+  cudaEventRecord(b, s);
+  float ms = 0;
+  const bool ok = cudaEventSynchronize(b) == cudaSuccess &&
+                  cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaStreamDestroy(s);
+  return ok ? (double)bytes * reps / (ms * 1e-3) / 1e9 : -1;
+}
+
+__global__ void spin(uint64_t ns)
+{
+  uint64_t t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+} // namespace
+
+extern "C" double bench_h2d_pinned(size_t bytes, int reps)
+{
+  void *h = nullptr, *d = nullptr;
+  double r = -1;
+  if (cudaHostAlloc(&h, bytes, cudaHostAllocDefault) == cudaSuccess &&
+      cudaMalloc(&d, bytes) == cudaSuccess)
+    r = copy_rate(d, h, bytes, reps, cudaMemcpyHostToDevice);
+  cudaFree(d);
+  cudaFreeHost(h);
+  return r;
+}
+
+extern "C" double bench_h2d_pageable(size_t bytes, int reps)
+{
+  char *h = static_cast<char *>(malloc(bytes));
+  void *d = nullptr;
+  double r = -1;
+  if (h != nullptr && cudaMalloc(&d, bytes) == cudaSuccess) {
+    for (size_t i = 0; i < bytes; i += 4096)
+      h[i] = 1;
+    r = copy_rate(d, h, bytes, reps, cudaMemcpyHostToDevice);
+  }
+  cudaFree(d);
+  free(h);
+  return r;
+}
+
+extern "C" double bench_d2d(size_t bytes, int reps)
+{
+  void *a = nullptr, *b = nullptr;
+  double r = -1;
+  if (cudaMalloc(&a, bytes) == cudaSuccess &&
+      cudaMalloc(&b, bytes) == cudaSuccess)
+    r = copy_rate(b, a, bytes, reps, cudaMemcpyDeviceToDevice);
+  cudaFree(a);
+  cudaFree(b);
+  return r;
+}
+
+extern "C" int bench_busy(void *stream, double ms)
+{
+  spin<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>((uint64_t)(ms * 1e6));
+  return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" void *bench_stream_create(int device)
+{
+  cudaStream_t s = nullptr;
+  if (cudaSetDevice(device) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+    return nullptr;
+  return s;
+}
+
+extern "C" int bench_stream_sync(void *stream)
+{
+  return cudaStreamSynchronize(static_cast<cudaStream_t>(stream)) == cudaSuccess
+             ? 0
+             : -1;
+}
+
+extern "C" void bench_stream_destroy(void *stream)
+{
+  cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+}
+
+extern "C" double bench_device_used(void)
+{
+  size_t free_b = 0, total = 0;
+  if (cudaMemGetInfo(&free_b, &total) != cudaSuccess)
+    return -1;
+  return (double)(total - free_b);
+}
+
+extern "C" void *bench_host_pinned(size_t bytes)
+{
+  void *p = nullptr;
+  return cudaHostAlloc(&p, bytes, cudaHostAllocDefault) == cudaSuccess
+             ? p
+             : nullptr;
+}
+
+extern "C" void *bench_device_alloc(size_t bytes)
+{
+  void *p = nullptr;
+  return cudaMalloc(&p, bytes) == cudaSuccess ? p : nullptr;
+}
+
+extern "C" int bench_copy_h2d(void *dst, const void *src, size_t bytes,
+                              void *stream)
+{
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                         static_cast<cudaStream_t>(stream)) == cudaSuccess
+             ? 0
+             : -1;
+}

@@ -1,0 +1,36 @@
+/* GPU helpers of slabfeed-bench: ceilings and the simulated training step.
+ * All timings with CUDA events on the bench's own stream. */
+#ifndef SF_APPS_BENCH_GPU_H
+#define SF_APPS_BENCH_GPU_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* GB/s of bytes copied (a copy of N bytes counts N); < 0 on error. */
+double bench_h2d_pinned(size_t bytes, int reps);
+double bench_h2d_pageable(size_t bytes, int reps);
+double bench_d2d(size_t bytes, int reps);
+
+/* Enqueues a kernel on stream that keeps the GPU busy for ms milliseconds
+ * (one block spinning on the global timer): a stand-in for a training
+ * step on the consumer stream. */
+int bench_busy(void *stream, double ms);
+
+/* Stream create/sync/destroy, device memory in use (bytes). */
+void *bench_stream_create(int device);
+int bench_stream_sync(void *stream);
+void bench_stream_destroy(void *stream);
+double bench_device_used(void);
+/* Pinned host buffer and an async H2D copy into a device buffer, for the
+ * full-copy baseline. */
+void *bench_host_pinned(size_t bytes);
+void *bench_device_alloc(size_t bytes);
+int bench_copy_h2d(void *dst, const void *src, size_t bytes, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
