@@ -143,14 +143,32 @@ typedef struct result {
   double crops_s, gbs, wall_step_ms, exposed_ms, wait_ms;
   double t_plan, t_gather, t_h2d, t_transform; /* ms per step */
   double rss, device_mem;
-  double
-      gather_gbs; /* bytes gathered (own + node + MPI_Get) per gather second */
+  double gather_gbs; /* bytes gathered (own + node + MPI_Get) / gather s */
+  double link_gbs;   /* float32 bytes gathered per second of the run: on the
+                        GPU path, what crosses the host link */
+  double anon, shmem, slab; /* private RSS, shared RSS, own slab (bytes) */
+  double busy_ms;           /* measured length of the simulated step */
 } result;
 
 static double ratio(double x, double ceiling)
 {
   return ceiling > 0 ? x / ceiling : 0;
 }
+
+#ifdef SF_BENCH_CUDA
+/* The simulated step alone, S times, so that the exposed wait is measured
+ * against what the busy kernel really takes here (the GPU's global timer
+ * may tick coarsely), not against its nominal length. */
+static double busy_alone_ms(void *stream, int S, double step_ms)
+{
+  bench_stream_sync(stream);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < S; i++)
+    bench_busy(stream, step_ms);
+  bench_stream_sync(stream);
+  return (MPI_Wtime() - t0) / S * 1e3;
+}
+#endif
 
 /* S timed steps after W warm-up steps; with step_ms > 0 a busy kernel of
  * that length runs on the consumer stream after every sf_next. */
@@ -188,7 +206,12 @@ static void run_loader(sf_loader *l, int device, void *stream, int W, int S,
   r->crops_s = (double)(s1.samples - s0.samples) / dt;
   r->gbs = (double)(s1.bytes_out - s0.bytes_out) / dt / 1e9;
   r->wall_step_ms = dt / S * 1e3;
-  r->exposed_ms = r->wall_step_ms - step_ms;
+  r->busy_ms = step_ms;
+#ifdef SF_BENCH_CUDA
+  if (device >= 0 && step_ms > 0)
+    r->busy_ms = busy_alone_ms(stream, S, step_ms);
+#endif
+  r->exposed_ms = r->wall_step_ms - r->busy_ms;
   r->wait_ms = (s1.t_wait - s0.t_wait) / S * 1e3;
   r->t_plan = (s1.t_plan - s0.t_plan) / S * 1e3;
   r->t_gather = (s1.t_gather - s0.t_gather) / S * 1e3;
@@ -201,6 +224,12 @@ static void run_loader(sf_loader *l, int device, void *stream, int W, int S,
   r->gather_gbs = s1.t_gather > s0.t_gather
                       ? gathered / (s1.t_gather - s0.t_gather) / 1e9
                       : 0;
+  r->link_gbs = gathered / dt / 1e9;
+  uint64_t anon, shmem;
+  cli_rss_parts(&anon, &shmem);
+  r->anon = (double)anon;
+  r->shmem = (double)shmem;
+  r->slab = (double)s1.slab_bytes;
 }
 
 /* The original approach: the whole volume in every process, crop and
@@ -321,6 +350,10 @@ static void run_fullcopy(const sf_config *cfg, void *stream, int W, int S,
   r->gbs = (double)total * S / dt / 1e9;
   r->wall_step_ms = dt / S * 1e3;
   r->rss = (double)cli_peak_rss();
+  uint64_t anon, shmem;
+  cli_rss_parts(&anon, &shmem);
+  r->anon = (double)anon;
+  r->shmem = (double)shmem;
   free(stage);
 }
 
@@ -335,7 +368,7 @@ static void report(const char *mode, const sf_config *cfg, const ceilings *c,
              sizeof *r / sizeof(double), MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (rank != 0)
     return;
-  double crops = 0, gbs = 0, rss = 0, exposed = 0;
+  double crops = 0, gbs = 0, rss = 0, exposed = 0, link = 0, anon = 0, slab = 0;
   printf(
       "\n%s  %s  ranks %d  crop %lld  batch %d  %s  device %d  step %.0f ms\n",
       mode, label, size, (long long)cfg->crop[0], cfg->batch,
@@ -352,19 +385,29 @@ static void report(const char *mode, const sf_config *cfg, const ceilings *c,
     gbs += x->gbs;
     rss = x->rss > rss ? x->rss : rss;
     exposed = x->exposed_ms > exposed ? x->exposed_ms : exposed;
+    link += x->link_gbs;
+    anon = x->anon > anon ? x->anon : anon;
+    slab = x->slab > slab ? x->slab : slab;
   }
   printf("total %8.2f crops/s %8.2f GB/s = %.3f x pinned H2D (%.1f GB/s), %.3f "
          "x 1-thread "
          "memcpy (%.1f GB/s)",
          crops, gbs, ratio(gbs, c->pinned), c->pinned, ratio(gbs, c->memcpy1),
          c->memcpy1);
+  if (link > 0)
+    printf("; float32 gathered %.2f GB/s = %.3f x pinned H2D", link,
+           ratio(link, c->pinned));
   if (step_ms > 0)
-    printf("; exposed %.3f ms per %.0f ms step (%.2f%%)", exposed, step_ms,
-           100.0 * exposed / step_ms);
+    printf("; exposed %.3f ms per step of %.2f ms measured (%.2f%%)", exposed,
+           all[0].busy_ms, 100.0 * exposed / all[0].busy_ms);
+  printf("; per rank: own slab %.0f MB + private RSS %.0f MB (peak RSS %.0f MB "
+         "counts the "
+         "node window's shared pages)",
+         slab / 1e6, anon / 1e6, rss / 1e6);
   if (all[0].gather_gbs > 0)
     printf("; host gather %.2f GB/s per rank = %.3f x 1-thread memcpy",
            all[0].gather_gbs, ratio(all[0].gather_gbs, c->memcpy1));
-  printf("; peak RSS %.0f MB\n", rss / 1e6);
+  printf("\n");
   printf("JSON "
          "{\"bench\":\"%s\",\"label\":\"%s\",\"ranks\":%d,\"crop\":%lld,"
          "\"batch\":%d,"
@@ -377,13 +420,16 @@ static void report(const char *mode, const sf_config *cfg, const ceilings *c,
          "\"ceil_pinned\":%.2f,\"ceil_pageable\":%.2f,\"ceil_d2d\":%.1f,\"ceil_"
          "memcpy1\":%.2f,"
          "\"ceil_memcpyN\":%.2f,\"ceil_mpi_get\":%.2f,\"ratio_pinned\":%.4f,"
-         "\"ratio_memcpy1\":%.4f,\"gather_gbs\":%.3f}\n",
+         "\"ratio_memcpy1\":%.4f,\"gather_gbs\":%.3f,\"link_gbs\":%.3f,\"busy_"
+         "ms\":%.3f,"
+         "\"private_rss\":%.0f,\"slab\":%.0f}\n",
          mode, label, size, (long long)cfg->crop[0], cfg->batch,
          cli_dtype_name(cfg->dtype), cfg->device, step_ms, crops, gbs, exposed,
          all[0].wait_ms, all[0].t_plan, all[0].t_gather, all[0].t_h2d,
          all[0].t_transform, rss, all[0].device_mem, c->pinned, c->pageable,
          c->d2d, c->memcpy1, c->memcpyN, c->mpi_get, ratio(gbs, c->pinned),
-         ratio(gbs, c->memcpy1), all[0].gather_gbs);
+         ratio(gbs, c->memcpy1), all[0].gather_gbs, link, all[0].busy_ms, anon,
+         slab);
   fflush(stdout);
   free(all);
 }
@@ -405,7 +451,14 @@ int main(int argc, char **argv)
   double step_ms = 50;
   int fullcopy = 0;
   const char *label = "";
+  int device_local = 0;
   for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--device") == 0 && i + 1 < argc &&
+        strcmp(argv[i + 1], "local") == 0) {
+      device_local = 1; /* one GPU per rank: node-local rank % GPUs */
+      i++;
+      continue;
+    }
     const int r = cli_loader_option(argc, argv, &i, &cfg);
     if (r == 1)
       continue;
@@ -429,6 +482,23 @@ int main(int argc, char **argv)
       cli_usage_fail(prog, usage, "bad value for %s", o);
     i++;
   }
+#ifdef SF_BENCH_CUDA
+  if (device_local) {
+    MPI_Comm node;
+    int local = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+                        MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    const int n = bench_device_count();
+    if (n == 0)
+      cli_usage_fail(prog, usage, "--device local: no CUDA device");
+    cfg.device = local % n;
+  }
+#else
+  if (device_local)
+    cli_usage_fail(prog, usage, "built without CUDA: use --device -1");
+#endif
 #ifndef SF_BENCH_CUDA
   if (cfg.device >= 0)
     cli_usage_fail(prog, usage, "built without CUDA: use --device -1");

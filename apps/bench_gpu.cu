@@ -86,6 +86,14 @@ extern "C" int bench_busy(void *stream, double ms)
   return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
+extern "C" int bench_device_count(void)
+{
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess)
+    n = 0;
+  return n;
+}
+
 extern "C" void *bench_stream_create(int device)
 {
   cudaStream_t s = nullptr;

@@ -19,6 +19,9 @@ double bench_d2d(size_t bytes, int reps);
  * step on the consumer stream. */
 int bench_busy(void *stream, double ms);
 
+/* Number of visible CUDA devices (0 without a driver). */
+int bench_device_count(void);
+
 /* Stream create/sync/destroy, device memory in use (bytes). */
 void *bench_stream_create(int device);
 int bench_stream_sync(void *stream);

@@ -139,6 +139,23 @@ uint64_t cli_peak_rss(void)
   return (uint64_t)ru.ru_maxrss * 1024u;
 }
 
+void cli_rss_parts(uint64_t *anon, uint64_t *shmem)
+{
+  *anon = *shmem = 0;
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f == NULL)
+    return;
+  char line[256];
+  unsigned long long kb;
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (sscanf(line, "RssAnon: %llu kB", &kb) == 1)
+      *anon = (uint64_t)kb * 1024u;
+    else if (sscanf(line, "RssShmem: %llu kB", &kb) == 1)
+      *shmem = (uint64_t)kb * 1024u;
+  }
+  fclose(f);
+}
+
 const char cli_loader_usage[] =
     "--file F --input NAME [--target NAME] [--layout auto|cf|cl] --crop C "
     "--batch B [--seed S] [--symmetries all|rotations|none] "

@@ -33,6 +33,12 @@ const char *cli_layout_name(sf_file_layout l);
 /* Peak resident set size of this process in bytes. */
 uint64_t cli_peak_rss(void);
 
+/* Current resident memory of this process from /proc/self/status, bytes:
+ * private anonymous pages (RssAnon) and shared memory pages (RssShmem,
+ * e.g. the node's window, counted in every process that touched them).
+ * Zero where /proc is not available. */
+void cli_rss_parts(uint64_t *anon, uint64_t *shmem);
+
 /* Common loader options shared by dump, check and bench: recognises
  * argv[*i] (and its value), fills *cfg, advances *i. Returns 1 when the
  * option was consumed, 0 when it is not a loader option, -1 when its value

@@ -49,7 +49,8 @@ static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
     sf_batch a, b;
     CHECK(sf_next(cpu, &a, NULL) == SF_OK, "cpu next: %s", sf_last_error(cpu));
     CHECK(sf_next(gpu, &b, s) == SF_OK, "gpu next: %s", sf_last_error(gpu));
-    CHECK(b.device == 0 && b.ready_event != NULL, "device batch");
+    CHECK(b.device == rank % gpu_count() && b.ready_event != NULL,
+          "device batch");
     CHECK(memcmp(a.origin, b.origin, 2 * 3 * sizeof *a.origin) == 0 &&
               memcmp(a.symmetry, b.symmetry, 2 * sizeof *a.symmetry) == 0,
           "same samples");
@@ -84,7 +85,7 @@ static void quiet_steps(const char *path, cudaStream_t s)
   c.target = "Hydro";
   c.crop[0] = c.crop[1] = c.crop[2] = 16;
   c.batch = 2;
-  c.device = 0;
+  c.device = rank % gpu_count();
   c.dtype = SF_DTYPE_BF16;
   char err[1024];
   sf_loader *l = NULL;
@@ -144,6 +145,7 @@ int main(int argc, char **argv)
   snprintf(path, sizeof path, "gpu_np%d_%d.h5", size, rpn);
   make_file(path, 48, 40, 36, SF_LAYOUT_CF, 0, 0, 1);
   cudaStream_t s;
+  CUDA_CHECK(cudaSetDevice(rank % gpu_count()));
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   for (int dt = 0; dt < 3; dt++)
     for (int lay = 0; lay < 2; lay++)
