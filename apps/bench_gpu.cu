@@ -86,6 +86,30 @@ extern "C" int bench_busy(void *stream, double ms)
   return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
+extern "C" void *bench_event_create(void)
+{
+  cudaEvent_t e = nullptr;
+  return cudaEventCreate(&e) == cudaSuccess ? e : nullptr;
+}
+
+extern "C" int bench_event_record(void *ev, void *stream)
+{
+  return cudaEventRecord(static_cast<cudaEvent_t>(ev),
+                         static_cast<cudaStream_t>(stream)) == cudaSuccess
+             ? 0
+             : -1;
+}
+
+extern "C" double bench_event_ms(void *a, void *b)
+{
+  float ms = -1;
+  if (cudaEventSynchronize(static_cast<cudaEvent_t>(b)) != cudaSuccess ||
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(a),
+                           static_cast<cudaEvent_t>(b)) != cudaSuccess)
+    return -1;
+  return ms;
+}
+
 extern "C" int bench_device_count(void)
 {
   int n = 0;

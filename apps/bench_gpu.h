@@ -19,6 +19,12 @@ double bench_d2d(size_t bytes, int reps);
  * step on the consumer stream. */
 int bench_busy(void *stream, double ms);
 
+/* Timing events on a stream: create, record, and milliseconds between two
+ * recorded events (waits for the second). */
+void *bench_event_create(void);
+int bench_event_record(void *ev, void *stream);
+double bench_event_ms(void *a, void *b);
+
 /* Number of visible CUDA devices (0 without a driver). */
 int bench_device_count(void);
 

@@ -172,6 +172,12 @@ sf_status sf_cu_copy(void *dst, const void *src, size_t bytes,
   return SF_OK;
 }
 
+sf_status sf_cu_stream_device(cudaStream_t s, int *device, sf_err *e)
+{
+  SF_CU_CHECK(cudaStreamGetDevice(s, device), e);
+  return SF_OK;
+}
+
 sf_status sf_cu_launched(const char *what, sf_err *e)
 {
   atomic_fetch_add(&c_launches, 1);

@@ -55,6 +55,9 @@ sf_status sf_cu_copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s,
 sf_status sf_cu_copy(void *dst, const void *src, size_t bytes,
                      enum cudaMemcpyKind kind, cudaStream_t s, sf_err *e);
 
+/* The device of stream s into *device. */
+sf_status sf_cu_stream_device(cudaStream_t s, int *device, sf_err *e);
+
 /* Counts a kernel launch and checks cudaGetLastError. */
 sf_status sf_cu_launched(const char *what, sf_err *e);
 

@@ -410,6 +410,20 @@ sf_status sf_gpu_next(sf_loader *l, sf_batch *out, void *stream)
   sf_err_clear(&e);
   cudaStream_t s = (cudaStream_t)stream;
   const uint64_t n = g->next;
+  /* The caller's stream must live on the loader's device: events cannot
+   * be recorded across devices. Checked once per new stream. */
+  if (!g->have_last || s != g->last_stream) {
+    int dev = -1;
+    if (s != NULL && sf_cu_stream_device(s, &dev, &e) != SF_OK)
+      return sf_loader_error(l, &e);
+    if (s != NULL && dev != g->device) {
+      sf_fail(&e, SF_ERR_ARG,
+              "sf_next: the stream belongs to device %d but the loader's "
+              "batches live on device %d",
+              dev, g->device);
+      return sf_loader_error(l, &e);
+    }
+  }
   /* The previous batch is released once `s` gets past this point. */
   if (g->have_last &&
       sf_cu_record(g->released[(n - 1) % (uint64_t)g->K], s, &e))

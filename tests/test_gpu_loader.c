@@ -34,7 +34,7 @@ static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
   sf_loader *cpu = NULL, *gpu = NULL;
   CHECK(sf_open(MPI_COMM_WORLD, &c, &cpu, err, sizeof err) == SF_OK,
         "cpu open: %s", err);
-  c.device = 0;
+  c.device = rank % gpu_count();
   CHECK(sf_open(MPI_COMM_WORLD, &c, &gpu, err, sizeof err) == SF_OK,
         "gpu open: %s", err);
   if (cpu == NULL || gpu == NULL)
