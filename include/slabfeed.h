@@ -135,8 +135,11 @@ typedef struct sf_tensor {
   sf_dtype dtype;
 } sf_tensor;
 
-/* One batch handed out by sf_next. Owned by the loader; valid until the
- * prefetch-th following sf_next call on the same loader, or sf_close. */
+/* One batch handed out by sf_next, owned by the loader. Host batches stay
+ * valid until the prefetch-th following sf_next call; device batches may be
+ * used by work enqueued on the stream given to sf_next until the next
+ * sf_next call (the slot is reused only after that stream has passed it).
+ * Both end at sf_close. */
 typedef struct sf_batch {
   sf_tensor input;
   sf_tensor target;        /* data == NULL when there is no target */
@@ -178,12 +181,18 @@ typedef struct sf_loader sf_loader;
 SF_API sf_status sf_open(MPI_Comm comm, const sf_config *cfg, sf_loader **out,
                          char *errbuf, size_t errlen);
 
-/* Collective when the MPI_Get path is used without MPI_THREAD_MULTIPLE
- * (call it on all ranks in step); otherwise local. Hands out the next batch
- * of this rank in *out. For device batches, `stream` (a cudaStream_t, NULL
- * means the legacy default stream is NOT used: pass the training stream) is
- * made to wait on the batch's ready event; no host synchronisation happens
- * when the batch is already complete. Not thread safe on one loader. */
+/* Not collective. Hands out the next batch of this rank in *out.
+ * Host batches (device -1): the crops are gathered and transformed on the
+ * calling thread; `stream` is ignored.
+ * Device batches: `stream` (a cudaStream_t of the loader's device; pass
+ * the training stream, not the legacy default stream) is made to wait on
+ * the batch's ready event; the call blocks on the host only while the
+ * batch is not yet enqueued. With MPI_THREAD_MULTIPLE (or one node) a
+ * loader thread produces ahead; otherwise the work, MPI_Get included, runs
+ * inside this call. Pieces fetched with MPI_Get need the owning ranks to
+ * make progress in MPI (they do while they call sf_next).
+ * Not thread safe on one loader. On failure the message is in
+ * sf_last_error. */
 SF_API sf_status sf_next(sf_loader *l, sf_batch *out, void *stream);
 
 /* Local. Positions the loader so that the next sf_next returns the batch of
