@@ -7,6 +7,7 @@
 
 #include "geometry.h"
 #include "h5slab.h"
+#include "nvtx.h"
 #include "pipeline.h"
 #include "symmetry.h"
 
@@ -381,9 +382,11 @@ static sf_status read_slabs(sf_loader *l, hid_t dsets[],
                             const sf_dataset_info info[], sf_err *e)
 {
   const char *names[2] = {l->cfg.input, l->cfg.target};
+  SF_RANGE_PUSH("read");
   const double t0 = MPI_Wtime();
   for (int d = 0; d < l->ndsets && e->status == SF_OK; d++)
     sf_store_read(&l->store, d, dsets[d], l->path, names[d], &info[d], e);
+  SF_RANGE_POP();
   if (sf_agree(l->comm, e) == SF_OK)
     sf_store_publish(&l->store, e);
   l->stats.t_read = MPI_Wtime() - t0;

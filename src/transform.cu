@@ -29,6 +29,11 @@ struct Geo {
   bool along_t1; // input contiguous along t1 (else along 2)
 };
 
+template <int DTYPE> __device__ __forceinline__ uint32_t half_bits(float v)
+{
+  return DTYPE == 1 ? sf_f32_to_f16(v) : sf_f32_to_bf16(v);
+}
+
 template <int DTYPE>
 __device__ __forceinline__ void put(void *out, int i, float v)
 {
@@ -89,6 +94,30 @@ __global__ void __launch_bounds__(kTile *kRows)
         if (!NDHWC) {
           if (i2base + tx < g.e2)
             put<DTYPE>(out, k0 * g.vol + row + tx, tile[tx * (kTile + 1) + a]);
+        } else if (DTYPE != 0 && KC == g.channels &&
+                   (reinterpret_cast<uintptr_t>(static_cast<uint16_t *>(out) +
+                                                (int64_t)row * KC) &
+                    3) == 0) {
+          // 16-bit NDHWC with all channels in the block: the row's run of
+          // voxels x channels is contiguous and 4-byte aligned, so stores
+          // go out two elements at a time (full 32-byte sectors).
+          const int n = min(kTile, g.e2 - i2base) * KC;
+          uint32_t *o32 = reinterpret_cast<uint32_t *>(
+              static_cast<uint16_t *>(out) + (int64_t)row * KC);
+          for (int p = tx; p < n / 2; p += kTile) {
+            const int l = 2 * p;
+            const uint32_t lo = half_bits<DTYPE>(
+                tile[((l % KC) * kTile + l / KC) * (kTile + 1) + a]);
+            const uint32_t hi = half_bits<DTYPE>(
+                tile[(((l + 1) % KC) * kTile + (l + 1) / KC) * (kTile + 1) +
+                     a]);
+            o32[p] = lo | hi << 16;
+          }
+          if ((n & 1) && tx == 0)
+            put<DTYPE>(
+                out, row * KC + n - 1,
+                tile[(((n - 1) % KC) * kTile + (n - 1) / KC) * (kTile + 1) +
+                     a]);
         } else {
 #pragma unroll
           for (int l = tx; l < kTile * KC; l += kTile) {
