@@ -190,9 +190,9 @@ static void run_loader(sf_loader *l, int device, void *stream, int W, int S,
   sf_stats_get(l, &s0);
   /* With a simulated step, the steady state is timed on the consumer
    * stream from step j0 on (the first steps include the pipeline fill). */
+#ifdef SF_BENCH_CUDA
   const int j0 = S >= 8 ? S / 4 : 0;
   void *e0 = NULL, *e1 = NULL;
-#ifdef SF_BENCH_CUDA
   if (device >= 0 && step_ms > 0) {
     e0 = bench_event_create();
     e1 = bench_event_create();
@@ -312,7 +312,10 @@ static void run_fullcopy(const sf_config *cfg, void *stream, int W, int S,
   const size_t es = sf_dtype_size(cfg->dtype);
   size_t sample[2], total = 0;
   float *stage = malloc((size_t)(64 * vox) * sizeof(float));
-  void *host[2], *dev[2] = {NULL, NULL};
+  void *host[2];
+#ifdef SF_BENCH_CUDA
+  void *dev[2] = {NULL, NULL};
+#endif
   for (int d = 0; d < nd; d++) {
     sample[d] = (size_t)(vol[d].info.channels * vox) * es;
     total += sample[d] * (size_t)cfg->batch;

@@ -302,8 +302,7 @@ sf_status sf_generate(MPI_Comm comm, const sf_gen_config *cfg, char *errbuf,
   /* Serial HDF5: rank 0 writes everything, the others wait. */
   hid_t file =
       rank == 0 ? H5Fcreate(cfg->path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : 0;
-  if (rank != 0)
-    size = 1;
+  size = 1; /* the writer (rank 0) covers the whole box */
 #endif
   if (e.status == SF_OK && file < 0) {
     sf_fail(&e, SF_ERR_IO, "generator: cannot create '%s'", cfg->path);

@@ -1,0 +1,17 @@
+/* Links against the installed library and checks the version agreement
+ * between header and library, and the status table. */
+#include <slabfeed.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(void)
+{
+  if (sf_version() != SLABFEED_VERSION_NUMBER ||
+      strcmp(sf_version_string(), SLABFEED_VERSION_STRING) != 0 ||
+      strcmp(sf_strerror(SF_ERR_FORKED), "loader used in a forked child process") != 0) {
+    printf("consumer: FAIL\n");
+    return 1;
+  }
+  printf("consumer: slabfeed %s found and linked\n", sf_version_string());
+  return 0;
+}
