@@ -8,7 +8,8 @@ int main(void)
 {
   if (sf_version() != SLABFEED_VERSION_NUMBER ||
       strcmp(sf_version_string(), SLABFEED_VERSION_STRING) != 0 ||
-      strcmp(sf_strerror(SF_ERR_FORKED), "loader used in a forked child process") != 0) {
+      strcmp(sf_strerror(SF_ERR_FORKED),
+             "loader used in a forked child process") != 0) {
     printf("consumer: FAIL\n");
     return 1;
   }
