@@ -29,7 +29,9 @@ struct sf_gpu {
   int K;
   void *slot[64][SF_MAX_DSETS];
   cudaEvent_t ready[64], released[64];
-  void *reg[64]; /* registered host ranges */
+  int reuse_after_seek[64]; /* slot still owned by a batch handed out
+                               before sf_seek: wait for its release */
+  void *reg[64];            /* registered host ranges */
   int nreg;
 
   /* ring state, under mu */
@@ -323,9 +325,13 @@ static sf_status produce(sf_loader *l, uint64_t n, sf_err *e)
   double t = MPI_Wtime();
   sf_loader_plan(l, epoch, step, slot);
   l->stats.t_plan += MPI_Wtime() - t;
-  /* The slot's last batch must be released by the consumer's stream. */
-  if (n >= (uint64_t)g->K && sf_cu_wait(g->compute, g->released[slot], e))
-    return e->status;
+  /* The slot's last batch must be released by the consumer's stream
+   * (after sf_seek, also for the first K batches of the new stream). */
+  if (n >= (uint64_t)g->K || g->reuse_after_seek[slot]) {
+    if (sf_cu_wait(g->compute, g->released[slot], e))
+      return e->status;
+    g->reuse_after_seek[slot] = 0;
+  }
   for (int b = 0; b < l->cfg.batch && e->status == SF_OK; b++) {
     const int st = g->stage;
     g->stage = (g->stage + 1) % SF_STAGES;
@@ -484,9 +490,11 @@ sf_status sf_gpu_seek(sf_loader *l, uint64_t epoch, uint64_t step)
   /* Every slot produced so far is released once the consumer's stream
    * passes this point; the next generation waits on that. */
   if (g->have_last)
-    for (int k = 0; k < g->K; k++)
+    for (int k = 0; k < g->K; k++) {
       if (sf_cu_record(g->released[k], g->last_stream, &e))
         return sf_loader_error(l, &e);
+      g->reuse_after_seek[k] = 1;
+    }
   g->start_epoch = epoch;
   g->start_step = step;
   g->produced = g->released_upto = g->next = 0;
