@@ -108,13 +108,16 @@ int main(int argc, char **argv)
                 (double)in.shape[1] * (double)in.shape[2] * 4.0;
   }
   const uint64_t rss = cli_peak_rss();
-  double row[9] = {(double)checked / nd,       (double)mismatched,
-                   (double)stats.bytes_own,    (double)stats.bytes_node,
-                   (double)stats.bytes_remote, (double)rss,
-                   (double)stats.slab_bytes,   stats.t_read,
-                   bytes_out / t_loader};
+  uint64_t anon, shmem;
+  cli_rss_parts(&anon, &shmem);
+  enum { NCOL = 10 };
+  double row[NCOL] = {(double)checked / nd,       (double)mismatched,
+                      (double)stats.bytes_own,    (double)stats.bytes_node,
+                      (double)stats.bytes_remote, (double)rss,
+                      (double)stats.slab_bytes,   stats.t_read,
+                      bytes_out / t_loader,       (double)anon};
   double *rows = rank == 0 ? malloc(sizeof row * (size_t)size) : NULL;
-  MPI_Gather(row, 9, MPI_DOUBLE, rows, 9, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Gather(row, NCOL, MPI_DOUBLE, rows, NCOL, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   uint64_t bad_all = 0;
   MPI_Reduce(&mismatched, &bad_all, 1, MPI_UINT64_T, MPI_SUM, 0,
              MPI_COMM_WORLD);
@@ -124,24 +127,31 @@ int main(int argc, char **argv)
            prog, cfg.path, size, (long long)cfg.crop[0], (long long)cfg.crop[1],
            (long long)cfg.crop[2], cfg.batch, (long long)steps,
            cli_dtype_name(cfg.dtype), cfg.device);
-    printf("%4s %8s %8s %12s %12s %12s %10s %10s %8s %10s\n", "rank", "samples",
-           "mismatch", "own B", "node B", "MPI_Get B", "slab MB", "peakRSS MB",
-           "read s", "MB/s out");
-    double slab_max = 0, rss_max = 0;
+    printf("%4s %8s %8s %12s %12s %12s %9s %10s %10s %7s %9s\n", "rank",
+           "samples", "mismatch", "own B", "node B", "MPI_Get B", "slab MB",
+           "private MB", "peakRSS MB", "read s", "MB/s out");
+    double slab_max = 0, anon_max = 0, slab_sum = 0, read_max = 0, out_sum = 0;
     for (int r = 0; r < size; r++) {
-      const double *x = &rows[9 * r];
-      printf(
-          "%4d %8.0f %8.0f %12.0f %12.0f %12.0f %10.1f %10.1f %8.3f %10.1f\n",
-          r, x[0], x[1], x[2], x[3], x[4], x[6] / 1e6, x[5] / 1e6, x[7],
-          x[8] / 1e6);
+      const double *x = &rows[NCOL * r];
+      printf("%4d %8.0f %8.0f %12.0f %12.0f %12.0f %9.1f %10.1f %10.1f %7.3f "
+             "%9.1f\n",
+             r, x[0], x[1], x[2], x[3], x[4], x[6] / 1e6, x[9] / 1e6,
+             x[5] / 1e6, x[7], x[8] / 1e6);
       slab_max = x[6] > slab_max ? x[6] : slab_max;
-      rss_max = x[5] > rss_max ? x[5] : rss_max;
+      anon_max = x[9] > anon_max ? x[9] : anon_max;
+      read_max = x[7] > read_max ? x[7] : read_max;
+      slab_sum += x[6];
+      out_sum += x[8];
     }
     printf("whole volume %.1f MB (float32); largest slab store %.1f MB = %.3f "
-           "x volume/P; "
-           "largest peak RSS %.1f MB\n",
+           "x volume/P; largest private RSS %.1f MB (peak RSS also counts "
+           "the node window's shared pages and the reference reader)\n",
            volume / 1e6, slab_max / 1e6, slab_max / (volume / size),
-           rss_max / 1e6);
+           anon_max / 1e6);
+    printf("%s: read %.1f MB of slabs in %.3f s (%.2f GB/s, parallel HDF5); "
+           "loader delivered %.1f MB/s on %d ranks\n",
+           prog, slab_sum / 1e6, read_max, slab_sum / read_max / 1e9,
+           out_sum / 1e6, size);
     printf("%s: %s: %llu samples checked, %llu mismatches in %.2f s\n", prog,
            bad_all ? "FAILED" : "OK",
            (unsigned long long)(checked / (uint64_t)nd * (uint64_t)size),
