@@ -4,20 +4,21 @@
 
 #include "geometry.h"
 
-int sf_crop_max_pieces(const sf_store *s)
+/* A crop spans at most 2 periodic z-runs; each is cut at most once per
+ * slab boundary it crosses (P), plus the own-store run. */
+int sf_crop_max_zruns(const sf_store *s)
 {
-  return (2 * s->size + 4) * 4;
+  return 2 * s->size + 4;
 }
 
-/* Splits the z-run [z, z+len) (inside [0,Z)) by source; appends to zr[]
- * (src, first plane, length, crop offset). */
-typedef struct zrun {
-  int src;
-  int64_t q, len, off;
-} zrun;
+int sf_crop_max_pieces(const sf_store *s)
+{
+  return sf_crop_max_zruns(s) * 4;
+}
 
+/* Splits the z-run [z, z+len) (inside [0,Z)) by source; appends to zr[]. */
 static int split_z(const sf_store *s, int64_t z, int64_t len, int64_t off,
-                   zrun *zr)
+                   sf_zrun *zr)
 {
   const int64_t Z = s->shape[0];
   const int64_t mine = sf_store_planes(s, s->rank);
@@ -27,13 +28,13 @@ static int split_z(const sf_store *s, int64_t z, int64_t len, int64_t off,
     int64_t run;
     if (p < mine) { /* own core or halo */
       run = len < mine - p ? len : mine - p;
-      zr[n++] = (zrun){s->rank, p, run, off};
+      zr[n++] = (sf_zrun){s->rank, p, run, off};
     } else {
       const int o = sf_slab_owner(Z, s->size, z);
       const int64_t oz0 = sf_slab_begin(Z, s->size, o);
       const int64_t oz1 = sf_slab_begin(Z, s->size, o + 1);
       run = len < oz1 - z ? len : oz1 - z;
-      zr[n++] = (zrun){o, z - oz0 + s->halo, run, off};
+      zr[n++] = (sf_zrun){o, z - oz0 + s->halo, run, off};
     }
     z += run;
     off += run;
@@ -43,13 +44,12 @@ static int split_z(const sf_store *s, int64_t z, int64_t len, int64_t off,
 }
 
 int sf_crop_pieces(const sf_store *s, const int64_t origin[3],
-                   const int64_t crop[3], sf_piece *out)
+                   const int64_t crop[3], sf_piece *out, sf_zrun *zr)
 {
   sf_run zs[2], ys[2], xs[2];
   const int nz = sf_periodic_split(origin[0], crop[0], s->shape[0], zs);
   const int ny = sf_periodic_split(origin[1], crop[1], s->shape[1], ys);
   const int nx = sf_periodic_split(origin[2], crop[2], s->shape[2], xs);
-  zrun zr[2 * (s->size + 1) + 2];
   int nzr = 0;
   for (int i = 0; i < nz; i++)
     nzr += split_z(s, zs[i].begin, zs[i].len, zs[i].crop_off, zr + nzr);

@@ -15,14 +15,21 @@ typedef struct sf_piece {
   int64_t d[3]; /* offset inside the crop */
 } sf_piece;
 
-/* Upper bound of pieces of one crop for this store. */
+/* A run of z-planes of a crop held by one rank (scratch of the split). */
+typedef struct sf_zrun {
+  int src;
+  int64_t q, len, off;
+} sf_zrun;
+
+/* Upper bounds of pieces and of z-runs of one crop for this store. */
 int sf_crop_max_pieces(const sf_store *s);
+int sf_crop_max_zruns(const sf_store *s);
 
 /* Splits the crop at origin (periodic) into pieces; the rank's own store
- * (core and halo) is preferred, then the owner's core. Returns the count
- * (<= sf_crop_max_pieces). */
+ * (core and halo) is preferred, then the owner's core. zruns is scratch of
+ * sf_crop_max_zruns entries. Returns the count (<= sf_crop_max_pieces). */
 int sf_crop_pieces(const sf_store *s, const int64_t origin[3],
-                   const int64_t crop[3], sf_piece *out);
+                   const int64_t crop[3], sf_piece *out, sf_zrun *zruns);
 
 typedef struct sf_gather_bytes {
   uint64_t own, node, remote;

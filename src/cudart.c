@@ -39,6 +39,13 @@ static void note_stream(cudaStream_t s)
     atomic_fetch_add(&c_default_stream, 1);
 }
 
+void sf_cu_device_count(int *n)
+{
+  if (cudaGetDeviceCount(n) != cudaSuccess)
+    *n = 0;
+  (void)cudaGetLastError(); /* do not leave a sticky "no driver" behind */
+}
+
 sf_status sf_cu_set_device(int device, sf_err *e)
 {
   SF_CU_CHECK(cudaSetDevice(device), e);
@@ -78,7 +85,11 @@ void sf_cu_free_host(void *p)
 sf_status sf_cu_host_register(void *p, size_t bytes, sf_err *e)
 {
   atomic_fetch_add(&c_registers, 1);
-  SF_CU_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterPortable), e);
+  const cudaError_t rc = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
+  if (rc != cudaSuccess) {
+    (void)cudaGetLastError(); /* a failed registration may be retried */
+    return sf_cuda_fail(e, rc, "cudaHostRegister");
+  }
   return SF_OK;
 }
 

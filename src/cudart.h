@@ -30,6 +30,8 @@ void sf_cuda_counts_get(sf_cuda_counts *out);
 /* Records a CUDA failure of `what` in *e; returns SF_ERR_CUDA. */
 sf_status sf_cuda_fail(sf_err *e, cudaError_t rc, const char *what);
 
+/* Number of visible devices into *n (0 without a driver: not an error). */
+void sf_cu_device_count(int *n);
 sf_status sf_cu_set_device(int device, sf_err *e);
 sf_status sf_cu_malloc(void **p, size_t bytes, sf_err *e);
 void sf_cu_free(void *p);

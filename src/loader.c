@@ -334,26 +334,24 @@ static sf_status alloc_host(sf_loader *l, sf_err *e)
   const size_t K = (size_t)l->cfg.prefetch, B = (size_t)l->cfg.batch;
   l->max_pieces = sf_crop_max_pieces(&l->store);
   l->pieces = malloc((size_t)l->max_pieces * sizeof *l->pieces);
+  l->zruns = malloc((size_t)sf_crop_max_zruns(&l->store) * sizeof *l->zruns);
   l->origin = malloc(K * B * 3 * sizeof *l->origin);
   l->sym = malloc(K * B * sizeof *l->sym);
   l->sample = malloc(K * B * sizeof *l->sample);
-  if (!l->pieces || !l->origin || !l->sym || !l->sample)
+  if (!l->pieces || !l->zruns || !l->origin || !l->sym || !l->sample)
     return sf_fail(e, SF_ERR_NOMEM, "cannot allocate loader tables");
-  for (int d = 0; d < l->ndsets; d++) {
+  /* Host batches only: one staged crop and the ring. Device batches stage
+   * on the GPU (pipeline.c). */
+  for (int d = 0; d < l->ndsets && l->cfg.device < 0; d++) {
     const size_t stage = (size_t)sf_sample_elems(l, d) * sizeof(float);
+    const size_t out = K * B * (size_t)sf_sample_bytes(l, d);
     l->staging[d] = malloc(stage);
-    l->stats.staging_bytes += stage;
-    if (l->cfg.device < 0) {
-      const size_t out = K * B * (size_t)sf_sample_bytes(l, d);
-      l->out[d] = malloc(out);
-      l->stats.staging_bytes += out;
-      if (l->out[d] == NULL)
-        return sf_fail(e, SF_ERR_NOMEM,
-                       "cannot allocate %zu bytes of host batches", out);
-    }
-    if (l->staging[d] == NULL)
-      return sf_fail(e, SF_ERR_NOMEM, "cannot allocate %zu bytes of staging",
-                     stage);
+    l->out[d] = malloc(out);
+    if (l->staging[d] == NULL || l->out[d] == NULL)
+      return sf_fail(e, SF_ERR_NOMEM,
+                     "cannot allocate %zu bytes of staging and host batches",
+                     stage + out);
+    l->stats.staging_bytes += stage + out;
   }
   return SF_OK;
 }
@@ -369,6 +367,7 @@ static void free_loader(sf_loader *l)
     free(l->out[d]);
   }
   free(l->pieces);
+  free(l->zruns);
   free(l->origin);
   free(l->sym);
   free(l->sample);
@@ -505,8 +504,8 @@ void sf_loader_plan(sf_loader *l, uint64_t epoch, uint64_t step, int slot)
 sf_status sf_loader_gather(sf_loader *l, int slot, int b, sf_err *e)
 {
   const size_t i = (size_t)slot * (size_t)l->cfg.batch + (size_t)b;
-  const int n =
-      sf_crop_pieces(&l->store, &l->origin[3 * i], l->crop, l->pieces);
+  const int n = sf_crop_pieces(&l->store, &l->origin[3 * i], l->crop, l->pieces,
+                               l->zruns);
   sf_gather_bytes gb = {0, 0, 0};
   for (int d = 0; d < l->ndsets && e->status == SF_OK; d++)
     sf_gather_host(&l->store, d, l->pieces, n, l->crop, l->staging[d], &gb, e);

@@ -32,6 +32,7 @@ struct sf_loader {
   int slot;
   sf_piece *pieces;
   int max_pieces;
+  sf_zrun *zruns;  /* scratch of sf_crop_pieces */
   int64_t *origin; /* [prefetch][B][3] */
   int32_t *sym;    /* [prefetch][B] */
   int64_t *sample; /* [prefetch][B] */

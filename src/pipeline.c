@@ -71,7 +71,6 @@ static sf_status register_window(sf_loader *l, sf_gpu *g, sf_err *e)
     g->reg[g->nreg++] = lo;
     return SF_OK;
   }
-  (void)cudaGetLastError();
   for (int r = 0; r < s->size && e->status == SF_OK; r++)
     if (s->peer[r] != NULL && s->peer_bytes[r] > 0 && g->nreg < 64 &&
         sf_cu_host_register(s->peer[r], (size_t)s->peer_bytes[r], e) == SF_OK)
@@ -129,7 +128,8 @@ sf_status sf_gpu_open(sf_loader *l, sf_err *e)
   pthread_cond_init(&g->cv, NULL);
   sf_err_clear(&g->err);
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || l->cfg.device >= count)
+  sf_cu_device_count(&count);
+  if (l->cfg.device >= count)
     return sf_fail(e, SF_ERR_CUDA,
                    "device %d requested but %d CUDA device(s) are visible",
                    l->cfg.device, count);
@@ -264,7 +264,8 @@ static sf_status stage_crop(sf_loader *l, sf_gpu *g, int slot, int b, int st,
   sf_store *s = &l->store;
   const size_t i = (size_t)slot * (size_t)l->cfg.batch + (size_t)b;
   SF_RANGE_PUSH("plan");
-  const int n = sf_crop_pieces(s, &l->origin[3 * i], l->crop, l->pieces);
+  const int n =
+      sf_crop_pieces(s, &l->origin[3 * i], l->crop, l->pieces, l->zruns);
   SF_RANGE_POP();
   if (get_remote(l, g, st, n, e) != SF_OK)
     return e->status;
