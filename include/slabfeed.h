@@ -209,8 +209,10 @@ SF_API const char *sf_last_error(const sf_loader *l);
 /* Local. Steps per epoch in effect (from the config, or the default). */
 SF_API uint64_t sf_steps_per_epoch(const sf_loader *l);
 
-/* Collective. Releases everything the loader holds. NULL is a no-op (but
- * then every rank must pass NULL). Must not be called in a forked child. */
+/* Collective. Stops the loader thread, waits for the loader's own streams,
+ * and releases everything the loader holds (windows, device and pinned
+ * memory, registrations). NULL is a no-op (then every rank must pass
+ * NULL). In a forked child it does nothing: the parent owns the resources. */
 SF_API void sf_close(sf_loader *l);
 
 /* Not collective. Copies the contents of tensor t of a batch of l (host
