@@ -13,16 +13,30 @@ int64_t sf_xform_elems(const sf_xform *x)
   return (int64_t)x->channels * x->ext[0] * x->ext[1] * x->ext[2];
 }
 
-static void put(void *out, int64_t i, sf_dtype d, float v)
+/* One output row: n elements taken from src with stride `step`, sign bit
+ * flipped when neg, converted to dtype and stored every `ostride`
+ * elements from element `at` of out. The dtype branch sits outside the
+ * element loop. */
+static void put_row(const float *src, int64_t step, int neg, int64_t n,
+                    sf_dtype d, void *out, int64_t at, int64_t ostride)
 {
-  if (d == SF_DTYPE_F32)
-    ((float *)out)[i] = v;
-  else if (d == SF_DTYPE_F16)
-    ((uint16_t *)out)[i] = sf_f32_to_f16(v);
-  else
-    ((uint16_t *)out)[i] = sf_f32_to_bf16(v);
+  if (d == SF_DTYPE_F32) {
+    float *o = (float *)out + at;
+    for (int64_t i = 0; i < n; i++)
+      o[i * ostride] = sf_flip_sign(src[i * step], neg);
+  } else if (d == SF_DTYPE_F16) {
+    uint16_t *o = (uint16_t *)out + at;
+    for (int64_t i = 0; i < n; i++)
+      o[i * ostride] = sf_f32_to_f16(sf_flip_sign(src[i * step], neg));
+  } else {
+    uint16_t *o = (uint16_t *)out + at;
+    for (int64_t i = 0; i < n; i++)
+      o[i * ostride] = sf_f32_to_bf16(sf_flip_sign(src[i * step], neg));
+  }
 }
 
+/* out[k][i] = flip(in[src[k]][j(i)]) per the index and channel maps of g;
+ * NCDHW rows are contiguous, NDHWC rows have stride C. */
 void sf_transform_ref(const sf_xform *x, int g, const float *in, void *out)
 {
   int64_t e[3], start, step[3];
@@ -33,18 +47,15 @@ void sf_transform_ref(const sf_xform *x, int g, const float *in, void *out)
                   sign);
   const int64_t vol = e[0] * e[1] * e[2];
   const int64_t C = x->channels;
+  const int ncdhw = x->layout == SF_OUT_NCDHW;
   for (int64_t k = 0; k < C; k++) {
     const float *chan = in + src[k] * vol;
     for (int64_t i0 = 0; i0 < e[0]; i0++)
       for (int64_t i1 = 0; i1 < e[1]; i1++) {
         const int64_t row = start + i0 * step[0] + i1 * step[1];
         const int64_t o = (i0 * e[1] + i1) * e[2];
-        for (int64_t i2 = 0; i2 < e[2]; i2++) {
-          const float v = sf_flip_sign(chan[row + i2 * step[2]], sign[k] < 0);
-          const int64_t at =
-              x->layout == SF_OUT_NCDHW ? k * vol + o + i2 : (o + i2) * C + k;
-          put(out, at, x->dtype, v);
-        }
+        put_row(chan + row, step[2], sign[k] < 0, e[2], x->dtype, out,
+                ncdhw ? k * vol + o : o * C + k, ncdhw ? 1 : C);
       }
   }
 }
