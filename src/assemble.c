@@ -117,6 +117,19 @@ out:
   return e->status;
 }
 
+void sf_piece_account(const sf_store *s, int d, const sf_piece *p,
+                      sf_gather_bytes *bytes)
+{
+  const uint64_t b =
+      (uint64_t)(s->channels[d] * p->n[0] * p->n[1] * p->n[2]) * sizeof(float);
+  if (s->peer[p->src] == NULL)
+    bytes->remote += b;
+  else if (p->src == s->rank)
+    bytes->own += b;
+  else
+    bytes->node += b;
+}
+
 sf_status sf_gather_host(sf_store *s, int d, const sf_piece *pieces, int n,
                          const int64_t crop[3], float *dst,
                          sf_gather_bytes *bytes, sf_err *e)
@@ -124,19 +137,14 @@ sf_status sf_gather_host(sf_store *s, int d, const sf_piece *pieces, int n,
   const int64_t C = s->channels[d];
   for (int i = 0; i < n && e->status == SF_OK; i++) {
     const sf_piece *p = &pieces[i];
-    const uint64_t b =
-        (uint64_t)(C * p->n[0] * p->n[1] * p->n[2]) * sizeof(float);
     if (s->peer[p->src] != NULL) {
       const float *seg =
           (const float *)(s->peer[p->src] + sf_store_offset(s, p->src, d));
       copy_piece(s, seg, sf_store_planes(s, p->src), C, p, crop, dst);
-      if (p->src == s->rank)
-        bytes->own += b;
-      else
-        bytes->node += b;
-    } else if (sf_gather_get(s, d, p, crop, dst, e) == SF_OK) {
-      bytes->remote += b;
+    } else if (sf_gather_get(s, d, p, crop, dst, e) != SF_OK) {
+      break;
     }
+    sf_piece_account(s, d, p, bytes);
   }
   return e->status;
 }

@@ -35,6 +35,11 @@ typedef struct sf_gather_bytes {
   uint64_t own, node, remote;
 } sf_gather_bytes;
 
+/* Adds the bytes of dataset d of piece p to the source it comes from:
+ * this rank's store, another rank of the node, or another node. */
+void sf_piece_account(const sf_store *s, int d, const sf_piece *p,
+                      sf_gather_bytes *bytes);
+
 /* Gathers dataset d of the pieces into dst ([C][crop0][crop1][crop2]).
  * Pieces from other nodes are started with MPI_Get; they are complete only
  * after sf_gather_complete. */

@@ -2,15 +2,14 @@
 
 #include <stdatomic.h>
 
-static _Atomic uint64_t c_allocs, c_frees, c_registers, c_device_syncs,
-    c_default_stream, c_stream_syncs, c_event_waits, c_launches, c_copies;
+static _Atomic uint64_t c_allocs, c_frees, c_registers, c_default_stream,
+    c_stream_syncs, c_event_waits, c_launches, c_copies;
 
 void sf_cuda_counts_get(sf_cuda_counts *out)
 {
   out->allocs = atomic_load(&c_allocs);
   out->frees = atomic_load(&c_frees);
   out->registers = atomic_load(&c_registers);
-  out->device_syncs = atomic_load(&c_device_syncs);
   out->default_stream = atomic_load(&c_default_stream);
   out->stream_syncs = atomic_load(&c_stream_syncs);
   out->event_waits = atomic_load(&c_event_waits);

@@ -1,7 +1,8 @@
 /* The one layer through which the library calls the CUDA runtime. It
  * checks every return code and counts the calls that matter next to NCCL:
- * allocations, frees, host registrations, device and default-stream
- * synchronisation, and work put on the legacy default stream. Tests read
+ * allocations, frees, host registrations, stream and event waits, and work
+ * put on the legacy default stream. It offers no device synchronisation at
+ * all (tests/lint_cuda_layer.sh keeps it that way). Tests read
  * the counters to prove that nothing of that kind happens after sf_open. */
 #ifndef SF_CUDART_H
 #define SF_CUDART_H
@@ -17,7 +18,6 @@ typedef struct sf_cuda_counts {
   uint64_t allocs;         /* cudaMalloc, cudaHostAlloc */
   uint64_t frees;          /* cudaFree, cudaFreeHost */
   uint64_t registers;      /* cudaHostRegister, cudaHostUnregister */
-  uint64_t device_syncs;   /* cudaDeviceSynchronize (never called) */
   uint64_t default_stream; /* calls given the legacy default stream */
   uint64_t stream_syncs;   /* cudaStreamSynchronize on a loader stream */
   uint64_t event_waits;    /* cudaEventSynchronize on a loader event */

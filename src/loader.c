@@ -237,7 +237,6 @@ static void copy_config(sf_loader *l, const sf_config *cfg)
     l->cfg.target = l->target;
   }
   l->ndsets = cfg->target != NULL ? 2 : 1;
-  memcpy(l->crop, cfg->crop, sizeof l->crop);
 }
 
 /* Opens the file and datasets, checks them against the options and each
@@ -267,12 +266,12 @@ static sf_status open_datasets(sf_loader *l, hid_t *file, hid_t dsets[],
       sf_fail(e, SF_ERR_FORMAT, "dataset '%s' has %lld channels; at most 64",
               names[d], (long long)info[d].channels);
   for (int a = 0; a < 3 && e->status == SF_OK; a++)
-    if (l->crop[a] > info[0].shape[a])
+    if (l->cfg.crop[a] > info[0].shape[a])
       sf_fail(e, SF_ERR_ARG,
               "config: crop %lldx%lldx%lld is larger than the box "
               "%lldx%lldx%lld of '%s' in '%s'",
-              (long long)l->crop[0], (long long)l->crop[1],
-              (long long)l->crop[2], (long long)info[0].shape[0],
+              (long long)l->cfg.crop[0], (long long)l->cfg.crop[1],
+              (long long)l->cfg.crop[2], (long long)info[0].shape[0],
               (long long)info[0].shape[1], (long long)info[0].shape[2],
               names[0], l->path);
   if (e->status == SF_OK)
@@ -298,7 +297,7 @@ static void setup_stream(sf_loader *l, const sf_dataset_info info[])
 {
   for (int d = 0; d < l->ndsets; d++) {
     sf_xform *x = &l->xf[d];
-    memcpy(x->ext, l->crop, sizeof x->ext);
+    memcpy(x->ext, l->cfg.crop, sizeof x->ext);
     x->channels = (int)info[d].channels;
     x->ngroups = d == 0 ? l->cfg.n_input_vectors : l->cfg.n_target_vectors;
     memcpy(x->groups, d == 0 ? l->cfg.input_vectors : l->cfg.target_vectors,
@@ -311,8 +310,8 @@ static void setup_stream(sf_loader *l, const sf_dataset_info info[])
   if (l->steps_per_epoch == 0) {
     const double box = (double)info[0].shape[0] * (double)info[0].shape[1] *
                        (double)info[0].shape[2];
-    const double per_step = (double)l->crop[0] * (double)l->crop[1] *
-                            (double)l->crop[2] * l->size * l->cfg.batch;
+    const double per_step = (double)l->cfg.crop[0] * (double)l->cfg.crop[1] *
+                            (double)l->cfg.crop[2] * l->size * l->cfg.batch;
     const double s = box / per_step;
     l->steps_per_epoch = s < 1.0 ? 1 : (uint64_t)(s + 0.999999);
   }
@@ -504,17 +503,23 @@ void sf_loader_plan(sf_loader *l, uint64_t epoch, uint64_t step, int slot)
 sf_status sf_loader_gather(sf_loader *l, int slot, int b, sf_err *e)
 {
   const size_t i = (size_t)slot * (size_t)l->cfg.batch + (size_t)b;
-  const int n = sf_crop_pieces(&l->store, &l->origin[3 * i], l->crop, l->pieces,
-                               l->zruns);
+  const int n = sf_crop_pieces(&l->store, &l->origin[3 * i], l->cfg.crop,
+                               l->pieces, l->zruns);
   sf_gather_bytes gb = {0, 0, 0};
   for (int d = 0; d < l->ndsets && e->status == SF_OK; d++)
-    sf_gather_host(&l->store, d, l->pieces, n, l->crop, l->staging[d], &gb, e);
+    sf_gather_host(&l->store, d, l->pieces, n, l->cfg.crop, l->staging[d], &gb,
+                   e);
   if (e->status == SF_OK && gb.remote > 0)
     sf_gather_complete(&l->store, e);
-  l->stats.bytes_own += gb.own;
-  l->stats.bytes_node += gb.node;
-  l->stats.bytes_remote += gb.remote;
+  sf_loader_count(l, &gb);
   return e->status;
+}
+
+void sf_loader_count(sf_loader *l, const sf_gather_bytes *b)
+{
+  l->stats.bytes_own += b->own;
+  l->stats.bytes_node += b->node;
+  l->stats.bytes_remote += b->remote;
 }
 
 void sf_loader_advance(sf_loader *l)

@@ -23,7 +23,6 @@ struct sf_loader {
   sf_store store;
   sf_sampler sampler;
   sf_xform xf[SF_MAX_DSETS];
-  int64_t crop[3];
   uint64_t epoch, step, steps_per_epoch;
 
   /* host path */
@@ -53,6 +52,9 @@ void sf_loader_plan(sf_loader *l, uint64_t epoch, uint64_t step, int slot);
 
 /* Gathers sample b of ring slot `slot` on the host into l->staging. */
 sf_status sf_loader_gather(sf_loader *l, int slot, int b, sf_err *e);
+
+/* Adds gathered bytes to the loader's counters. */
+void sf_loader_count(sf_loader *l, const sf_gather_bytes *b);
 
 /* Advances (epoch, step) by one batch. */
 void sf_loader_advance(sf_loader *l);

@@ -29,9 +29,9 @@ struct sf_gpu {
   int K;
   void *slot[64][SF_MAX_DSETS];
   cudaEvent_t ready[64], released[64];
-  int reuse_after_seek[64]; /* slot still owned by a batch handed out
-                               before sf_seek: wait for its release */
-  void *reg[64];            /* registered host ranges */
+  int release_pending[64]; /* released[k] was recorded and not yet waited
+                              for by the producer */
+  void *reg[64];           /* registered host ranges */
   int nreg;
 
   /* ring state, under mu */
@@ -211,7 +211,7 @@ static sf_status copy_piece(const sf_loader *l, const float *src, int64_t depth,
                             int64_t x, int64_t c, const sf_piece *p, float *dst,
                             cudaStream_t s, sf_err *e)
 {
-  const int64_t *cr = l->crop;
+  const int64_t *cr = l->cfg.crop;
   struct cudaMemcpy3DParms m;
   memset(&m, 0, sizeof m);
   m.srcPtr.ptr = (void *)src;
@@ -251,7 +251,7 @@ static sf_status get_remote(sf_loader *l, sf_gpu *g, int st, int n, sf_err *e)
   for (int i = 0; i < n && e->status == SF_OK; i++)
     if (s->peer[l->pieces[i].src] == NULL)
       for (int d = 0; d < l->ndsets && e->status == SF_OK; d++)
-        sf_gather_get(s, d, &l->pieces[i], l->crop, g->hstage[st][d], e);
+        sf_gather_get(s, d, &l->pieces[i], l->cfg.crop, g->hstage[st][d], e);
   if (e->status == SF_OK)
     sf_gather_complete(s, e);
   SF_RANGE_POP();
@@ -265,18 +265,17 @@ static sf_status stage_crop(sf_loader *l, sf_gpu *g, int slot, int b, int st,
   const size_t i = (size_t)slot * (size_t)l->cfg.batch + (size_t)b;
   SF_RANGE_PUSH("plan");
   const int n =
-      sf_crop_pieces(s, &l->origin[3 * i], l->crop, l->pieces, l->zruns);
+      sf_crop_pieces(s, &l->origin[3 * i], l->cfg.crop, l->pieces, l->zruns);
   SF_RANGE_POP();
   if (get_remote(l, g, st, n, e) != SF_OK)
     return e->status;
   SF_RANGE_PUSH("h2d");
   const double t0 = MPI_Wtime();
-  int remote = 0;
+  sf_gather_bytes gb = {0, 0, 0};
   for (int k = 0; k < n && e->status == SF_OK; k++) {
     const sf_piece *p = &l->pieces[k];
     for (int d = 0; d < l->ndsets && e->status == SF_OK; d++) {
       const int64_t C = s->channels[d];
-      const uint64_t bytes = (uint64_t)(C * p->n[0] * p->n[1] * p->n[2]) * 4u;
       for (int64_t c = 0; c < C && e->status == SF_OK; c++) {
         if (s->peer[p->src] != NULL) {
           const float *seg =
@@ -285,22 +284,16 @@ static sf_status stage_crop(sf_loader *l, sf_gpu *g, int slot, int b, int st,
                      s->shape[2], p->q, p->y, p->x, c, p, g->dstage[st][d],
                      g->copy, e);
         } else {
-          copy_piece(l, g->hstage[st][d], l->crop[0], l->crop[1], l->crop[2],
-                     p->d[0], p->d[1], p->d[2], c, p, g->dstage[st][d], g->copy,
-                     e);
+          copy_piece(l, g->hstage[st][d], l->cfg.crop[0], l->cfg.crop[1],
+                     l->cfg.crop[2], p->d[0], p->d[1], p->d[2], c, p,
+                     g->dstage[st][d], g->copy, e);
         }
       }
-      if (s->peer[p->src] == NULL) {
-        l->stats.bytes_remote += bytes;
-        remote = 1;
-      } else if (p->src == s->rank) {
-        l->stats.bytes_own += bytes;
-      } else {
-        l->stats.bytes_node += bytes;
-      }
+      sf_piece_account(s, d, p, &gb);
     }
   }
-  if (e->status == SF_OK && remote &&
+  sf_loader_count(l, &gb);
+  if (e->status == SF_OK && gb.remote > 0 &&
       sf_cu_record(g->h2d_done[st], g->copy, e) == SF_OK)
     g->h2d_pending[st] = 1;
   l->stats.t_h2d += MPI_Wtime() - t0;
@@ -326,12 +319,11 @@ static sf_status produce(sf_loader *l, uint64_t n, sf_err *e)
   double t = MPI_Wtime();
   sf_loader_plan(l, epoch, step, slot);
   l->stats.t_plan += MPI_Wtime() - t;
-  /* The slot's last batch must be released by the consumer's stream
-   * (after sf_seek, also for the first K batches of the new stream). */
-  if (n >= (uint64_t)g->K || g->reuse_after_seek[slot]) {
+  /* The slot's last batch must be released by the consumer's stream. */
+  if (g->release_pending[slot]) {
     if (sf_cu_wait(g->compute, g->released[slot], e))
       return e->status;
-    g->reuse_after_seek[slot] = 0;
+    g->release_pending[slot] = 0;
   }
   for (int b = 0; b < l->cfg.batch && e->status == SF_OK; b++) {
     const int st = g->stage;
@@ -431,10 +423,14 @@ sf_status sf_gpu_next(sf_loader *l, sf_batch *out, void *stream)
       return sf_loader_error(l, &e);
     }
   }
-  /* The previous batch is released once `s` gets past this point. */
-  if (g->have_last &&
-      sf_cu_record(g->released[(n - 1) % (uint64_t)g->K], s, &e))
-    return sf_loader_error(l, &e);
+  /* The previous batch is released once `s` gets past this point; the
+   * producer waits for that before it writes the slot again. */
+  if (g->have_last) {
+    const uint64_t prev = (n - 1) % (uint64_t)g->K;
+    if (sf_cu_record(g->released[prev], s, &e))
+      return sf_loader_error(l, &e);
+    g->release_pending[prev] = 1;
+  }
   g->last_stream = s;
   g->have_last = 1;
   SF_RANGE_PUSH("wait");
@@ -494,13 +490,12 @@ sf_status sf_gpu_seek(sf_loader *l, uint64_t epoch, uint64_t step)
     for (int k = 0; k < g->K; k++) {
       if (sf_cu_record(g->released[k], g->last_stream, &e))
         return sf_loader_error(l, &e);
-      g->reuse_after_seek[k] = 1;
+      g->release_pending[k] = 1;
     }
   g->start_epoch = epoch;
   g->start_step = step;
   g->produced = g->released_upto = g->next = 0;
-  /* Batch numbers restart at 0: make slot waits of the new generation
-   * hold from the first batch on. */
+  /* Batch numbers restart at 0; there is no previous batch to release. */
   g->have_last = 0;
   l->epoch = epoch;
   l->step = step;
@@ -519,21 +514,20 @@ sf_status sf_gpu_copy_to_host(sf_loader *l, const void *src, size_t bytes,
                               void *dst)
 {
   sf_gpu *g = l->gpu;
-  sf_err e;
-  sf_err_clear(&e);
+  const char *p = src;
   for (int k = 0; k < g->K; k++)
     for (int d = 0; d < l->ndsets; d++) {
       const char *base = g->slot[k][d];
       const size_t size = (size_t)l->cfg.batch * (size_t)sf_sample_bytes(l, d);
-      if ((const char *)src >= base &&
-          (const char *)src + bytes <= base + size &&
-          (sf_cu_wait(g->aux, g->ready[k], &e) ||
-           sf_cu_copy(dst, src, bytes, cudaMemcpyDeviceToHost, g->aux, &e) ||
-           sf_cu_stream_sync(g->aux, &e)))
+      if (p < base || p + bytes > base + size)
+        continue;
+      sf_err e;
+      sf_err_clear(&e);
+      if (sf_cu_wait(g->aux, g->ready[k], &e) ||
+          sf_cu_copy(dst, src, bytes, cudaMemcpyDeviceToHost, g->aux, &e) ||
+          sf_cu_stream_sync(g->aux, &e))
         return sf_loader_error(l, &e);
-      else if ((const char *)src >= base &&
-               (const char *)src + bytes <= base + size)
-        return SF_OK;
+      return SF_OK;
     }
   snprintf(l->last_error, sizeof l->last_error,
            "sf_copy_to_host: the tensor is not a batch of this loader");

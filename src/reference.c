@@ -9,7 +9,6 @@
 #include "errors.h"
 #include "geometry.h"
 #include "h5slab.h"
-#include "transform.h"
 
 struct sf_reader {
   hid_t file;
@@ -95,6 +94,7 @@ sf_status sf_reader_crop(sf_reader *r, const char *dataset,
   sf_h5_quiet_begin(&q);
   hid_t dset = H5I_INVALID_HID;
   sf_dataset_info in;
+  memset(&in, 0, sizeof in);
   if (sf_h5_dataset(r->file, r->path, dataset, layout, &dset, &in, &e) ==
       SF_OK) {
     for (int a = 0; a < 3; a++)
@@ -102,10 +102,9 @@ sf_status sf_reader_crop(sf_reader *r, const char *dataset,
           crop[a] > in.shape[a])
         sf_fail(&e, SF_ERR_ARG,
                 "reader: origin/crop outside the box on axis %d", a);
-    if (symmetry < 0 || symmetry >= 48 || ngroups < 0 ||
-        ngroups > SF_MAX_VECTORS || in.channels > 64)
-      sf_fail(&e, SF_ERR_ARG,
-              "reader: bad symmetry, vector groups or channels");
+    if (in.channels > 64)
+      sf_fail(&e, SF_ERR_ARG, "reader: '%s' has more than 64 channels",
+              dataset);
   }
   const size_t elems = (size_t)(in.channels * crop[0] * crop[1] * crop[2]);
   if (e.status == SF_OK && elems > r->stage_elems) {
@@ -140,16 +139,12 @@ sf_status sf_reader_crop(sf_reader *r, const char *dataset,
     H5Dclose(dset);
   sf_h5_quiet_end(&q);
   if (e.status == SF_OK) {
-    sf_xform x;
-    memset(&x, 0, sizeof x);
-    memcpy(x.ext, crop, sizeof x.ext);
-    x.channels = (int)in.channels;
-    x.ngroups = ngroups;
-    for (int v = 0; v < ngroups; v++)
-      memcpy(x.groups[v], groups[v], sizeof x.groups[v]);
-    x.dtype = dtype;
-    x.layout = out_layout;
-    sf_transform_ref(&x, symmetry, r->stage, out);
+    if (sf_transform_host(r->stage, crop, (int)in.channels, symmetry, ngroups,
+                          groups, dtype, out_layout, out) != SF_OK)
+      sf_fail(&e, SF_ERR_ARG,
+              "reader: bad symmetry %d, vector groups or output options for "
+              "'%s' (%lld channels)",
+              symmetry, dataset, (long long)in.channels);
   }
   snprintf(r->error, sizeof r->error, "%s", e.msg);
   return e.status;

@@ -11,4 +11,11 @@ if [ -n "$hits" ]; then
   echo "$hits"
   exit 1
 fi
-echo "lint.cuda_layer: PASS (every CUDA runtime call of src/*.c is in cudart.c)"
+# Device or context synchronisation stalls NCCL kernels: none anywhere.
+sync=$(grep -nE '\bcuda(DeviceSynchronize|ThreadSynchronize|CtxSynchronize)\b' "$src"/*.c "$src"/*.cu)
+if [ -n "$sync" ]; then
+  echo "FAIL: device synchronisation in the library:"
+  echo "$sync"
+  exit 1
+fi
+echo "lint.cuda_layer: PASS (CUDA runtime only from cudart.c, no device synchronisation)"

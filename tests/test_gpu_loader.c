@@ -2,8 +2,9 @@
  * seed are equal bit for bit (all dtypes and layouts, input + target,
  * vector groups), on 1 and 2 ranks, also with one rank per "node" (MPI_Get
  * into pinned staging). Then 200 steps on a training stream: the counters
- * of the CUDA layer show no allocation, free, registration, device
- * synchronisation or default-stream use after sf_open.
+ * of the CUDA layer show no allocation, free, registration, stream
+ * synchronisation or default-stream use after sf_open (device
+ * synchronisation does not exist in the library: lint.cuda_layer).
  * argv[1]: "multiple" or "single" (the MPI thread level asked for). */
 #include "cudart.h"
 #include "gpu.h"
@@ -11,16 +12,22 @@
 
 static int rank, size;
 
+/* Input + target of path, cubic crop of edge `crop`, batch 2. */
+static void base_config(sf_config *c, const char *path, int64_t crop)
+{
+  sf_config_init(c);
+  c->path = path;
+  c->input = "Nbody";
+  c->target = "Hydro";
+  c->crop[0] = c->crop[1] = c->crop[2] = crop;
+  c->batch = 2;
+}
+
 static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
                     cudaStream_t s, int expect_thread)
 {
   sf_config c;
-  sf_config_init(&c);
-  c.path = path;
-  c.input = "Nbody";
-  c.target = "Hydro";
-  c.crop[0] = c.crop[1] = c.crop[2] = 20;
-  c.batch = 2;
+  base_config(&c, path, 20);
   c.seed = 11;
   c.dtype = dt;
   c.out_layout = lay;
@@ -79,12 +86,7 @@ static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
 static void quiet_steps(const char *path, cudaStream_t s)
 {
   sf_config c;
-  sf_config_init(&c);
-  c.path = path;
-  c.input = "Nbody";
-  c.target = "Hydro";
-  c.crop[0] = c.crop[1] = c.crop[2] = 16;
-  c.batch = 2;
+  base_config(&c, path, 16);
   c.device = rank % gpu_count();
   c.dtype = SF_DTYPE_BF16;
   char err[1024];
@@ -106,8 +108,6 @@ static void quiet_steps(const char *path, cudaStream_t s)
         (unsigned long long)(after.allocs - before.allocs),
         (unsigned long long)(after.frees - before.frees));
   CHECK(after.registers == before.registers, "host registrations after open");
-  CHECK(after.device_syncs == before.device_syncs,
-        "device synchronisation after open");
   CHECK(after.default_stream == before.default_stream,
         "legacy default stream used %llu times",
         (unsigned long long)(after.default_stream - before.default_stream));
