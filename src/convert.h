@@ -31,13 +31,28 @@ SF_HD float sf_flip_sign(float v, int neg)
   return r;
 }
 
+/* The NaN rules, shared with the kernel's hardware fast path (whose own
+ * NaN is canonical): keep the sign and the top payload bits, force quiet. */
+SF_HD int sf_f32_is_nan(uint32_t x)
+{
+  return (x & 0x7fffffffu) > 0x7f800000u;
+}
+SF_HD uint16_t sf_f16_of_nan(uint32_t x)
+{
+  return (uint16_t)(((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x3ffu));
+}
+SF_HD uint16_t sf_bf16_of_nan(uint32_t x)
+{
+  return (uint16_t)((x >> 16) | 0x40u);
+}
+
 SF_HD uint16_t sf_f32_to_f16(float f)
 {
   const uint32_t x = sf_f32_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) /* NaN: keep the top payload bits, force quiet */
-    return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+  if (sf_f32_is_nan(x))
+    return sf_f16_of_nan(x);
   if (ax >= 0x477ff000u) /* >= 65520 (or inf) rounds to inf */
     return (uint16_t)(sign | 0x7c00u);
   if (ax >= 0x38800000u) { /* normal half: rebias, round 13 bits */
@@ -61,8 +76,8 @@ SF_HD uint16_t sf_f32_to_f16(float f)
 SF_HD uint16_t sf_f32_to_bf16(float f)
 {
   const uint32_t x = sf_f32_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((x >> 16) | 0x40u);
+  if (sf_f32_is_nan(x))
+    return sf_bf16_of_nan(x);
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 

@@ -1,16 +1,25 @@
 // The fused transform kernel: one pass from a staged crop to one sample of
 // the batch — symmetry on the spatial axes, vector-group channel map with
 // sign flips, conversion to f32/f16/bf16 (round to nearest even, the same
-// integer code as the host reference) and NCDHW or NDHWC layout.
+// bits as the host reference) and NCDHW or NDHWC layout.
 //
-// A block owns a 32x32 tile of the
-// output plane spanned by axes t1 and 2, for several positions of the
-// remaining axis r and a chunk of channels: it loads the tile with threads
-// running along q (the output axis on which the input is contiguous) and
-// stores it with threads running along the output's contiguous direction,
-// so that both sides stay coalesced under any axis permutation.
+// A block owns a 32x32 tile of the output plane spanned by axes t1 and 2,
+// for several positions of the remaining axis r: it loads the tile with
+// threads running along q (the output axis on which the input is
+// contiguous) and stores it with threads running along the output's
+// contiguous direction, so that both sides stay coalesced under any axis
+// permutation.
+//   NCDHW (tiled_cf): one channel per block, a float tile transposed in
+//     shared memory, converted as it is stored.
+//   NDHWC (tiled_cl): all channels of the voxels in one block (or a chunk
+//     of 8 when there are more than 9), converted as they are loaded into
+//     a tile kept in output order, so that a tile row — 32 voxels x C
+//     channels — leaves as one contiguous run of 32-bit stores.
 // Offsets inside one sample are 32-bit (sf_open bounds a sample to 2^31
 // elements).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "convert.h"
 #include "transform_gpu.h"
 
@@ -18,7 +27,17 @@ namespace {
 
 constexpr int kTile = 32;
 constexpr int kRows = 8;
-constexpr int kPlanes = 4; // positions of axis r per block (tiled kernel)
+constexpr int kPlanes = 4; // positions of axis r per block
+constexpr int kPer = kTile / kRows;
+// Blocks per SM the register budget must allow (launch bounds). Left to
+// itself the compiler hoists the tile's addresses out of the plane loop
+// and takes 40 registers for tiled_cf and 64 for tiled_cl, which caps an
+// SM at 6 and 4 blocks; on the H200 that cost tiled_cf 10% and tiled_cl
+// 2-10% of their throughput (transform_bench, docs/PERFORMANCE.md).
+// 8 blocks (32 registers) fill an SM with tiled_cf; tiled_cl is held to
+// 5 (48 registers), where it spills at most 16 bytes (7 channels).
+constexpr int kMinBlocksCf = 8;
+constexpr int kMinBlocksCl = 5;
 
 // The launch geometry reduced to scalars (no dynamic indexing of params).
 struct Geo {
@@ -29,104 +48,160 @@ struct Geo {
   bool along_t1; // input contiguous along t1 (else along 2)
 };
 
-template <int DTYPE> __device__ __forceinline__ uint32_t half_bits(float v)
+template <int DTYPE> struct Elem {
+  using T = uint16_t;
+};
+template <> struct Elem<0> {
+  using T = float;
+};
+
+// The conversion. The hardware's cvt.rn is round to nearest even with
+// subnormals kept, as the reference is, for every value but NaN, where it
+// returns a canonical NaN: NaN takes the reference's rule instead. (For
+// f16 this replaces a branchy integer routine: +7% on the NCDHW kernel;
+// for bf16 the reference's integer rounding was measured 1% slower.)
+template <int DTYPE>
+__device__ __forceinline__ typename Elem<DTYPE>::T convert(float v)
 {
-  return DTYPE == 1 ? sf_f32_to_f16(v) : sf_f32_to_bf16(v);
+  if constexpr (DTYPE == 0) {
+    return v;
+  } else {
+    const uint32_t x = __float_as_uint(v);
+    if constexpr (DTYPE == 1)
+      return sf_f32_is_nan(x) ? sf_f16_of_nan(x)
+                              : __half_as_ushort(__float2half_rn(v));
+    else
+      return sf_f32_is_nan(x) ? sf_bf16_of_nan(x)
+                              : __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  }
+}
+
+// Tile coordinates of a thread's j-th load: a along t1, b along axis 2;
+// threads run along whichever of the two the input is contiguous on.
+__device__ __forceinline__ int load_a(const Geo &g, int j)
+{
+  return g.along_t1 ? threadIdx.x : threadIdx.y + j * kRows;
+}
+__device__ __forceinline__ int load_b(const Geo &g, int j)
+{
+  return g.along_t1 ? threadIdx.y + j * kRows : threadIdx.x;
+}
+
+// The thread's kPer values of one channel of the tile at (i1base, i2base),
+// sign applied (0 outside the crop); base is the offset of the channel's
+// plane ir in `in` (32-bit offsets keep the hoisted addresses small).
+__device__ __forceinline__ void load_tile(const Geo &g, const float *in,
+                                          int base, int i1base, int i2base,
+                                          uint32_t sign, float v[kPer])
+{
+#pragma unroll
+  for (int j = 0; j < kPer; j++) {
+    const int i1 = i1base + load_a(g, j), i2 = i2base + load_b(g, j);
+    const float x = i1 < g.e1 && i2 < g.e2
+                        ? __ldg(in + (base + i1 * g.s1 + i2 * g.s2))
+                        : 0.0f;
+    v[j] = __uint_as_float(__float_as_uint(x) ^ sign);
+  }
+}
+
+__device__ __forceinline__ uint32_t sign_mask(const sf_kparams &k, int ch)
+{
+  return k.sign[ch] < 0.0f ? 0x80000000u : 0u;
 }
 
 template <int DTYPE>
-__device__ __forceinline__ void put(void *out, int i, float v)
+__global__ void __launch_bounds__(kTile *kRows, kMinBlocksCf)
+    tiled_cf(const Geo g, const sf_kparams k, const float *__restrict__ in,
+             void *__restrict__ out)
 {
-  if (DTYPE == 0)
-    static_cast<float *>(out)[i] = v;
-  else if (DTYPE == 1)
-    static_cast<uint16_t *>(out)[i] = sf_f32_to_f16(v);
-  else
-    static_cast<uint16_t *>(out)[i] = sf_f32_to_bf16(v);
-}
-
-// KC: channels per block (1 for NCDHW). NDHWC stores run over (voxel,
-// channel) pairs; a compile-time KC keeps that index arithmetic cheap.
-template <int DTYPE, int KC, bool NDHWC>
-__global__ void __launch_bounds__(kTile *kRows)
-    tiled(const Geo g, const sf_kparams k, const float *__restrict__ in,
-          void *__restrict__ out)
-{
-  constexpr int kc = KC;
-  extern __shared__ float tile[]; // [kc][kTile][kTile + 1]
+  using T = typename Elem<DTYPE>::T;
+  __shared__ float tile[kTile][kTile + 1]; // [b][a]
   const int nt2 = (g.e2 + kTile - 1) / kTile;
   const int i1base = (blockIdx.x / nt2) * kTile;
   const int i2base = (blockIdx.x % nt2) * kTile;
-  const int k0 = blockIdx.z * kc;
-  const int kn = min(kc, g.channels - k0);
-  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int ch = blockIdx.z;
+  const uint32_t sign = sign_mask(k, ch);
+  const int rend = min(g.er, (int)(blockIdx.y + 1) * kPlanes);
+  const int obase = ch * g.vol;
+
+  for (int ir = blockIdx.y * kPlanes; ir < rend; ir++) {
+    float v[kPer];
+    load_tile(g, in, k.src[ch] * g.vol + g.start + ir * g.sr, i1base, i2base,
+              sign, v);
+#pragma unroll
+    for (int j = 0; j < kPer; j++)
+      tile[load_b(g, j)][load_a(g, j)] = v[j];
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kPer; j++) {
+      const int a = threadIdx.y + j * kRows, b = threadIdx.x;
+      if (i1base + a < g.e1 && i2base + b < g.e2)
+        static_cast<T *>(
+            out)[obase + ir * g.orr + (i1base + a) * g.o1 + i2base + b] =
+            convert<DTYPE>(tile[b][a]);
+    }
+    __syncthreads();
+  }
+}
+
+// KC: channels per block, all of them when the launch has KC == channels.
+template <int DTYPE, int KC>
+__global__ void __launch_bounds__(kTile *kRows, kMinBlocksCl)
+    tiled_cl(const Geo g, const sf_kparams k, const float *__restrict__ in,
+             void *__restrict__ out)
+{
+  using T = typename Elem<DTYPE>::T;
+  // Rows a of 32 voxels x KC channels, converted, padded to an odd number
+  // of words so that threads writing down a column hit distinct banks.
+  constexpr int kWords = kTile * KC * (int)sizeof(T) / 4 + 1;
+  constexpr int kPitch = kWords * 4 / (int)sizeof(T);
+  extern __shared__ uint32_t words[]; // [kTile][kWords]
+  T *tile = reinterpret_cast<T *>(words);
+  const int nt2 = (g.e2 + kTile - 1) / kTile;
+  const int i1base = (blockIdx.x / nt2) * kTile;
+  const int i2base = (blockIdx.x % nt2) * kTile;
+  const int nb = min(kTile, g.e2 - i2base); // voxels in this tile's rows
+  const int k0 = blockIdx.z * KC;
+  const int kn = min(KC, g.channels - k0);
   const int rend = min(g.er, (int)(blockIdx.y + 1) * kPlanes);
 
   for (int ir = blockIdx.y * kPlanes; ir < rend; ir++) {
-    for (int kk = 0; kk < kn; kk++) {
-      const int ch = k0 + kk;
-      const int neg = k.sign[ch] < 0.0f;
-      const float *src = in + k.src[ch] * g.vol + g.start + ir * g.sr;
-      float *t = tile + kk * kTile * (kTile + 1);
-      float v[kTile / kRows];
 #pragma unroll
-      for (int j = 0; j < kTile / kRows; j++) {
-        const int a = g.along_t1 ? tx : ty + j * kRows; // along t1
-        const int b = g.along_t1 ? ty + j * kRows : tx; // along 2
-        const int i1 = i1base + a, i2 = i2base + b;
-        v[j] =
-            i1 < g.e1 && i2 < g.e2 ? __ldg(src + i1 * g.s1 + i2 * g.s2) : 0.0f;
-      }
+    for (int kk = 0; kk < KC; kk++) {
+      if (kk < kn) {
+        const int ch = k0 + kk;
+        float v[kPer];
+        load_tile(g, in, k.src[ch] * g.vol + g.start + ir * g.sr, i1base,
+                  i2base, sign_mask(k, ch), v);
 #pragma unroll
-      for (int j = 0; j < kTile / kRows; j++) {
-        const int a = g.along_t1 ? tx : ty + j * kRows;
-        const int b = g.along_t1 ? ty + j * kRows : tx;
-        t[b * (kTile + 1) + a] = sf_flip_sign(v[j], neg);
+        for (int j = 0; j < kPer; j++)
+          tile[load_a(g, j) * kPitch + load_b(g, j) * KC + kk] =
+              convert<DTYPE>(v[j]);
       }
     }
     __syncthreads();
 #pragma unroll
-    for (int j = 0; j < kTile / kRows; j++) {
-      const int a = ty + j * kRows;
-      const int i1 = i1base + a;
-      if (i1 < g.e1) {
-        const int row = ir * g.orr + i1 * g.o1 + i2base;
-        if (!NDHWC) {
-          if (i2base + tx < g.e2)
-            put<DTYPE>(out, k0 * g.vol + row + tx, tile[tx * (kTile + 1) + a]);
-        } else if (DTYPE != 0 && KC == g.channels &&
-                   (reinterpret_cast<uintptr_t>(static_cast<uint16_t *>(out) +
-                                                (int64_t)row * KC) &
-                    3) == 0) {
-          // 16-bit NDHWC with all channels in the block: the row's run of
-          // voxels x channels is contiguous and 4-byte aligned, so stores
-          // go out two elements at a time (full 32-byte sectors).
-          const int n = min(kTile, g.e2 - i2base) * KC;
-          uint32_t *o32 = reinterpret_cast<uint32_t *>(
-              static_cast<uint16_t *>(out) + (int64_t)row * KC);
-          for (int p = tx; p < n / 2; p += kTile) {
-            const int l = 2 * p;
-            const uint32_t lo = half_bits<DTYPE>(
-                tile[((l % KC) * kTile + l / KC) * (kTile + 1) + a]);
-            const uint32_t hi = half_bits<DTYPE>(
-                tile[(((l + 1) % KC) * kTile + (l + 1) / KC) * (kTile + 1) +
-                     a]);
-            o32[p] = lo | hi << 16;
-          }
-          if ((n & 1) && tx == 0)
-            put<DTYPE>(
-                out, row * KC + n - 1,
-                tile[(((n - 1) % KC) * kTile + (n - 1) / KC) * (kTile + 1) +
-                     a]);
-        } else {
-#pragma unroll
-          for (int l = tx; l < kTile * KC; l += kTile) {
-            const int b = l / KC, kk = l % KC;
-            if (kk < kn && i2base + b < g.e2)
-              put<DTYPE>(out, (row + b) * g.channels + k0 + kk,
-                         tile[(kk * kTile + b) * (kTile + 1) + a]);
-          }
-        }
+    for (int j = 0; j < kPer; j++) {
+      const int a = threadIdx.y + j * kRows;
+      if (i1base + a >= g.e1)
+        continue;
+      const int row = ir * g.orr + (i1base + a) * g.o1 + i2base;
+      const T *src = tile + a * kPitch;
+      const int n = nb * KC;
+      T *dst = static_cast<T *>(out) + (int64_t)row * g.channels + k0;
+      if (KC != g.channels) { // a chunk: runs of KC elements
+        for (int l = threadIdx.x; l < n; l += kTile)
+          if (l % KC < kn)
+            dst[(l / KC) * g.channels + l % KC] = src[l];
+      } else if ((reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
+        const int nw = n * (int)sizeof(T) / 4;
+        for (int p = threadIdx.x; p < nw; p += kTile)
+          reinterpret_cast<uint32_t *>(dst)[p] = words[a * kWords + p];
+        if (sizeof(T) == 2 && (n & 1) && threadIdx.x == 0)
+          dst[n - 1] = src[n - 1];
+      } else { // 16-bit run starting mid-word
+        for (int l = threadIdx.x; l < n; l += kTile)
+          dst[l] = src[l];
       }
     }
     __syncthreads();
@@ -152,17 +227,22 @@ Geo make_geo(const sf_kparams *k)
   return g;
 }
 
-template <int DTYPE, int KC, bool NDHWC>
-cudaError_t launch_tiled(const Geo &g, const sf_kparams *k, const float *in,
-                         void *out, cudaStream_t s)
+dim3 grid_for(const Geo &g, int chunks)
 {
   const int nt1 = (g.e1 + kTile - 1) / kTile, nt2 = (g.e2 + kTile - 1) / kTile;
-  const dim3 grid((unsigned)(nt1 * nt2),
-                  (unsigned)((g.er + kPlanes - 1) / kPlanes),
-                  (unsigned)((k->channels + KC - 1) / KC));
-  const dim3 block(kTile, kRows);
-  const size_t smem = (size_t)KC * kTile * (kTile + 1) * sizeof(float);
-  tiled<DTYPE, KC, NDHWC><<<grid, block, smem, s>>>(g, *k, in, out);
+  return dim3((unsigned)(nt1 * nt2), (unsigned)((g.er + kPlanes - 1) / kPlanes),
+              (unsigned)chunks);
+}
+
+template <int DTYPE, int KC>
+cudaError_t launch_cl(const Geo &g, const sf_kparams *k, const float *in,
+                      void *out, cudaStream_t s)
+{
+  using T = typename Elem<DTYPE>::T;
+  const size_t smem =
+      (size_t)kTile * (kTile * KC * sizeof(T) / 4 + 1) * sizeof(uint32_t);
+  tiled_cl<DTYPE, KC><<<grid_for(g, (k->channels + KC - 1) / KC),
+                        dim3(kTile, kRows), smem, s>>>(g, *k, in, out);
   return cudaGetLastError();
 }
 
@@ -171,27 +251,30 @@ cudaError_t launch(const sf_kparams *k, const float *in, void *out,
                    cudaStream_t s)
 {
   const Geo g = make_geo(k);
-  if (k->layout != 1)
-    return launch_tiled<DTYPE, 1, false>(g, k, in, out, s);
+  if (k->layout != 1) {
+    tiled_cf<DTYPE><<<grid_for(g, k->channels), dim3(kTile, kRows), 0, s>>>(
+        g, *k, in, out);
+    return cudaGetLastError();
+  }
   switch (k->channels) { // NDHWC: all channels of a voxel in one block
   case 1:
-    return launch_tiled<DTYPE, 1, true>(g, k, in, out, s);
+    return launch_cl<DTYPE, 1>(g, k, in, out, s);
   case 2:
-    return launch_tiled<DTYPE, 2, true>(g, k, in, out, s);
+    return launch_cl<DTYPE, 2>(g, k, in, out, s);
   case 3:
-    return launch_tiled<DTYPE, 3, true>(g, k, in, out, s);
+    return launch_cl<DTYPE, 3>(g, k, in, out, s);
   case 4:
-    return launch_tiled<DTYPE, 4, true>(g, k, in, out, s);
+    return launch_cl<DTYPE, 4>(g, k, in, out, s);
   case 5:
-    return launch_tiled<DTYPE, 5, true>(g, k, in, out, s);
+    return launch_cl<DTYPE, 5>(g, k, in, out, s);
   case 6:
-    return launch_tiled<DTYPE, 6, true>(g, k, in, out, s);
+    return launch_cl<DTYPE, 6>(g, k, in, out, s);
   case 7:
-    return launch_tiled<DTYPE, 7, true>(g, k, in, out, s);
+    return launch_cl<DTYPE, 7>(g, k, in, out, s);
   case 9:
-    return launch_tiled<DTYPE, 9, true>(g, k, in, out, s);
+    return launch_cl<DTYPE, 9>(g, k, in, out, s);
   default: // 8, or more channels in chunks of 8
-    return launch_tiled<DTYPE, 8, true>(g, k, in, out, s);
+    return launch_cl<DTYPE, 8>(g, k, in, out, s);
   }
 }
 

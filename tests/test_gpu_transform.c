@@ -38,7 +38,7 @@ static void run(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
   memset(&x, 0, sizeof x);
   x.ext[0] = e0, x.ext[1] = e1, x.ext[2] = e2;
   x.channels = channels;
-  x.ngroups = channels >= 7 ? 2 : 1;
+  x.ngroups = channels >= 7 ? 2 : channels >= 4 ? 1 : 0;
   const int gr[2][3] = {{1, 2, 3}, {6, 4, 5}};
   memcpy(x.groups, gr, sizeof gr);
   x.dtype = dt;
@@ -91,6 +91,17 @@ int main(int argc, char **argv)
           din, dout, in, want, got);
       cases += 2;
     }
+  /* Every channel-count branch of the NDHWC kernel, and channels in
+   * chunks (12 = 8 + 4), under every id. */
+  const int nch[] = {1, 2, 3, 5, 6, 7, 8, 12};
+  for (size_t c = 0; c < sizeof nch / sizeof *nch; c++)
+    for (int g = 0; g < 48; g++)
+      for (int dt = 0; dt < 3; dt++)
+        for (int lay = 0; lay < 2; lay++) {
+          run(21, 21, 21, nch[c], g, (sf_dtype)dt, (sf_out_layout)lay, din,
+              dout, in, want, got);
+          cases++;
+        }
   printf("gpu.transform: %d kernel launches compared bit for bit\n", cases);
   cudaFree(din);
   cudaFree(dout);
