@@ -26,6 +26,9 @@ static int rank, size;
 
 typedef struct ceilings {
   double pinned, pageable, d2d, memcpy1, memcpyN, mpi_get;
+  /* one crop-channel pitched copy (crop rows out of volume rows), GB/s,
+   * and the host time to enqueue one, us */
+  double pitched, pitched_enqueue_us;
 } ceilings;
 
 typedef struct mc_arg {
@@ -114,8 +117,9 @@ static double mpi_get_rate(size_t bytes, int reps)
   return rate;
 }
 
-static void measure_ceilings(ceilings *c, int device)
+static void measure_ceilings(ceilings *c, const sf_config *cfg)
 {
+  const int device = cfg->device;
   memset(c, 0, sizeof *c);
   const size_t big = (size_t)256 << 20;
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -127,12 +131,20 @@ static void measure_ceilings(ceilings *c, int device)
       c->pinned = bench_h2d_pinned(big, 8);
       c->pageable = bench_h2d_pageable(big, 4);
       c->d2d = bench_d2d(big, 16);
+      sf_dataset_info info;
+      char err[256];
+      if (sf_describe(cfg->path, cfg->input, cfg->layout, &info, err,
+                      sizeof err) == SF_OK)
+        c->pitched = bench_h2d_pitched(
+            (size_t)cfg->crop[2] * sizeof(float), (size_t)cfg->crop[1],
+            (size_t)cfg->crop[0], (size_t)info.shape[2] * sizeof(float),
+            &c->pitched_enqueue_us);
     }
 #else
     (void)device;
 #endif
   }
-  MPI_Bcast(c, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Bcast(c, sizeof *c / sizeof(double), MPI_DOUBLE, 0, MPI_COMM_WORLD);
   c->mpi_get = mpi_get_rate((size_t)64 << 20, 8);
 }
 
@@ -415,8 +427,9 @@ static void report(const char *mode, const sf_config *cfg, const ceilings *c,
          crops, gbs, ratio(gbs, c->pinned), c->pinned, ratio(gbs, c->memcpy1),
          c->memcpy1);
   if (link > 0)
-    printf("; float32 gathered %.2f GB/s = %.3f x pinned H2D", link,
-           ratio(link, c->pinned));
+    printf("; float32 gathered %.2f GB/s = %.3f x pinned H2D = %.3f x the "
+           "crop's copy shape",
+           link, ratio(link, c->pinned), ratio(link, c->pitched));
   if (step_ms > 0)
     printf(
         "; exposed %.3f ms per step of %.2f ms measured (%.2f%%) in steady "
@@ -442,7 +455,8 @@ static void report(const char *mode, const sf_config *cfg, const ceilings *c,
          "mem\":%.0f,"
          "\"ceil_pinned\":%.2f,\"ceil_pageable\":%.2f,\"ceil_d2d\":%.1f,\"ceil_"
          "memcpy1\":%.2f,"
-         "\"ceil_memcpyN\":%.2f,\"ceil_mpi_get\":%.2f,\"ratio_pinned\":%.4f,"
+         "\"ceil_memcpyN\":%.2f,\"ceil_mpi_get\":%.2f,\"ceil_pitched\":%.2f,"
+         "\"pitched_enqueue_us\":%.2f,\"ratio_pinned\":%.4f,"
          "\"ratio_memcpy1\":%.4f,\"gather_gbs\":%.3f,\"link_gbs\":%.3f,\"busy_"
          "ms\":%.3f,"
          "\"private_rss\":%.0f,\"slab\":%.0f,\"wall_exposed_ms\":%.4f}\n",
@@ -450,9 +464,10 @@ static void report(const char *mode, const sf_config *cfg, const ceilings *c,
          cli_dtype_name(cfg->dtype), cfg->device, step_ms, crops, gbs, exposed,
          all[0].wait_ms, all[0].t_plan, all[0].t_gather, all[0].t_h2d,
          all[0].t_transform, rss, all[0].device_mem, c->pinned, c->pageable,
-         c->d2d, c->memcpy1, c->memcpyN, c->mpi_get, ratio(gbs, c->pinned),
-         ratio(gbs, c->memcpy1), all[0].gather_gbs, link, all[0].busy_ms, anon,
-         slab, all[0].wall_step_ms - all[0].busy_ms);
+         c->d2d, c->memcpy1, c->memcpyN, c->mpi_get, c->pitched,
+         c->pitched_enqueue_us, ratio(gbs, c->pinned), ratio(gbs, c->memcpy1),
+         all[0].gather_gbs, link, all[0].busy_ms, anon, slab,
+         all[0].wall_step_ms - all[0].busy_ms);
   fflush(stdout);
   free(all);
 }
@@ -567,7 +582,7 @@ int main(int argc, char **argv)
     sf_close(l);
   }
   ceilings c;
-  measure_ceilings(&c, cfg.device);
+  measure_ceilings(&c, &cfg);
   if (rank == 0)
     printf(
         "ceilings (GB/s, same run): pinned H2D %.1f, pageable H2D %.1f, device "
@@ -575,6 +590,10 @@ int main(int argc, char **argv)
         "memcpy 1 thread %.1f, memcpy %ld threads %.1f, MPI_Get 2 ranks %.1f\n",
         c.pinned, c.pageable, c.d2d, c.memcpy1, sysconf(_SC_NPROCESSORS_ONLN),
         c.memcpyN, c.mpi_get);
+  if (rank == 0 && c.pitched > 0)
+    printf("ceiling of the crop's copy shape (%lld-byte rows, one "
+           "cudaMemcpy3DAsync per channel): %.1f GB/s, %.1f us to enqueue\n",
+           (long long)cfg.crop[2] * 4, c.pitched, c.pitched_enqueue_us);
   report(fullcopy ? "fullcopy" : "loader", &cfg, &c, 0, &r, label);
   if (have_step)
     report("loader", &cfg, &c, step_ms, &rs, label);

@@ -13,6 +13,12 @@ extern "C" {
 double bench_h2d_pinned(size_t bytes, int reps);
 double bench_h2d_pageable(size_t bytes, int reps);
 double bench_d2d(size_t bytes, int reps);
+/* The copy the loader makes per crop and channel: one cudaMemcpy3DAsync of
+ * planes x rows rows of row_bytes from pinned memory with row pitch
+ * src_pitch into a packed device box, repeated (GPU time). The host time to
+ * enqueue one such copy goes to *enqueue_us. */
+double bench_h2d_pitched(size_t row_bytes, size_t rows, size_t planes,
+                         size_t src_pitch, double *enqueue_us);
 
 /* Enqueues a kernel on stream that keeps the GPU busy for ms milliseconds
  * (one block spinning on the global timer): a stand-in for a training
