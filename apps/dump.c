@@ -66,6 +66,18 @@ static void attr_u64(hid_t file, const char *name, uint64_t v)
   H5Sclose(s);
 }
 
+static void attr_str(hid_t file, const char *name, const char *v)
+{
+  const hid_t s = H5Screate(H5S_SCALAR);
+  const hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, strlen(v) + 1);
+  const hid_t a = H5Acreate2(file, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, t, v);
+  H5Aclose(a);
+  H5Tclose(t);
+  H5Sclose(s);
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -170,6 +182,9 @@ int main(int argc, char **argv)
         attr_u64(of.file, "seed", cfg.seed);
         attr_u64(of.file, "epoch", epoch);
         attr_u64(of.file, "first_step", 0);
+        attr_str(of.file, "dtype", cli_dtype_name(cfg.dtype));
+        attr_str(of.file, "layout",
+                 cfg.out_layout == SF_OUT_NDHWC ? "ndhwc" : "ncdhw");
       }
     }
     const hsize_t row = (hsize_t)s * (hsize_t)size * (hsize_t)cfg.batch;

@@ -1,7 +1,7 @@
 /* Verifies a slabfeed-dump file on its own terms: rows in global sample
  * order, origins and symmetries from the documented sampler, and every
- * crop equal to the serial reference read of the volume. */
-#include "convert.h"
+ * crop equal to the serial reference read of the volume, in the dtype and
+ * layout the file's attributes name. */
 #include "sampler.h"
 #include "testutil.h"
 
@@ -17,6 +17,21 @@ static int read_all(hid_t f, const char *name, hid_t mtype, void *buf)
   if (d >= 0)
     H5Dclose(d);
   return rc;
+}
+
+/* A string attribute of the file into buf ("" when missing). */
+static void read_str(hid_t f, const char *name, char *buf, size_t len)
+{
+  buf[0] = 0;
+  const hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+  if (a < 0)
+    return;
+  const hid_t t = H5Aget_type(a);
+  if (H5Tget_class(t) == H5T_STRING && H5Tget_size(t) <= len)
+    H5Aread(a, t, buf);
+  H5Tclose(t);
+  H5Aclose(a);
+  buf[len - 1] = 0;
 }
 
 int main(int argc, char **argv)
@@ -38,6 +53,19 @@ int main(int argc, char **argv)
   H5Aclose(a1);
   H5Aclose(a2);
   CHECK(seed == 5 && epoch == 2, "attributes seed/epoch");
+  char dts[16], lays[16];
+  read_str(f, "dtype", dts, sizeof dts);
+  read_str(f, "layout", lays, sizeof lays);
+  const sf_dtype dt = strcmp(dts, "f32") == 0   ? SF_DTYPE_F32
+                      : strcmp(dts, "f16") == 0 ? SF_DTYPE_F16
+                                                : SF_DTYPE_BF16;
+  const sf_out_layout lay =
+      strcmp(lays, "ndhwc") == 0 ? SF_OUT_NDHWC : SF_OUT_NCDHW;
+  CHECK((strcmp(dts, "f32") == 0 || strcmp(dts, "f16") == 0 ||
+         strcmp(dts, "bf16") == 0) &&
+            (strcmp(lays, "ncdhw") == 0 || strcmp(lays, "ndhwc") == 0),
+        "attributes dtype '%s' and layout '%s'", dts, lays);
+  const size_t es = dt == SF_DTYPE_F32 ? 4 : 2;
   const hid_t din = H5Dopen2(f, "input", H5P_DEFAULT);
   const hid_t sp = H5Dget_space(din);
   hsize_t dims[5];
@@ -46,7 +74,7 @@ int main(int argc, char **argv)
   H5Dclose(din);
   const size_t S = dims[0], in_elems = dims[1] * dims[2] * dims[3] * dims[4];
   const size_t tg_elems = in_elems / 4 * 5;
-  uint16_t *in = malloc(S * in_elems * 2), *tg = malloc(S * tg_elems * 2);
+  char *in = malloc(S * in_elems * es), *tg = malloc(S * tg_elems * es);
   int64_t *org = malloc(S * 3 * 8), *smp = malloc(S * 8), *ep = malloc(S * 8);
   int32_t *sym = malloc(S * 4);
   CHECK(!read_all(f, "input", -1, in) && !read_all(f, "target", -1, tg),
@@ -67,10 +95,11 @@ int main(int argc, char **argv)
   sf_sampler_init(&ref, info.shape, seed, SF_SYM_ALL);
   sf_reader *r = NULL;
   CHECK(sf_reader_open(argv[1], &r, err, sizeof err) == SF_OK, "%s", err);
-  uint16_t *want = malloc(tg_elems * 2);
+  char *want = malloc(tg_elems * es);
   const int vec[1][3] = {{1, 2, 3}};
-  const int64_t crop[3] = {(int64_t)dims[2], (int64_t)dims[3],
-                           (int64_t)dims[4]};
+  const int sp0 = lay == SF_OUT_NDHWC ? 1 : 2; /* first spatial dimension */
+  const int64_t crop[3] = {(int64_t)dims[sp0], (int64_t)dims[sp0 + 1],
+                           (int64_t)dims[sp0 + 2]};
   size_t bad = 0;
   for (size_t k = 0; k < S && r != NULL; k++) {
     /* Global order: the sample index counts up and restarts at 0 when
@@ -90,14 +119,14 @@ int main(int argc, char **argv)
     CHECK(memcmp(o, &org[3 * k], sizeof o) == 0 && g == sym[k],
           "row %zu: sampler", k);
     sf_reader_crop(r, "Nbody", SF_LAYOUT_AUTO, &org[3 * k], crop, sym[k], 1,
-                   vec, SF_DTYPE_F16, SF_OUT_NCDHW, want);
-    bad += memcmp(want, in + k * in_elems, in_elems * 2) != 0;
+                   vec, dt, lay, want);
+    bad += memcmp(want, in + k * in_elems * es, in_elems * es) != 0;
     sf_reader_crop(r, "Hydro", SF_LAYOUT_AUTO, &org[3 * k], crop, sym[k], 1,
-                   vec, SF_DTYPE_F16, SF_OUT_NCDHW, want);
-    bad += memcmp(want, tg + k * tg_elems, tg_elems * 2) != 0;
+                   vec, dt, lay, want);
+    bad += memcmp(want, tg + k * tg_elems * es, tg_elems * es) != 0;
   }
   CHECK(bad == 0, "%zu crops differ from the reference", bad);
-  printf("apps.dump.verify: %zu rows checked\n", S);
+  printf("apps.dump.verify: %zu rows checked (%s, %s)\n", S, dts, lays);
   sf_reader_close(r);
   free(in);
   free(tg);
