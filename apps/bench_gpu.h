@@ -15,8 +15,9 @@ double bench_h2d_pageable(size_t bytes, int reps);
 double bench_d2d(size_t bytes, int reps);
 /* The copy the loader makes per crop and channel: one cudaMemcpy3DAsync of
  * planes x rows rows of row_bytes from pinned memory with row pitch
- * src_pitch into a packed device box, repeated (GPU time). The host time to
- * enqueue one such copy goes to *enqueue_us. */
+ * src_pitch into a packed device box, repeated from random origins (GPU
+ * time). The host time to enqueue one such copy into an idle stream goes
+ * to *enqueue_us. */
 double bench_h2d_pitched(size_t row_bytes, size_t rows, size_t planes,
                          size_t src_pitch, double *enqueue_us);
 

@@ -16,7 +16,9 @@
 #include "nvtx.h"
 #include "transform_gpu.h"
 
-#define SF_STAGES 2
+#ifndef SF_STAGES
+#define SF_STAGES 2 /* crop staging buffers per dataset */
+#endif
 
 struct sf_gpu {
   int device;
