@@ -4,8 +4,13 @@
  * into pinned staging). Then 200 steps on a training stream: the counters
  * of the CUDA layer show no allocation, free, registration, stream
  * synchronisation or default-stream use after sf_open (device
- * synchronisation does not exist in the library: lint.cuda_layer).
+ * synchronisation does not exist in the library: lint.cuda_layer). And a
+ * slow consumer: batch slots are not reused before the consumer's stream
+ * has passed the next sf_next.
  * argv[1]: "multiple" or "single" (the MPI thread level asked for). */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+#include <time.h>
+
 #include "cudart.h"
 #include "gpu.h"
 #include "testutil.h"
@@ -82,6 +87,73 @@ static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
   sf_close(gpu);
 }
 
+static void CUDART_CB nap(void *arg)
+{
+  (void)arg;
+  const struct timespec t = {0, 3000000};
+  nanosleep(&t, NULL);
+}
+
+/* A consumer whose stream lags: after each sf_next the stream is held by a
+ * 3 ms host function before it copies the batch out (asynchronously, on
+ * the same stream), and the host never waits between steps. With K = 2
+ * the loader runs ahead, so it must hold each slot until the stream has
+ * passed the next sf_next, or a batch would be overwritten before its
+ * copy ran. Every copy must equal the host path's batch. */
+static void slow_consumer(const char *path, cudaStream_t s)
+{
+  enum { N = 12 };
+  sf_config c;
+  base_config(&c, path, 16);
+  c.seed = 21;
+  c.prefetch = 2;
+  char err[1024];
+  sf_loader *cpu = NULL, *gpu = NULL;
+  CHECK(sf_open(MPI_COMM_WORLD, &c, &cpu, err, sizeof err) == SF_OK,
+        "cpu open: %s", err);
+  c.device = rank % gpu_count();
+  CHECK(sf_open(MPI_COMM_WORLD, &c, &gpu, err, sizeof err) == SF_OK,
+        "gpu open: %s", err);
+  if (cpu == NULL || gpu == NULL)
+    return;
+  size_t bytes[2] = {0, 0};
+  char *want[N][2], *got[N][2];
+  memset(got, 0, sizeof got);
+  for (int n = 0; n < N; n++) {
+    sf_batch a, b;
+    CHECK(sf_next(cpu, &a, NULL) == SF_OK, "cpu next: %s", sf_last_error(cpu));
+    CHECK(sf_next(gpu, &b, s) == SF_OK, "gpu next: %s", sf_last_error(gpu));
+    CUDA_CHECK(cudaLaunchHostFunc(s, nap, NULL));
+    for (int d = 0; d < 2; d++) {
+      const sf_tensor *ta = d ? &a.target : &a.input,
+                      *tb = d ? &b.target : &b.input;
+      bytes[d] = (size_t)ta->strides[0] * (size_t)c.batch * sizeof(float);
+      want[n][d] = malloc(bytes[d]);
+      memcpy(want[n][d], ta->data, bytes[d]);
+      CUDA_CHECK(cudaMallocHost((void **)&got[n][d], bytes[d]));
+      if (got[n][d] != NULL)
+        CUDA_CHECK(cudaMemcpyAsync(got[n][d], tb->data, bytes[d],
+                                   cudaMemcpyDeviceToHost, s));
+    }
+  }
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  int bad = 0;
+  for (int n = 0; n < N; n++)
+    for (int d = 0; d < 2; d++) {
+      bad += got[n][d] == NULL || memcmp(got[n][d], want[n][d], bytes[d]) != 0;
+      free(want[n][d]);
+      cudaFreeHost(got[n][d]);
+    }
+  CHECK(bad == 0, "slow consumer: %d of %d batches overwritten or wrong", bad,
+        2 * N);
+  if (rank == 0 && bad == 0)
+    printf("gpu.loader: slow consumer (stream held 3 ms per step, K = 2): %d "
+           "batches equal the host path\n",
+           N);
+  sf_close(cpu);
+  sf_close(gpu);
+}
+
 /* 200 steps after open: the CUDA layer's counters must not move. */
 static void quiet_steps(const char *path, cudaStream_t s)
 {
@@ -153,6 +225,7 @@ int main(int argc, char **argv)
     for (int lay = 0; lay < 2; lay++)
       compare(path, (sf_dtype)dt, (sf_out_layout)lay, dt == 1 ? 3 : 0, s,
               expect_thread);
+  slow_consumer(path, s);
   quiet_steps(path, s);
   cudaStreamDestroy(s);
   return check_finish("gpu.loader");
