@@ -13,19 +13,19 @@ double copy_rate(void *dst, const void *src, size_t bytes, int reps,
                  cudaMemcpyKind kind)
 {
   cudaStream_t s;
-  cudaEvent_t a, b;
+  cudaEvent_t a = nullptr, b = nullptr;
   if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
     return -1;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaMemcpyAsync(dst, src, bytes, kind, s); // warm
-  cudaEventRecord(a, s);
-  for (int r = 0; r < reps; r++)
-    cudaMemcpyAsync(dst, src, bytes, kind, s);
-  cudaEventRecord(b, s);
+  bool ok = cudaEventCreate(&a) == cudaSuccess &&
+            cudaEventCreate(&b) == cudaSuccess &&
+            cudaMemcpyAsync(dst, src, bytes, kind, s) == cudaSuccess && // warm
+            cudaEventRecord(a, s) == cudaSuccess;
+  for (int r = 0; r < reps && ok; r++)
+    ok = cudaMemcpyAsync(dst, src, bytes, kind, s) == cudaSuccess;
   float ms = 0;
-  const bool ok = cudaEventSynchronize(b) == cudaSuccess &&
-                  cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
+  ok = ok && cudaEventRecord(b, s) == cudaSuccess &&
+       cudaEventSynchronize(b) == cudaSuccess &&
+       cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   cudaStreamDestroy(s);
@@ -94,21 +94,22 @@ extern "C" double bench_h2d_pitched(size_t row_bytes, size_t rows,
     };
     // Host time of one enqueue into an idle stream (no back-pressure).
     double enq = 0;
-    for (int i = 0; i < 9; i++) {
-      cudaStreamSynchronize(s);
+    bool ok = true;
+    for (int i = 0; i < 9 && ok; i++) {
+      ok = cudaStreamSynchronize(s) == cudaSuccess;
       const auto t0 = std::chrono::steady_clock::now();
-      copy();
+      ok = ok && copy() == cudaSuccess;
       const auto t1 = std::chrono::steady_clock::now();
       if (i > 0) // the first one warms up
         enq += std::chrono::duration<double, std::micro>(t1 - t0).count();
     }
-    cudaStreamSynchronize(s);
-    cudaEventRecord(a, s);
-    for (int i = 0; i < reps; i++)
-      copy();
-    cudaEventRecord(b, s);
+    ok = ok && cudaStreamSynchronize(s) == cudaSuccess &&
+         cudaEventRecord(a, s) == cudaSuccess;
+    for (int i = 0; i < reps && ok; i++)
+      ok = copy() == cudaSuccess;
     float ms = 0;
-    if (cudaEventSynchronize(b) == cudaSuccess &&
+    if (ok && cudaEventRecord(b, s) == cudaSuccess &&
+        cudaEventSynchronize(b) == cudaSuccess &&
         cudaEventElapsedTime(&ms, a, b) == cudaSuccess && ms > 0) {
       r = (double)box * reps / (ms * 1e-3) / 1e9;
       *enqueue_us = enq / 8;
