@@ -28,6 +28,25 @@ static void base_config(sf_config *c, const char *path, int64_t crop)
   c->batch = 2;
 }
 
+/* The host-path and the GPU-path loader of the same config (device: this
+ * rank's GPU); 0 (and neither open) when either failed to open. */
+static int open_pair(sf_config *c, sf_loader **cpu, sf_loader **gpu)
+{
+  char err[1024];
+  *cpu = *gpu = NULL;
+  c->device = -1;
+  CHECK(sf_open(MPI_COMM_WORLD, c, cpu, err, sizeof err) == SF_OK,
+        "cpu open: %s", err);
+  c->device = rank % gpu_count();
+  CHECK(sf_open(MPI_COMM_WORLD, c, gpu, err, sizeof err) == SF_OK,
+        "gpu open: %s", err);
+  if (*cpu != NULL && *gpu != NULL)
+    return 1;
+  sf_close(*cpu); /* open failures are agreed: the same on every rank */
+  sf_close(*gpu);
+  return 0;
+}
+
 static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
                     cudaStream_t s, int expect_thread)
 {
@@ -42,14 +61,8 @@ static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
   c.input_vectors[0][0] = c.target_vectors[0][0] = 1;
   c.input_vectors[0][1] = c.target_vectors[0][1] = 2;
   c.input_vectors[0][2] = c.target_vectors[0][2] = 3;
-  char err[1024];
-  sf_loader *cpu = NULL, *gpu = NULL;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &cpu, err, sizeof err) == SF_OK,
-        "cpu open: %s", err);
-  c.device = rank % gpu_count();
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &gpu, err, sizeof err) == SF_OK,
-        "gpu open: %s", err);
-  if (cpu == NULL || gpu == NULL)
+  sf_loader *cpu, *gpu;
+  if (!open_pair(&c, &cpu, &gpu))
     return;
   sf_stats st;
   sf_stats_get(gpu, &st);
@@ -107,14 +120,8 @@ static void slow_consumer(const char *path, cudaStream_t s)
   base_config(&c, path, 16);
   c.seed = 21;
   c.prefetch = 2;
-  char err[1024];
-  sf_loader *cpu = NULL, *gpu = NULL;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &cpu, err, sizeof err) == SF_OK,
-        "cpu open: %s", err);
-  c.device = rank % gpu_count();
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &gpu, err, sizeof err) == SF_OK,
-        "gpu open: %s", err);
-  if (cpu == NULL || gpu == NULL)
+  sf_loader *cpu, *gpu;
+  if (!open_pair(&c, &cpu, &gpu))
     return;
   size_t bytes[2] = {0, 0};
   char *want[N][2], *got[N][2];
