@@ -421,12 +421,12 @@ static void report(const char *mode, const sf_config *cfg, const ceilings *c,
     anon = x->anon > anon ? x->anon : anon;
     slab = x->slab > slab ? x->slab : slab;
   }
-  printf("total %8.2f crops/s %8.2f GB/s = %.3f x pinned H2D (%.1f GB/s), %.3f "
-         "x 1-thread "
-         "memcpy (%.1f GB/s)",
-         crops, gbs, ratio(gbs, c->pinned), c->pinned, ratio(gbs, c->memcpy1),
+  printf("total %8.2f crops/s %8.2f GB/s =", crops, gbs);
+  if (c->pinned > 0) /* GPU runs: the link is the ceiling */
+    printf(" %.3f x pinned H2D (%.1f GB/s),", ratio(gbs, c->pinned), c->pinned);
+  printf(" %.3f x 1-thread memcpy (%.1f GB/s)", ratio(gbs, c->memcpy1),
          c->memcpy1);
-  if (link > 0)
+  if (link > 0 && c->pinned > 0)
     printf("; float32 gathered %.2f GB/s = %.3f x pinned H2D = %.3f x the "
            "crop's copy shape",
            link, ratio(link, c->pinned), ratio(link, c->pitched));
