@@ -497,11 +497,8 @@ int main(int argc, char **argv)
       i++;
       continue;
     }
-    const int r = cli_loader_option(argc, argv, &i, &cfg);
-    if (r == 1)
+    if (cli_loader_option(prog, usage, argc, argv, &i, &cfg))
       continue;
-    if (r < 0)
-      cli_usage_fail(prog, usage, "bad or missing value for %s", argv[i]);
     const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int bad = v == NULL;
     if (!bad && strcmp(o, "--warmup") == 0)

@@ -29,11 +29,8 @@ int main(int argc, char **argv)
   sf_config_init(&cfg);
   int64_t steps = 4;
   for (int i = 1; i < argc; i++) {
-    const int r = cli_loader_option(argc, argv, &i, &cfg);
-    if (r == 1)
+    if (cli_loader_option(prog, usage, argc, argv, &i, &cfg))
       continue;
-    if (r < 0)
-      cli_usage_fail(prog, usage, "bad or missing value for %s", argv[i]);
     if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc &&
         !cli_int64(argv[i + 1], &steps) && steps >= 1)
       i++;

@@ -163,7 +163,7 @@ const char cli_loader_usage[] =
     "[--dtype f32|f16|bf16] [--out-layout ncdhw|ndhwc] [--device -1|N] "
     "[--halo H] [--prefetch K] [--rank-per-node]";
 
-int cli_loader_option(int argc, char **argv, int *i, sf_config *cfg)
+static int loader_option(int argc, char **argv, int *i, sf_config *cfg)
 {
   const char *opt = argv[*i];
   if (strcmp(opt, "--rank-per-node") == 0) {
@@ -226,4 +226,14 @@ int cli_loader_option(int argc, char **argv, int *i, sf_config *cfg)
       cfg->prefetch = (int)n;
   }
   return 1;
+}
+
+int cli_loader_option(const char *prog, const char *usage, int argc,
+                      char **argv, int *i, sf_config *cfg)
+{
+  const char *opt = argv[*i];
+  const int r = loader_option(argc, argv, i, cfg);
+  if (r < 0)
+    cli_usage_fail(prog, usage, "bad or missing value for %s", opt);
+  return r;
 }

@@ -41,9 +41,10 @@ void cli_rss_parts(uint64_t *anon, uint64_t *shmem);
 
 /* Common loader options shared by dump, check and bench: recognises
  * argv[*i] (and its value), fills *cfg, advances *i. Returns 1 when the
- * option was consumed, 0 when it is not a loader option, -1 when its value
- * is malformed. */
-int cli_loader_option(int argc, char **argv, int *i, sf_config *cfg);
+ * option was consumed, 0 when it is not a loader option; a malformed or
+ * missing value ends the program through cli_usage_fail(prog, usage). */
+int cli_loader_option(const char *prog, const char *usage, int argc,
+                      char **argv, int *i, sf_config *cfg);
 
 /* The text describing cli_loader_option's options for usage lines. */
 extern const char cli_loader_usage[];

@@ -93,11 +93,8 @@ int main(int argc, char **argv)
   uint64_t epoch = 0;
   const char *out = NULL;
   for (int i = 1; i < argc; i++) {
-    const int r = cli_loader_option(argc, argv, &i, &cfg);
-    if (r == 1)
+    if (cli_loader_option(prog, usage, argc, argv, &i, &cfg))
       continue;
-    if (r < 0)
-      cli_usage_fail(prog, usage, "bad or missing value for %s", argv[i]);
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--steps") == 0 && v)
       steps = cli_int64(v, &steps) ? -1 : steps;

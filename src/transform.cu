@@ -256,26 +256,23 @@ cudaError_t launch(const sf_kparams *k, const float *in, void *out,
         g, *k, in, out);
     return cudaGetLastError();
   }
-  switch (k->channels) { // NDHWC: all channels of a voxel in one block
-  case 1:
-    return launch_cl<DTYPE, 1>(g, k, in, out, s);
-  case 2:
-    return launch_cl<DTYPE, 2>(g, k, in, out, s);
-  case 3:
-    return launch_cl<DTYPE, 3>(g, k, in, out, s);
-  case 4:
-    return launch_cl<DTYPE, 4>(g, k, in, out, s);
-  case 5:
-    return launch_cl<DTYPE, 5>(g, k, in, out, s);
-  case 6:
-    return launch_cl<DTYPE, 6>(g, k, in, out, s);
-  case 7:
-    return launch_cl<DTYPE, 7>(g, k, in, out, s);
-  case 9:
-    return launch_cl<DTYPE, 9>(g, k, in, out, s);
-  default: // 8, or more channels in chunks of 8
-    return launch_cl<DTYPE, 8>(g, k, in, out, s);
-  }
+  // NDHWC: all channels of a voxel in one block; 8, or more channels in
+  // chunks of 8, share the KC = 8 kernel.
+  using Launch = cudaError_t (*)(const Geo &, const sf_kparams *, const float *,
+                                 void *, cudaStream_t);
+  static constexpr Launch by_channels[10] = {nullptr,
+                                             launch_cl<DTYPE, 1>,
+                                             launch_cl<DTYPE, 2>,
+                                             launch_cl<DTYPE, 3>,
+                                             launch_cl<DTYPE, 4>,
+                                             launch_cl<DTYPE, 5>,
+                                             launch_cl<DTYPE, 6>,
+                                             launch_cl<DTYPE, 7>,
+                                             launch_cl<DTYPE, 8>,
+                                             launch_cl<DTYPE, 9>};
+  if (k->channels < 1)
+    return cudaErrorInvalidValue;
+  return by_channels[k->channels <= 9 ? k->channels : 8](g, k, in, out, s);
 }
 
 } // namespace
