@@ -117,7 +117,7 @@ static double mpi_get_rate(size_t bytes, int reps)
   return rate;
 }
 
-static void measure_ceilings(ceilings *c, const sf_config *cfg)
+static void measure_ceilings(ceilings *c, const slabfeed_config *cfg)
 {
   const int device = cfg->device;
   memset(c, 0, sizeof *c);
@@ -131,10 +131,10 @@ static void measure_ceilings(ceilings *c, const sf_config *cfg)
       c->pinned = bench_h2d_pinned(big, 8);
       c->pageable = bench_h2d_pageable(big, 4);
       c->d2d = bench_d2d(big, 16);
-      sf_dataset_info info;
+      slabfeed_dataset_info info;
       char err[256];
-      if (sf_describe(cfg->path, cfg->input, cfg->layout, &info, err,
-                      sizeof err) == SF_OK)
+      if (slabfeed_describe(cfg->path, cfg->input, cfg->layout, &info, err,
+                            sizeof err) == SLABFEED_OK)
         c->pitched = bench_h2d_pitched(
             (size_t)cfg->crop[2] * sizeof(float), (size_t)cfg->crop[1],
             (size_t)cfg->crop[0], (size_t)info.shape[2] * sizeof(float),
@@ -184,22 +184,22 @@ static double busy_alone_ms(void *stream, int S, double step_ms)
 #endif
 
 /* S timed steps after W warm-up steps; with step_ms > 0 a busy kernel of
- * that length runs on the consumer stream after every sf_next. */
-static void run_loader(sf_loader *l, int device, void *stream, int W, int S,
-                       double step_ms, result *r)
+ * that length runs on the consumer stream after every slabfeed_next. */
+static void run_loader(slabfeed_loader *l, int device, void *stream, int W,
+                       int S, double step_ms, result *r)
 {
-  sf_batch b;
-  sf_status st;
+  slabfeed_batch b;
+  slabfeed_status st;
   for (int i = 0; i < W; i++)
-    if ((st = sf_next(l, &b, stream)) != SF_OK)
-      cli_fail(prog, st, sf_last_error(l));
+    if ((st = slabfeed_next(l, &b, stream)) != SLABFEED_OK)
+      cli_fail(prog, st, slabfeed_last_error(l));
 #ifdef SF_BENCH_CUDA
   if (device >= 0)
     bench_stream_sync(stream);
 #endif
   MPI_Barrier(MPI_COMM_WORLD);
-  sf_stats s0, s1;
-  sf_stats_get(l, &s0);
+  slabfeed_stats s0, s1;
+  slabfeed_stats_get(l, &s0);
   /* With a simulated step, the steady state is timed on the consumer
    * stream from step j0 on (the first steps include the pipeline fill). */
 #ifdef SF_BENCH_CUDA
@@ -212,8 +212,8 @@ static void run_loader(sf_loader *l, int device, void *stream, int W, int S,
 #endif
   const double t0 = MPI_Wtime();
   for (int i = 0; i < S; i++) {
-    if ((st = sf_next(l, &b, stream)) != SF_OK)
-      cli_fail(prog, st, sf_last_error(l));
+    if ((st = slabfeed_next(l, &b, stream)) != SLABFEED_OK)
+      cli_fail(prog, st, slabfeed_last_error(l));
 #ifdef SF_BENCH_CUDA
     if (e0 != NULL && i == j0)
       bench_event_record(e0, stream);
@@ -229,7 +229,7 @@ static void run_loader(sf_loader *l, int device, void *stream, int W, int S,
   r->steady_ms = e1 != NULL ? bench_event_ms(e0, e1) / (S - j0) : 0;
 #endif
   const double dt = MPI_Wtime() - t0;
-  sf_stats_get(l, &s1);
+  slabfeed_stats_get(l, &s1);
   (void)device;
   r->crops_s = (double)(s1.samples - s0.samples) / dt;
   r->gbs = (double)(s1.bytes_out - s0.bytes_out) / dt / 1e9;
@@ -266,15 +266,16 @@ static void run_loader(sf_loader *l, int device, void *stream, int W, int S,
 typedef struct volume {
   float *v;
   int64_t dims[4];
-  sf_dataset_info info;
+  slabfeed_dataset_info info;
 } volume;
 
-static void read_volume(const char *path, const char *name, sf_file_layout lay,
-                        volume *vol)
+static void read_volume(const char *path, const char *name,
+                        slabfeed_file_layout lay, volume *vol)
 {
   char err[1024];
-  sf_status st = sf_describe(path, name, lay, &vol->info, err, sizeof err);
-  if (st != SF_OK)
+  slabfeed_status st =
+      slabfeed_describe(path, name, lay, &vol->info, err, sizeof err);
+  if (st != SLABFEED_OK)
     cli_fail(prog, st, err);
   const hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   const hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
@@ -284,7 +285,7 @@ static void read_volume(const char *path, const char *name, sf_file_layout lay,
   vol->v = malloc(n * sizeof(float));
   if (vol->v == NULL ||
       H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, vol->v) < 0)
-    cli_fail(prog, SF_ERR_IO, "full copy: cannot read the whole dataset");
+    cli_fail(prog, SLABFEED_ERR_IO, "full copy: cannot read the whole dataset");
   H5Dclose(d);
   H5Fclose(f);
 }
@@ -292,7 +293,7 @@ static void read_volume(const char *path, const char *name, sf_file_layout lay,
 static void crop_volume(const volume *vol, const int64_t o[3],
                         const int64_t c[3], float *dst)
 {
-  const sf_dataset_info *in = &vol->info;
+  const slabfeed_dataset_info *in = &vol->info;
   const int64_t C = in->channels, *N = in->shape;
   for (int64_t ch = 0; ch < C; ch++)
     for (int64_t z = 0; z < c[0]; z++)
@@ -301,14 +302,14 @@ static void crop_volume(const volume *vol, const int64_t o[3],
         float *row = dst + ((ch * c[0] + z) * c[1] + y) * c[2];
         for (int64_t x = 0; x < c[2]; x++) {
           const int64_t gx = (o[2] + x) % N[2];
-          row[x] = in->layout == SF_LAYOUT_CF
+          row[x] = in->layout == SLABFEED_LAYOUT_CF
                        ? vol->v[((ch * N[0] + gz) * N[1] + gy) * N[2] + gx]
                        : vol->v[((gz * N[1] + gy) * N[2] + gx) * C + ch];
         }
       }
 }
 
-static void run_fullcopy(const sf_config *cfg, void *stream, int W, int S,
+static void run_fullcopy(const slabfeed_config *cfg, void *stream, int W, int S,
                          result *r)
 {
   const int nd = cfg->target ? 2 : 1;
@@ -321,7 +322,7 @@ static void run_fullcopy(const sf_config *cfg, void *stream, int W, int S,
     printf("full copy: whole volume read by every rank in %.2f s\n",
            MPI_Wtime() - t_read);
   const int64_t vox = cfg->crop[0] * cfg->crop[1] * cfg->crop[2];
-  const size_t es = sf_dtype_size(cfg->dtype);
+  const size_t es = slabfeed_dtype_size(cfg->dtype);
   size_t sample[2], total = 0;
   float *stage = malloc((size_t)(64 * vox) * sizeof(float));
   void *host[2];
@@ -355,10 +356,10 @@ static void run_fullcopy(const sf_config *cfg, void *stream, int W, int S,
         o[a] = (int64_t)(x % (uint64_t)vol[0].info.shape[a]);
       }
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      const int g = cfg->symmetries == SF_SYM_NONE ? 0 : (int)(x % 48);
+      const int g = cfg->symmetries == SLABFEED_SYM_NONE ? 0 : (int)(x % 48);
       for (int d = 0; d < nd; d++) {
         crop_volume(&vol[d], o, cfg->crop, stage);
-        sf_transform_host(
+        slabfeed_transform_host(
             stage, cfg->crop, (int)vol[d].info.channels, g,
             d ? cfg->n_target_vectors : cfg->n_input_vectors,
             (const int(*)[3])(d ? cfg->target_vectors : cfg->input_vectors),
@@ -392,8 +393,9 @@ static void run_fullcopy(const sf_config *cfg, void *stream, int W, int S,
 /* ---- Report -----------------------------------------------------------------
  */
 
-static void report(const char *mode, const sf_config *cfg, const ceilings *c,
-                   double step_ms, const result *r, const char *label)
+static void report(const char *mode, const slabfeed_config *cfg,
+                   const ceilings *c, double step_ms, const result *r,
+                   const char *label)
 {
   result *all = rank == 0 ? malloc(sizeof *r * (size_t)size) : NULL;
   MPI_Gather(r, sizeof *r / sizeof(double), MPI_DOUBLE, all,
@@ -483,8 +485,8 @@ int main(int argc, char **argv)
            "%s [--warmup W] [--steps S] [--step-ms T] [--baseline fullcopy] "
            "[--label L]",
            cli_loader_usage);
-  sf_config cfg;
-  sf_config_init(&cfg);
+  slabfeed_config cfg;
+  slabfeed_config_init(&cfg);
   int64_t W = 5, S = 40;
   double step_ms = 50;
   int fullcopy = 0;
@@ -541,7 +543,7 @@ int main(int argc, char **argv)
   void *stream = NULL;
 #ifdef SF_BENCH_CUDA
   if (cfg.device >= 0 && (stream = bench_stream_create(cfg.device)) == NULL)
-    cli_fail(prog, SF_ERR_CUDA, "cannot create the consumer stream");
+    cli_fail(prog, SLABFEED_ERR_CUDA, "cannot create the consumer stream");
   const double dev0 = cfg.device >= 0 ? bench_device_used() : 0;
 #endif
   /* The runs first, the ceilings after them: the ceilings' buffers must
@@ -552,12 +554,13 @@ int main(int argc, char **argv)
     run_fullcopy(&cfg, stream, (int)W, (int)S, &r);
   } else {
     char err[1024];
-    sf_loader *l = NULL;
-    sf_status st = sf_open(MPI_COMM_WORLD, &cfg, &l, err, sizeof err);
-    if (st != SF_OK)
+    slabfeed_loader *l = NULL;
+    slabfeed_status st =
+        slabfeed_open(MPI_COMM_WORLD, &cfg, &l, err, sizeof err);
+    if (st != SLABFEED_OK)
       cli_fail(prog, st, err);
-    sf_stats s;
-    sf_stats_get(l, &s);
+    slabfeed_stats s;
+    slabfeed_stats_get(l, &s);
     if (rank == 0)
       printf("open: slab %.1f MB per rank read in %.2f s; staging %.1f MB; "
              "loader thread %d\n",
@@ -576,7 +579,7 @@ int main(int argc, char **argv)
       rs.device_mem = dmem;
       have_step = 1;
     }
-    sf_close(l);
+    slabfeed_close(l);
   }
   ceilings c;
   measure_ceilings(&c, &cfg);

@@ -25,8 +25,8 @@ int main(int argc, char **argv)
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   char usage[2048];
   snprintf(usage, sizeof usage, "%s --steps K", cli_loader_usage);
-  sf_config cfg;
-  sf_config_init(&cfg);
+  slabfeed_config cfg;
+  slabfeed_config_init(&cfg);
   int64_t steps = 4;
   for (int i = 1; i < argc; i++) {
     if (cli_loader_option(prog, usage, argc, argv, &i, &cfg))
@@ -39,49 +39,51 @@ int main(int argc, char **argv)
   }
 
   char err[1024];
-  sf_loader *l = NULL;
-  sf_status st = sf_open(MPI_COMM_WORLD, &cfg, &l, err, sizeof err);
-  if (st != SF_OK)
+  slabfeed_loader *l = NULL;
+  slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, &cfg, &l, err, sizeof err);
+  if (st != SLABFEED_OK)
     cli_fail(prog, st, err);
-  sf_reader *ref = NULL;
-  if ((st = sf_reader_open(cfg.path, &ref, err, sizeof err)) != SF_OK)
+  slabfeed_reader *ref = NULL;
+  if ((st = slabfeed_reader_open(cfg.path, &ref, err, sizeof err)) !=
+      SLABFEED_OK)
     cli_fail(prog, st, err);
 
   const int nd = cfg.target ? 2 : 1;
   const char *names[2] = {cfg.input, cfg.target};
-  const size_t es = sf_dtype_size(cfg.dtype);
+  const size_t es = slabfeed_dtype_size(cfg.dtype);
   void *got[2] = {NULL, NULL}, *want[2] = {NULL, NULL};
   uint64_t checked = 0, mismatched = 0, first_bad = UINT64_MAX;
   double bytes_out = 0;
   const double t0 = MPI_Wtime();
   double t_loader = 0;
   for (int64_t s = 0; s < steps; s++) {
-    sf_batch b;
+    slabfeed_batch b;
     const double ta = MPI_Wtime();
-    if ((st = sf_next(l, &b, NULL)) != SF_OK)
-      cli_fail(prog, st, sf_last_error(l));
+    if ((st = slabfeed_next(l, &b, NULL)) != SLABFEED_OK)
+      cli_fail(prog, st, slabfeed_last_error(l));
     for (int d = 0; d < nd; d++) {
-      const sf_tensor *t = d == 0 ? &b.input : &b.target;
+      const slabfeed_tensor *t = d == 0 ? &b.input : &b.target;
       const size_t sample = (size_t)t->strides[0] * es;
       if (got[d] == NULL) {
         got[d] = malloc(sample * (size_t)cfg.batch);
         want[d] = malloc(sample);
         if (got[d] == NULL || want[d] == NULL)
-          cli_fail(prog, SF_ERR_NOMEM, "cannot allocate the check buffers");
+          cli_fail(prog, SLABFEED_ERR_NOMEM,
+                   "cannot allocate the check buffers");
       }
-      if ((st = sf_copy_to_host(l, t, got[d])) != SF_OK)
-        cli_fail(prog, st, sf_last_error(l));
+      if ((st = slabfeed_copy_to_host(l, t, got[d])) != SLABFEED_OK)
+        cli_fail(prog, st, slabfeed_last_error(l));
       if (d == nd - 1)
         t_loader += MPI_Wtime() - ta;
       bytes_out += (double)(sample * (size_t)cfg.batch);
       for (int i = 0; i < cfg.batch; i++) {
-        st = sf_reader_crop(
+        st = slabfeed_reader_crop(
             ref, names[d], cfg.layout, &b.origin[3 * i], cfg.crop,
             b.symmetry[i], d == 0 ? cfg.n_input_vectors : cfg.n_target_vectors,
             (const int(*)[3])(d == 0 ? cfg.input_vectors : cfg.target_vectors),
             cfg.dtype, cfg.out_layout, want[d]);
-        if (st != SF_OK)
-          cli_fail(prog, st, sf_reader_error(ref));
+        if (st != SLABFEED_OK)
+          cli_fail(prog, st, slabfeed_reader_error(ref));
         checked++;
         if (memcmp(want[d], (char *)got[d] + (size_t)i * sample, sample) != 0) {
           mismatched++;
@@ -92,15 +94,15 @@ int main(int argc, char **argv)
     }
   }
   const double dt = MPI_Wtime() - t0;
-  sf_stats stats;
-  sf_stats_get(l, &stats);
+  slabfeed_stats stats;
+  slabfeed_stats_get(l, &stats);
 
   /* Whole-volume size for the memory comparison. */
   double volume = 0;
   for (int d = 0; d < nd; d++) {
-    sf_dataset_info in;
-    if (sf_describe(cfg.path, names[d], cfg.layout, &in, err, sizeof err) ==
-        SF_OK)
+    slabfeed_dataset_info in;
+    if (slabfeed_describe(cfg.path, names[d], cfg.layout, &in, err,
+                          sizeof err) == SLABFEED_OK)
       volume += (double)in.channels * (double)in.shape[0] *
                 (double)in.shape[1] * (double)in.shape[2] * 4.0;
   }
@@ -162,8 +164,8 @@ int main(int argc, char **argv)
   free(got[1]);
   free(want[0]);
   free(want[1]);
-  sf_reader_close(ref);
-  sf_close(l);
+  slabfeed_reader_close(ref);
+  slabfeed_close(l);
   MPI_Finalize();
   return bad_all ? 1 : 0;
 }

@@ -23,11 +23,12 @@ void cli_usage_fail(const char *prog, const char *usage, const char *fmt, ...)
   exit(2);
 }
 
-void cli_fail(const char *prog, sf_status st, const char *msg)
+void cli_fail(const char *prog, slabfeed_status st, const char *msg)
 {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  fprintf(stderr, "%s: [rank %d] %s: %s\n", prog, rank, sf_strerror(st), msg);
+  fprintf(stderr, "%s: [rank %d] %s: %s\n", prog, rank, slabfeed_strerror(st),
+          msg);
   MPI_Finalize();
   exit(1);
 }
@@ -88,47 +89,49 @@ int cli_vector(const char *s, int out[3])
     return 0;                                                                  \
   }
 
-int cli_layout(const char *s, sf_file_layout *out)
+int cli_layout(const char *s, slabfeed_file_layout *out)
 {
-  MATCH(s, "auto", SF_LAYOUT_AUTO);
-  MATCH(s, "cf", SF_LAYOUT_CF);
-  MATCH(s, "cl", SF_LAYOUT_CL);
+  MATCH(s, "auto", SLABFEED_LAYOUT_AUTO);
+  MATCH(s, "cf", SLABFEED_LAYOUT_CF);
+  MATCH(s, "cl", SLABFEED_LAYOUT_CL);
   return -1;
 }
 
-int cli_symmetries(const char *s, sf_symmetries *out)
+int cli_symmetries(const char *s, slabfeed_symmetries *out)
 {
-  MATCH(s, "all", SF_SYM_ALL);
-  MATCH(s, "rotations", SF_SYM_ROTATIONS);
-  MATCH(s, "none", SF_SYM_NONE);
+  MATCH(s, "all", SLABFEED_SYM_ALL);
+  MATCH(s, "rotations", SLABFEED_SYM_ROTATIONS);
+  MATCH(s, "none", SLABFEED_SYM_NONE);
   return -1;
 }
 
-int cli_dtype(const char *s, sf_dtype *out)
+int cli_dtype(const char *s, slabfeed_dtype *out)
 {
-  MATCH(s, "f32", SF_DTYPE_F32);
-  MATCH(s, "f16", SF_DTYPE_F16);
-  MATCH(s, "bf16", SF_DTYPE_BF16);
+  MATCH(s, "f32", SLABFEED_DTYPE_F32);
+  MATCH(s, "f16", SLABFEED_DTYPE_F16);
+  MATCH(s, "bf16", SLABFEED_DTYPE_BF16);
   return -1;
 }
 
-int cli_out_layout(const char *s, sf_out_layout *out)
+int cli_out_layout(const char *s, slabfeed_out_layout *out)
 {
-  MATCH(s, "ncdhw", SF_OUT_NCDHW);
-  MATCH(s, "ndhwc", SF_OUT_NDHWC);
+  MATCH(s, "ncdhw", SLABFEED_OUT_NCDHW);
+  MATCH(s, "ndhwc", SLABFEED_OUT_NDHWC);
   return -1;
 }
 
-const char *cli_dtype_name(sf_dtype d)
+const char *cli_dtype_name(slabfeed_dtype d)
 {
-  return d == SF_DTYPE_F32 ? "f32" : d == SF_DTYPE_F16 ? "f16" : "bf16";
+  return d == SLABFEED_DTYPE_F32   ? "f32"
+         : d == SLABFEED_DTYPE_F16 ? "f16"
+                                   : "bf16";
 }
 
-const char *cli_layout_name(sf_file_layout l)
+const char *cli_layout_name(slabfeed_file_layout l)
 {
-  return l == SF_LAYOUT_CF   ? "channels-first (C,Z,Y,X)"
-         : l == SF_LAYOUT_CL ? "channels-last (Z,Y,X,C)"
-                             : "auto";
+  return l == SLABFEED_LAYOUT_CF   ? "channels-first (C,Z,Y,X)"
+         : l == SLABFEED_LAYOUT_CL ? "channels-last (Z,Y,X,C)"
+                                   : "auto";
 }
 
 uint64_t cli_peak_rss(void)
@@ -163,7 +166,7 @@ const char cli_loader_usage[] =
     "[--dtype f32|f16|bf16] [--out-layout ncdhw|ndhwc] [--device -1|N] "
     "[--halo H] [--prefetch K] [--rank-per-node]";
 
-static int loader_option(int argc, char **argv, int *i, sf_config *cfg)
+static int loader_option(int argc, char **argv, int *i, slabfeed_config *cfg)
 {
   const char *opt = argv[*i];
   if (strcmp(opt, "--rank-per-node") == 0) {
@@ -203,12 +206,12 @@ static int loader_option(int argc, char **argv, int *i, sf_config *cfg)
   else if (strcmp(opt, "--out-layout") == 0)
     return cli_out_layout(v, &cfg->out_layout) == 0 ? 1 : -1;
   else if (strcmp(opt, "--input-vector") == 0) {
-    if (cfg->n_input_vectors >= SF_MAX_VECTORS)
+    if (cfg->n_input_vectors >= SLABFEED_MAX_VECTORS)
       return -1;
     return cli_vector(v, cfg->input_vectors[cfg->n_input_vectors++]) == 0 ? 1
                                                                           : -1;
   } else if (strcmp(opt, "--target-vector") == 0) {
-    if (cfg->n_target_vectors >= SF_MAX_VECTORS)
+    if (cfg->n_target_vectors >= SLABFEED_MAX_VECTORS)
       return -1;
     return cli_vector(v, cfg->target_vectors[cfg->n_target_vectors++]) == 0
                ? 1
@@ -229,7 +232,7 @@ static int loader_option(int argc, char **argv, int *i, sf_config *cfg)
 }
 
 int cli_loader_option(const char *prog, const char *usage, int argc,
-                      char **argv, int *i, sf_config *cfg)
+                      char **argv, int *i, slabfeed_config *cfg)
 {
   const char *opt = argv[*i];
   const int r = loader_option(argc, argv, i, cfg);

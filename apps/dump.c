@@ -23,11 +23,11 @@ static hid_t make_dset(hid_t file, const char *name, hid_t type, int rank,
   return d;
 }
 
-static hid_t out_type(sf_dtype d)
+static hid_t out_type(slabfeed_dtype d)
 {
-  if (d == SF_DTYPE_F32)
+  if (d == SLABFEED_DTYPE_F32)
     return H5Tcopy(H5T_IEEE_F32LE);
-  if (d == SF_DTYPE_BF16)
+  if (d == SLABFEED_DTYPE_BF16)
     return H5Tcopy(H5T_STD_U16LE); /* bf16 bits */
   const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
   H5Tset_fields(t, 15, 10, 5, 0, 10);
@@ -87,8 +87,8 @@ int main(int argc, char **argv)
   char usage[2048];
   snprintf(usage, sizeof usage, "%s --steps K [--epoch E] --out DUMP.h5",
            cli_loader_usage);
-  sf_config cfg;
-  sf_config_init(&cfg);
+  slabfeed_config cfg;
+  slabfeed_config_init(&cfg);
   int64_t steps = -1;
   uint64_t epoch = 0;
   const char *out = NULL;
@@ -111,16 +111,16 @@ int main(int argc, char **argv)
     cli_usage_fail(prog, usage, "--steps K (>= 1) and --out are required");
 
   char err[1024];
-  sf_loader *l = NULL;
-  sf_status st = sf_open(MPI_COMM_WORLD, &cfg, &l, err, sizeof err);
-  if (st != SF_OK)
+  slabfeed_loader *l = NULL;
+  slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, &cfg, &l, err, sizeof err);
+  if (st != SLABFEED_OK)
     cli_fail(prog, st, err);
-  if ((st = sf_seek(l, epoch, 0)) != SF_OK)
-    cli_fail(prog, st, sf_last_error(l));
+  if ((st = slabfeed_seek(l, epoch, 0)) != SLABFEED_OK)
+    cli_fail(prog, st, slabfeed_last_error(l));
 
   const int nd = cfg.target ? 2 : 1;
   const hsize_t S = (hsize_t)steps * (hsize_t)size * (hsize_t)cfg.batch;
-  const size_t es = sf_dtype_size(cfg.dtype);
+  const size_t es = slabfeed_dtype_size(cfg.dtype);
   size_t sample_elems[2] = {0, 0};
   out_file of = {-1, {-1, -1, -1, -1, -1, -1}};
   void *buf[2] = {NULL, NULL}, *all[2] = {NULL, NULL};
@@ -132,19 +132,19 @@ int main(int argc, char **argv)
   int64_t *epochs = malloc((size_t)S * sizeof *epochs);
   int failed = 0;
   for (int64_t s = 0; s < steps && !failed; s++) {
-    sf_batch b;
-    if ((st = sf_next(l, &b, NULL)) != SF_OK)
-      cli_fail(prog, st, sf_last_error(l));
+    slabfeed_batch b;
+    if ((st = slabfeed_next(l, &b, NULL)) != SLABFEED_OK)
+      cli_fail(prog, st, slabfeed_last_error(l));
     for (int d = 0; d < nd; d++) {
-      const sf_tensor *t = d == 0 ? &b.input : &b.target;
+      const slabfeed_tensor *t = d == 0 ? &b.input : &b.target;
       const size_t n = (size_t)t->strides[0] * (size_t)cfg.batch;
       if (buf[d] == NULL) {
         sample_elems[d] = (size_t)t->strides[0];
         buf[d] = malloc(n * es);
         all[d] = rank == 0 ? malloc(n * es * (size_t)size) : NULL;
       }
-      if ((st = sf_copy_to_host(l, t, buf[d])) != SF_OK)
-        cli_fail(prog, st, sf_last_error(l));
+      if ((st = slabfeed_copy_to_host(l, t, buf[d])) != SLABFEED_OK)
+        cli_fail(prog, st, slabfeed_last_error(l));
       MPI_Gather(buf[d], (int)(n * es), MPI_BYTE, all[d], (int)(n * es),
                  MPI_BYTE, 0, MPI_COMM_WORLD);
     }
@@ -162,7 +162,7 @@ int main(int argc, char **argv)
       H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
       of.file = H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
       for (int d = 0; d < nd && of.file >= 0; d++) {
-        const sf_tensor *t = d == 0 ? &b.input : &b.target;
+        const slabfeed_tensor *t = d == 0 ? &b.input : &b.target;
         hsize_t dims[5] = {S, (hsize_t)t->shape[1], (hsize_t)t->shape[2],
                            (hsize_t)t->shape[3], (hsize_t)t->shape[4]};
         const hid_t ty = out_type(cfg.dtype);
@@ -181,7 +181,7 @@ int main(int argc, char **argv)
         attr_u64(of.file, "first_step", 0);
         attr_str(of.file, "dtype", cli_dtype_name(cfg.dtype));
         attr_str(of.file, "layout",
-                 cfg.out_layout == SF_OUT_NDHWC ? "ndhwc" : "ncdhw");
+                 cfg.out_layout == SLABFEED_OUT_NDHWC ? "ndhwc" : "ncdhw");
       }
     }
     const hsize_t row = (hsize_t)s * (hsize_t)size * (hsize_t)cfg.batch;
@@ -189,12 +189,13 @@ int main(int argc, char **argv)
     for (hsize_t i = 0; i < n; i++)
       epochs[row + i] = (int64_t)b.epoch;
     const hid_t mt =
-        cfg.dtype == SF_DTYPE_F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT16;
-    const hid_t mtf16 = out_type(SF_DTYPE_F16);
+        cfg.dtype == SLABFEED_DTYPE_F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT16;
+    const hid_t mtf16 = out_type(SLABFEED_DTYPE_F16);
     for (int d = 0; d < nd; d++)
-      failed |= of.dset[d] < 0 ||
-                write_rows(of.dset[d], cfg.dtype == SF_DTYPE_F16 ? mtf16 : mt,
-                           row, n, all[d]);
+      failed |=
+          of.dset[d] < 0 ||
+          write_rows(of.dset[d], cfg.dtype == SLABFEED_DTYPE_F16 ? mtf16 : mt,
+                     row, n, all[d]);
     H5Tclose(mtf16);
     int64_t *org = malloc(n * 3 * sizeof *org), *smp = malloc(n * sizeof *smp);
     int32_t *sym = malloc(n * sizeof *sym);
@@ -233,7 +234,7 @@ int main(int argc, char **argv)
   free(meta);
   free(meta_all);
   free(epochs);
-  sf_close(l);
+  slabfeed_close(l);
   MPI_Finalize();
   return failed ? 1 : 0;
 }

@@ -17,8 +17,8 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *prog = "slabfeed-gen";
-  sf_gen_config g;
-  sf_gen_config_init(&g);
+  slabfeed_gen_config g;
+  slabfeed_gen_config_init(&g);
   g.progress = 1;
   int quiet = 0;
   for (int i = 1; i < argc; i++) {
@@ -58,13 +58,14 @@ int main(int argc, char **argv)
       bad = cli_int64(v, &n) || n < 1 || n > 64;
       g.target_channels = (int)n;
     } else if (strcmp(o, "--layout") == 0) {
-      bad = cli_layout(v, &g.layout) || g.layout == SF_LAYOUT_AUTO;
+      bad = cli_layout(v, &g.layout) || g.layout == SLABFEED_LAYOUT_AUTO;
     } else if (strcmp(o, "--dtype") == 0) {
       bad = strcmp(v, "f32") != 0 && strcmp(v, "f16") != 0;
       g.float16 = strcmp(v, "f16") == 0;
     } else if (strcmp(o, "--content") == 0) {
       bad = strcmp(v, "index") != 0 && strcmp(v, "field") != 0;
-      g.content = strcmp(v, "field") == 0 ? SF_CONTENT_FIELD : SF_CONTENT_INDEX;
+      g.content = strcmp(v, "field") == 0 ? SLABFEED_CONTENT_FIELD
+                                          : SLABFEED_CONTENT_INDEX;
     } else if (strcmp(o, "--seed") == 0) {
       bad = cli_u64(v, &g.seed);
     } else {
@@ -79,9 +80,10 @@ int main(int argc, char **argv)
 
   char err[1024];
   const double t0 = MPI_Wtime();
-  const sf_status st = sf_generate(MPI_COMM_WORLD, &g, err, sizeof err);
+  const slabfeed_status st =
+      slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err);
   const double dt = MPI_Wtime() - t0;
-  if (st != SF_OK)
+  if (st != SLABFEED_OK)
     cli_fail(prog, st, err);
   if (rank == 0 && !quiet) {
     const double vox =
@@ -94,10 +96,10 @@ int main(int argc, char **argv)
            g.path, g.input, g.input_channels, (long long)g.shape[0],
            (long long)g.shape[1], (long long)g.shape[2], g.target ? " + " : "",
            g.target ? g.target : "",
-           g.layout == SF_LAYOUT_CL ? "channels-last" : "channels-first",
+           g.layout == SLABFEED_LAYOUT_CL ? "channels-last" : "channels-first",
            g.float16 ? "float16" : "float32",
-           g.content == SF_CONTENT_FIELD ? "field" : "index", bytes / 1e9, dt,
-           size, bytes / 1e9 / dt);
+           g.content == SLABFEED_CONTENT_FIELD ? "field" : "index", bytes / 1e9,
+           dt, size, bytes / 1e9 / dt);
   }
   MPI_Finalize();
   return 0;

@@ -11,7 +11,7 @@ static const char usage[] =
 
 typedef struct ctx {
   const char *path;
-  sf_file_layout layout;
+  slabfeed_file_layout layout;
   int found;
   int64_t shape[3];
   double bytes_f32;
@@ -31,9 +31,10 @@ static herr_t show(hid_t group, const char *name, const link_info *li,
   (void)group;
   (void)li;
   ctx *c = data;
-  sf_dataset_info in;
+  slabfeed_dataset_info in;
   char err[1024];
-  if (sf_describe(c->path, name, c->layout, &in, err, sizeof err) != SF_OK) {
+  if (slabfeed_describe(c->path, name, c->layout, &in, err, sizeof err) !=
+      SLABFEED_OK) {
     printf("  %-12s (skipped: %s)\n", name, err);
     return 0;
   }
@@ -67,7 +68,7 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *prog = "slabfeed-info";
-  ctx c = {NULL, SF_LAYOUT_AUTO, 0, {0, 0, 0}, 0};
+  ctx c = {NULL, SLABFEED_LAYOUT_AUTO, 0, {0, 0, 0}, 0};
   int64_t ranks = size, halo = 0;
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -96,7 +97,7 @@ int main(int argc, char **argv)
       fprintf(stderr, "%s: cannot open HDF5 file '%s'\n", prog, c.path);
       rc = 1;
     } else {
-      printf("%s (slabfeed %s)\n", c.path, sf_version_string());
+      printf("%s (slabfeed %s)\n", c.path, slabfeed_version_string());
       ITERATE(f, H5_INDEX_NAME, H5_ITER_INC, NULL, show, &c);
       H5Fclose(f);
       if (c.found == 0) {
@@ -112,7 +113,8 @@ int main(int argc, char **argv)
       const double per_plane = c.bytes_f32 / (double)c.shape[0];
       for (int64_t r = 0; r < ranks; r++) {
         int64_t z0, z1;
-        if (sf_slab_plan(c.shape[0], (int)ranks, (int)r, &z0, &z1) != SF_OK) {
+        if (slabfeed_slab_plan(c.shape[0], (int)ranks, (int)r, &z0, &z1) !=
+            SLABFEED_OK) {
           fprintf(stderr, "%s: %lld ranks but only %lld z-planes\n", prog,
                   (long long)ranks, (long long)c.shape[0]);
           rc = 1;

@@ -75,23 +75,23 @@ int main(int argc, char **argv)
   static const char *dn[] = {"f32", "f16", "bf16"}, *ln[] = {"ncdhw", "ndhwc"};
   for (int dt = 0; dt < 3; dt++)
     for (int lay = 0; lay < 2; lay++) {
-      sf_xform x;
+      sf__xform x;
       memset(&x, 0, sizeof x);
       x.ext[0] = x.ext[1] = x.ext[2] = c;
       x.channels = C;
       x.ngroups = C >= 4 ? 1 : 0;
       x.groups[0][0] = 1, x.groups[0][1] = 2, x.groups[0][2] = 3;
-      x.dtype = (sf_dtype)dt;
-      x.layout = (sf_out_layout)lay;
+      x.dtype = (slabfeed_dtype)dt;
+      x.layout = (slabfeed_out_layout)lay;
       const double moved = (double)in_bytes + (double)elems * (dt == 0 ? 4 : 2);
       double gbs[48], worst = 1e30, sum = 0;
       for (int g = 0; g < 48; g++) {
-        sf_kparams k;
-        sf_kparams_make(&x, g, &k);
-        CK(sf_transform_launch(&k, in, out, s)); /* warm */
+        sf__kparams k;
+        sf__kparams_make(&x, g, &k);
+        CK(sf__transform_launch(&k, in, out, s)); /* warm */
         CK(cudaEventRecord(a, s));
         for (int r = 0; r < reps; r++)
-          CK(sf_transform_launch(&k, in, out, s));
+          CK(sf__transform_launch(&k, in, out, s));
         CK(cudaEventRecord(b, s));
         gbs[g] = moved / 2 * reps / (time_ms(s, a, b) * 1e-3) / 1e9;
         worst = gbs[g] < worst ? gbs[g] : worst;

@@ -13,7 +13,7 @@
 #define SF_HD static inline
 #endif
 
-SF_HD uint32_t sf_f32_bits(float f)
+SF_HD uint32_t sf__f32_bits(float f)
 {
   uint32_t x;
   memcpy(&x, &f, sizeof x);
@@ -23,9 +23,9 @@ SF_HD uint32_t sf_f32_bits(float f)
 /* v with its sign bit flipped when neg is set: exact for every value, NaN
  * payloads included (a multiplication by -1 is not: hosts keep a NaN
  * operand's payload, GPUs return a canonical NaN). */
-SF_HD float sf_flip_sign(float v, int neg)
+SF_HD float sf__flip_sign(float v, int neg)
 {
-  uint32_t x = sf_f32_bits(v) ^ (neg ? 0x80000000u : 0u);
+  uint32_t x = sf__f32_bits(v) ^ (neg ? 0x80000000u : 0u);
   float r;
   memcpy(&r, &x, sizeof r);
   return r;
@@ -33,26 +33,26 @@ SF_HD float sf_flip_sign(float v, int neg)
 
 /* The NaN rules, shared with the kernel's hardware fast path (whose own
  * NaN is canonical): keep the sign and the top payload bits, force quiet. */
-SF_HD int sf_f32_is_nan(uint32_t x)
+SF_HD int sf__f32_is_nan(uint32_t x)
 {
   return (x & 0x7fffffffu) > 0x7f800000u;
 }
-SF_HD uint16_t sf_f16_of_nan(uint32_t x)
+SF_HD uint16_t sf__f16_of_nan(uint32_t x)
 {
   return (uint16_t)(((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x3ffu));
 }
-SF_HD uint16_t sf_bf16_of_nan(uint32_t x)
+SF_HD uint16_t sf__bf16_of_nan(uint32_t x)
 {
   return (uint16_t)((x >> 16) | 0x40u);
 }
 
-SF_HD uint16_t sf_f32_to_f16(float f)
+SF_HD uint16_t sf__f32_to_f16(float f)
 {
-  const uint32_t x = sf_f32_bits(f);
+  const uint32_t x = sf__f32_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t ax = x & 0x7fffffffu;
-  if (sf_f32_is_nan(x))
-    return sf_f16_of_nan(x);
+  if (sf__f32_is_nan(x))
+    return sf__f16_of_nan(x);
   if (ax >= 0x477ff000u) /* >= 65520 (or inf) rounds to inf */
     return (uint16_t)(sign | 0x7c00u);
   if (ax >= 0x38800000u) { /* normal half: rebias, round 13 bits */
@@ -73,11 +73,11 @@ SF_HD uint16_t sf_f32_to_f16(float f)
   return (uint16_t)(sign | r);
 }
 
-SF_HD uint16_t sf_f32_to_bf16(float f)
+SF_HD uint16_t sf__f32_to_bf16(float f)
 {
-  const uint32_t x = sf_f32_bits(f);
-  if (sf_f32_is_nan(x))
-    return sf_bf16_of_nan(x);
+  const uint32_t x = sf__f32_bits(f);
+  if (sf__f32_is_nan(x))
+    return sf__bf16_of_nan(x);
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 

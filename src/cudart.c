@@ -5,7 +5,7 @@
 static _Atomic uint64_t c_allocs, c_frees, c_registers, c_default_stream,
     c_stream_syncs, c_event_waits, c_launches, c_copies;
 
-void sf_cuda_counts_get(sf_cuda_counts *out)
+void sf__cuda_counts_get(sf__cuda_counts *out)
 {
   out->allocs = atomic_load(&c_allocs);
   out->frees = atomic_load(&c_frees);
@@ -17,17 +17,17 @@ void sf_cuda_counts_get(sf_cuda_counts *out)
   out->copies = atomic_load(&c_copies);
 }
 
-sf_status sf_cuda_fail(sf_err *e, cudaError_t rc, const char *what)
+slabfeed_status sf__cuda_fail(sf__err *e, cudaError_t rc, const char *what)
 {
-  return sf_fail(e, SF_ERR_CUDA, "%s failed: %s (%s)", what,
-                 cudaGetErrorString(rc), cudaGetErrorName(rc));
+  return sf__fail(e, SLABFEED_ERR_CUDA, "%s failed: %s (%s)", what,
+                  cudaGetErrorString(rc), cudaGetErrorName(rc));
 }
 
 #define SF_CU_CHECK(call, e)                                                   \
   do {                                                                         \
-    const cudaError_t sf_cu_rc_ = (call);                                      \
-    if (sf_cu_rc_ != cudaSuccess)                                              \
-      return sf_cuda_fail((e), sf_cu_rc_, #call);                              \
+    const cudaError_t sf__cu_rc_ = (call);                                     \
+    if (sf__cu_rc_ != cudaSuccess)                                             \
+      return sf__cuda_fail((e), sf__cu_rc_, #call);                            \
   } while (0)
 
 /* Work given the legacy default stream (0) is counted: it serialises with
@@ -38,27 +38,27 @@ static void note_stream(cudaStream_t s)
     atomic_fetch_add(&c_default_stream, 1);
 }
 
-void sf_cu_device_count(int *n)
+void sf__cu_device_count(int *n)
 {
   if (cudaGetDeviceCount(n) != cudaSuccess)
     *n = 0;
   (void)cudaGetLastError(); /* do not leave a sticky "no driver" behind */
 }
 
-sf_status sf_cu_set_device(int device, sf_err *e)
+slabfeed_status sf__cu_set_device(int device, sf__err *e)
 {
   SF_CU_CHECK(cudaSetDevice(device), e);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-sf_status sf_cu_malloc(void **p, size_t bytes, sf_err *e)
+slabfeed_status sf__cu_malloc(void **p, size_t bytes, sf__err *e)
 {
   atomic_fetch_add(&c_allocs, 1);
   SF_CU_CHECK(cudaMalloc(p, bytes), e);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-void sf_cu_free(void *p)
+void sf__cu_free(void *p)
 {
   if (p == NULL)
     return;
@@ -66,14 +66,14 @@ void sf_cu_free(void *p)
   cudaFree(p);
 }
 
-sf_status sf_cu_host_alloc(void **p, size_t bytes, sf_err *e)
+slabfeed_status sf__cu_host_alloc(void **p, size_t bytes, sf__err *e)
 {
   atomic_fetch_add(&c_allocs, 1);
   SF_CU_CHECK(cudaHostAlloc(p, bytes, cudaHostAllocPortable), e);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-void sf_cu_free_host(void *p)
+void sf__cu_free_host(void *p)
 {
   if (p == NULL)
     return;
@@ -81,18 +81,18 @@ void sf_cu_free_host(void *p)
   cudaFreeHost(p);
 }
 
-sf_status sf_cu_host_register(void *p, size_t bytes, sf_err *e)
+slabfeed_status sf__cu_host_register(void *p, size_t bytes, sf__err *e)
 {
   atomic_fetch_add(&c_registers, 1);
   const cudaError_t rc = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
   if (rc != cudaSuccess) {
     (void)cudaGetLastError(); /* a failed registration may be retried */
-    return sf_cuda_fail(e, rc, "cudaHostRegister");
+    return sf__cuda_fail(e, rc, "cudaHostRegister");
   }
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-void sf_cu_host_unregister(void *p)
+void sf__cu_host_unregister(void *p)
 {
   if (p == NULL)
     return;
@@ -100,99 +100,100 @@ void sf_cu_host_unregister(void *p)
   cudaHostUnregister(p);
 }
 
-sf_status sf_cu_stream_create(cudaStream_t *s, sf_err *e)
+slabfeed_status sf__cu_stream_create(cudaStream_t *s, sf__err *e)
 {
   SF_CU_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), e);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-void sf_cu_stream_destroy(cudaStream_t s)
+void sf__cu_stream_destroy(cudaStream_t s)
 {
   if (s != NULL)
     cudaStreamDestroy(s);
 }
 
-sf_status sf_cu_event_create(cudaEvent_t *ev, sf_err *e)
+slabfeed_status sf__cu_event_create(cudaEvent_t *ev, sf__err *e)
 {
   SF_CU_CHECK(cudaEventCreateWithFlags(ev, cudaEventDisableTiming), e);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-void sf_cu_event_destroy(cudaEvent_t ev)
+void sf__cu_event_destroy(cudaEvent_t ev)
 {
   if (ev != NULL)
     cudaEventDestroy(ev);
 }
 
-sf_status sf_cu_record(cudaEvent_t ev, cudaStream_t s, sf_err *e)
+slabfeed_status sf__cu_record(cudaEvent_t ev, cudaStream_t s, sf__err *e)
 {
   note_stream(s);
   SF_CU_CHECK(cudaEventRecord(ev, s), e);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-sf_status sf_cu_wait(cudaStream_t s, cudaEvent_t ev, sf_err *e)
+slabfeed_status sf__cu_wait(cudaStream_t s, cudaEvent_t ev, sf__err *e)
 {
   note_stream(s);
   SF_CU_CHECK(cudaStreamWaitEvent(s, ev, 0), e);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-sf_status sf_cu_event_sync(cudaEvent_t ev, sf_err *e)
+slabfeed_status sf__cu_event_sync(cudaEvent_t ev, sf__err *e)
 {
   atomic_fetch_add(&c_event_waits, 1);
   SF_CU_CHECK(cudaEventSynchronize(ev), e);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-sf_status sf_cu_stream_sync(cudaStream_t s, sf_err *e)
+slabfeed_status sf__cu_stream_sync(cudaStream_t s, sf__err *e)
 {
   note_stream(s);
   atomic_fetch_add(&c_stream_syncs, 1);
   SF_CU_CHECK(cudaStreamSynchronize(s), e);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-int sf_cu_event_done(cudaEvent_t ev, sf_err *e)
+int sf__cu_event_done(cudaEvent_t ev, sf__err *e)
 {
   const cudaError_t rc = cudaEventQuery(ev);
   if (rc == cudaSuccess)
     return 1;
   if (rc == cudaErrorNotReady)
     return 0;
-  sf_cuda_fail(e, rc, "cudaEventQuery");
+  sf__cuda_fail(e, rc, "cudaEventQuery");
   return -1;
 }
 
-sf_status sf_cu_copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s,
-                       sf_err *e)
+slabfeed_status sf__cu_copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s,
+                              sf__err *e)
 {
   note_stream(s);
   atomic_fetch_add(&c_copies, 1);
   SF_CU_CHECK(cudaMemcpy3DAsync(p, s), e);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-sf_status sf_cu_copy(void *dst, const void *src, size_t bytes,
-                     enum cudaMemcpyKind kind, cudaStream_t s, sf_err *e)
+slabfeed_status sf__cu_copy(void *dst, const void *src, size_t bytes,
+                            enum cudaMemcpyKind kind, cudaStream_t s,
+                            sf__err *e)
 {
   note_stream(s);
   atomic_fetch_add(&c_copies, 1);
   SF_CU_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s), e);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-sf_status sf_cu_stream_device(cudaStream_t s, int *device, sf_err *e)
+slabfeed_status sf__cu_stream_device(cudaStream_t s, int *device, sf__err *e)
 {
   SF_CU_CHECK(cudaStreamGetDevice(s, device), e);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-sf_status sf_cu_launched(const char *what, sf_err *e)
+slabfeed_status sf__cu_launched(const char *what, sf__err *e)
 {
   atomic_fetch_add(&c_launches, 1);
   const cudaError_t rc = cudaGetLastError();
   if (rc != cudaSuccess)
-    return sf_cuda_fail(e, rc, what);
-  return SF_OK;
+    return sf__cuda_fail(e, rc, what);
+  return SLABFEED_OK;
 }

@@ -3,7 +3,8 @@
  * allocations, frees, host registrations, stream and event waits, and work
  * put on the legacy default stream. It offers no device synchronisation at
  * all (tests/lint_cuda_layer.sh keeps it that way). Tests read
- * the counters to prove that nothing of that kind happens after sf_open. */
+ * the counters to prove that nothing of that kind happens after slabfeed_open.
+ */
 #ifndef SF_CUDART_H
 #define SF_CUDART_H
 
@@ -14,7 +15,7 @@
 
 #include "errors.h"
 
-typedef struct sf_cuda_counts {
+typedef struct sf__cuda_counts {
   uint64_t allocs;         /* cudaMalloc, cudaHostAlloc */
   uint64_t frees;          /* cudaFree, cudaFreeHost */
   uint64_t registers;      /* cudaHostRegister, cudaHostUnregister */
@@ -22,45 +23,46 @@ typedef struct sf_cuda_counts {
   uint64_t stream_syncs;   /* cudaStreamSynchronize on a loader stream */
   uint64_t event_waits;    /* cudaEventSynchronize on a loader event */
   uint64_t launches, copies;
-} sf_cuda_counts;
+} sf__cuda_counts;
 
 /* A snapshot of the process-wide counters (atomic reads). */
-void sf_cuda_counts_get(sf_cuda_counts *out);
+void sf__cuda_counts_get(sf__cuda_counts *out);
 
-/* Records a CUDA failure of `what` in *e; returns SF_ERR_CUDA. */
-sf_status sf_cuda_fail(sf_err *e, cudaError_t rc, const char *what);
+/* Records a CUDA failure of `what` in *e; returns SLABFEED_ERR_CUDA. */
+slabfeed_status sf__cuda_fail(sf__err *e, cudaError_t rc, const char *what);
 
 /* Number of visible devices into *n (0 without a driver: not an error). */
-void sf_cu_device_count(int *n);
-sf_status sf_cu_set_device(int device, sf_err *e);
-sf_status sf_cu_malloc(void **p, size_t bytes, sf_err *e);
-void sf_cu_free(void *p);
-sf_status sf_cu_host_alloc(void **p, size_t bytes, sf_err *e);
-void sf_cu_free_host(void *p);
-sf_status sf_cu_host_register(void *p, size_t bytes, sf_err *e);
-void sf_cu_host_unregister(void *p);
-sf_status sf_cu_stream_create(cudaStream_t *s, sf_err *e);
-void sf_cu_stream_destroy(cudaStream_t s);
-sf_status sf_cu_event_create(cudaEvent_t *ev, sf_err *e);
-void sf_cu_event_destroy(cudaEvent_t ev);
+void sf__cu_device_count(int *n);
+slabfeed_status sf__cu_set_device(int device, sf__err *e);
+slabfeed_status sf__cu_malloc(void **p, size_t bytes, sf__err *e);
+void sf__cu_free(void *p);
+slabfeed_status sf__cu_host_alloc(void **p, size_t bytes, sf__err *e);
+void sf__cu_free_host(void *p);
+slabfeed_status sf__cu_host_register(void *p, size_t bytes, sf__err *e);
+void sf__cu_host_unregister(void *p);
+slabfeed_status sf__cu_stream_create(cudaStream_t *s, sf__err *e);
+void sf__cu_stream_destroy(cudaStream_t s);
+slabfeed_status sf__cu_event_create(cudaEvent_t *ev, sf__err *e);
+void sf__cu_event_destroy(cudaEvent_t ev);
 
-sf_status sf_cu_record(cudaEvent_t ev, cudaStream_t s, sf_err *e);
-sf_status sf_cu_wait(cudaStream_t s, cudaEvent_t ev, sf_err *e);
+slabfeed_status sf__cu_record(cudaEvent_t ev, cudaStream_t s, sf__err *e);
+slabfeed_status sf__cu_wait(cudaStream_t s, cudaEvent_t ev, sf__err *e);
 /* Host waits for an event of the loader's own streams. */
-sf_status sf_cu_event_sync(cudaEvent_t ev, sf_err *e);
-sf_status sf_cu_stream_sync(cudaStream_t s, sf_err *e);
+slabfeed_status sf__cu_event_sync(cudaEvent_t ev, sf__err *e);
+slabfeed_status sf__cu_stream_sync(cudaStream_t s, sf__err *e);
 /* 1 when ev has completed, 0 when not yet, -1 on error (recorded in e). */
-int sf_cu_event_done(cudaEvent_t ev, sf_err *e);
+int sf__cu_event_done(cudaEvent_t ev, sf__err *e);
 
-sf_status sf_cu_copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s,
-                       sf_err *e);
-sf_status sf_cu_copy(void *dst, const void *src, size_t bytes,
-                     enum cudaMemcpyKind kind, cudaStream_t s, sf_err *e);
+slabfeed_status sf__cu_copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s,
+                              sf__err *e);
+slabfeed_status sf__cu_copy(void *dst, const void *src, size_t bytes,
+                            enum cudaMemcpyKind kind, cudaStream_t s,
+                            sf__err *e);
 
 /* The device of stream s into *device. */
-sf_status sf_cu_stream_device(cudaStream_t s, int *device, sf_err *e);
+slabfeed_status sf__cu_stream_device(cudaStream_t s, int *device, sf__err *e);
 
 /* Counts a kernel launch and checks cudaGetLastError. */
-sf_status sf_cu_launched(const char *what, sf_err *e);
+slabfeed_status sf__cu_launched(const char *what, sf__err *e);
 
 #endif

@@ -3,38 +3,38 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *sf_strerror(sf_status s)
+const char *slabfeed_strerror(slabfeed_status s)
 {
   switch (s) {
 #define SF_STATUS_CASE(name, value, text)                                      \
   case name:                                                                   \
     return text;
-    SF_STATUS_MAP(SF_STATUS_CASE)
+    SLABFEED_STATUS_MAP(SF_STATUS_CASE)
 #undef SF_STATUS_CASE
   }
   return "unknown status";
 }
 
-unsigned sf_version(void)
+unsigned slabfeed_version(void)
 {
   return SLABFEED_VERSION_NUMBER;
 }
 
-const char *sf_version_string(void)
+const char *slabfeed_version_string(void)
 {
   return SLABFEED_VERSION_STRING;
 }
 
-void sf_err_clear(sf_err *e)
+void sf__err_clear(sf__err *e)
 {
-  e->status = SF_OK;
+  e->status = SLABFEED_OK;
   e->agreed = 0;
   e->msg[0] = '\0';
 }
 
-sf_status sf_fail(sf_err *e, sf_status st, const char *fmt, ...)
+slabfeed_status sf__fail(sf__err *e, slabfeed_status st, const char *fmt, ...)
 {
-  if (e->status != SF_OK)
+  if (e->status != SLABFEED_OK)
     return st;
   e->status = st;
   va_list ap;
@@ -44,29 +44,30 @@ sf_status sf_fail(sf_err *e, sf_status st, const char *fmt, ...)
   return st;
 }
 
-sf_status sf_fail_mpi(sf_err *e, int mpi_rc, const char *what)
+slabfeed_status sf__fail_mpi(sf__err *e, int mpi_rc, const char *what)
 {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS)
     snprintf(text, sizeof text, "MPI error code %d", mpi_rc);
-  return sf_fail(e, SF_ERR_MPI, "%s failed: %s", what, text);
+  return sf__fail(e, SLABFEED_ERR_MPI, "%s failed: %s", what, text);
 }
 
 /* Agreement: MINLOC over (failed ? rank : size) finds the lowest failing
  * rank, which then broadcasts its status and message. */
-sf_status sf_agree(MPI_Comm comm, sf_err *e)
+slabfeed_status sf__agree(MPI_Comm comm, sf__err *e)
 {
   int rank, size;
   if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
       MPI_Comm_size(comm, &size) != MPI_SUCCESS)
-    return sf_fail(e, SF_ERR_MPI, "MPI_Comm_rank/size failed in sf_agree");
-  int mine = e->status != SF_OK ? rank : size;
+    return sf__fail(e, SLABFEED_ERR_MPI,
+                    "MPI_Comm_rank/size failed in sf__agree");
+  int mine = e->status != SLABFEED_OK ? rank : size;
   int first = size;
   if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
-    return sf_fail(e, SF_ERR_MPI, "MPI_Allreduce failed in sf_agree");
+    return sf__fail(e, SLABFEED_ERR_MPI, "MPI_Allreduce failed in sf__agree");
   if (first == size)
-    return SF_OK;
+    return SLABFEED_OK;
   struct {
     int status;
     char msg[SF_ERRLEN];
@@ -81,15 +82,15 @@ sf_status sf_agree(MPI_Comm comm, sf_err *e)
     pkt.msg[sizeof pkt.msg - 1] = '\0';
   }
   if (MPI_Bcast(&pkt, (int)sizeof pkt, MPI_BYTE, first, comm) != MPI_SUCCESS)
-    return sf_fail(e, SF_ERR_MPI, "MPI_Bcast failed in sf_agree");
-  e->status = (sf_status)pkt.status;
+    return sf__fail(e, SLABFEED_ERR_MPI, "MPI_Bcast failed in sf__agree");
+  e->status = (slabfeed_status)pkt.status;
   e->agreed = 1;
   memcpy(e->msg, pkt.msg, sizeof e->msg);
   e->msg[sizeof e->msg - 1] = '\0';
   return e->status;
 }
 
-void sf_err_copy(const sf_err *e, char *buf, size_t len)
+void sf__err_copy(const sf__err *e, char *buf, size_t len)
 {
   if (buf == NULL || len == 0)
     return;

@@ -12,7 +12,7 @@
 #include "h5slab.h"
 #include "sampler.h"
 
-void sf_gen_config_init(sf_gen_config *cfg)
+void slabfeed_gen_config_init(slabfeed_gen_config *cfg)
 {
   memset(cfg, 0, sizeof *cfg);
   cfg->input = "Nbody";
@@ -20,15 +20,15 @@ void sf_gen_config_init(sf_gen_config *cfg)
   cfg->shape[0] = cfg->shape[1] = cfg->shape[2] = 64;
   cfg->input_channels = 4;
   cfg->target_channels = 5;
-  cfg->layout = SF_LAYOUT_CF;
-  cfg->content = SF_CONTENT_INDEX;
+  cfg->layout = SLABFEED_LAYOUT_CF;
+  cfg->content = SLABFEED_CONTENT_INDEX;
 }
 
-float sf_index_value(int dataset, int c, int64_t z, int64_t y, int64_t x)
+float slabfeed_index_value(int dataset, int c, int64_t z, int64_t y, int64_t x)
 {
   const uint64_t key = (((uint64_t)dataset * 64 + (uint64_t)c) << 48) ^
                        ((uint64_t)z << 32) ^ ((uint64_t)y << 16) ^ (uint64_t)x;
-  return (float)((int64_t)(sf_fmix64(key) % 2048) - 1024);
+  return (float)((int64_t)(sf__fmix64(key) % 2048) - 1024);
 }
 
 /* ---- Smooth periodic field ---------------------------------------------- */
@@ -51,16 +51,16 @@ static void field_init(field *f, const int64_t n[3], uint64_t seed)
   for (int m = 0; m < FIELD_MODES; m++) {
     for (int a = 0; a < 3; a++) {
       const int64_t w =
-          (int64_t)sf_uniform(sf_hash(seed, 1, (uint64_t)m, (uint32_t)a), 7) -
+          (int64_t)sf__uniform(sf__hash(seed, 1, (uint64_t)m, (uint32_t)a), 7) -
           3;
       f->k[m][a] = SF_TWO_PI * (double)w / (double)n[a];
     }
     const double u =
-        (double)sf_hash(seed, 2, (uint64_t)m, 0) / 18446744073709551616.0;
+        (double)sf__hash(seed, 2, (uint64_t)m, 0) / 18446744073709551616.0;
     const double v =
-        (double)sf_hash(seed, 2, (uint64_t)m, 1) / 18446744073709551616.0;
+        (double)sf__hash(seed, 2, (uint64_t)m, 1) / 18446744073709551616.0;
     const double t =
-        (double)sf_hash(seed, 2, (uint64_t)m, 2) / 18446744073709551616.0;
+        (double)sf__hash(seed, 2, (uint64_t)m, 2) / 18446744073709551616.0;
     f->amp_d[m] = 0.5 * (u - 0.5);
     f->amp_p[m] = 4.0 * (v - 0.5);
     f->phase[m] = SF_TWO_PI * t;
@@ -108,10 +108,10 @@ static hid_t make_file_type(int float16)
   return t;
 }
 
-static hid_t create_dataset(hid_t file, const sf_gen_config *cfg,
+static hid_t create_dataset(hid_t file, const slabfeed_gen_config *cfg,
                             const char *name, int64_t channels)
 {
-  const int cf = cfg->layout != SF_LAYOUT_CL;
+  const int cf = cfg->layout != SLABFEED_LAYOUT_CL;
   hsize_t dims[4], chunk[4];
   for (int a = 0; a < 3; a++) {
     const int64_t ch = cfg->chunk[a] > 0    ? cfg->chunk[a]
@@ -141,21 +141,21 @@ static hid_t create_dataset(hid_t file, const sf_gen_config *cfg,
 }
 
 /* Fills buf with planes [z, z+n) of dataset d in the file's layout. */
-static void fill_run(const sf_gen_config *cfg, const field *f, int d,
+static void fill_run(const slabfeed_gen_config *cfg, const field *f, int d,
                      int64_t channels, int64_t z, int64_t n, float *buf)
 {
   const int64_t Y = cfg->shape[1], X = cfg->shape[2];
-  const int cf = cfg->layout != SF_LAYOUT_CL;
+  const int cf = cfg->layout != SLABFEED_LAYOUT_CL;
   for (int64_t k = 0; k < n; k++)
     for (int64_t y = 0; y < Y; y++)
       for (int64_t x = 0; x < X; x++) {
         double vals[5];
-        if (cfg->content == SF_CONTENT_FIELD)
+        if (cfg->content == SLABFEED_CONTENT_FIELD)
           field_eval(f, z + k, y, x, vals);
         for (int64_t c = 0; c < channels; c++) {
-          const float v = cfg->content == SF_CONTENT_FIELD
+          const float v = cfg->content == SLABFEED_CONTENT_FIELD
                               ? field_channel(vals, (int)c)
-                              : sf_index_value(d, (int)c, z + k, y, x);
+                              : slabfeed_index_value(d, (int)c, z + k, y, x);
           const int64_t i = cf ? ((c * n + k) * Y + y) * X + x
                                : ((k * Y + y) * X + x) * channels + c;
           buf[i] = v;
@@ -163,10 +163,11 @@ static void fill_run(const sf_gen_config *cfg, const field *f, int d,
       }
 }
 
-static herr_t write_run(hid_t dset, const sf_gen_config *cfg, int64_t channels,
-                        int64_t z, int64_t n, hid_t dxpl, const float *buf)
+static herr_t write_run(hid_t dset, const slabfeed_gen_config *cfg,
+                        int64_t channels, int64_t z, int64_t n, hid_t dxpl,
+                        const float *buf)
 {
-  const int cf = cfg->layout != SF_LAYOUT_CL;
+  const int cf = cfg->layout != SLABFEED_LAYOUT_CL;
   const hid_t fspace = H5Dget_space(dset);
   hsize_t start[4] = {0, 0, 0, 0}, count[4];
   start[cf ? 1 : 0] = (hsize_t)z;
@@ -197,65 +198,69 @@ static herr_t write_run(hid_t dset, const sf_gen_config *cfg, int64_t channels,
   return rc;
 }
 
-static sf_status check_gen_config(const sf_gen_config *cfg, int size, sf_err *e)
+static slabfeed_status check_gen_config(const slabfeed_gen_config *cfg,
+                                        int size, sf__err *e)
 {
   if (cfg->path == NULL || cfg->input == NULL)
-    return sf_fail(e, SF_ERR_ARG, "generator: path and input are required");
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "generator: path and input are required");
   for (int a = 0; a < 3; a++)
     if (cfg->shape[a] < 1 || cfg->shape[a] > 65535)
-      return sf_fail(e, SF_ERR_ARG,
-                     "generator: box extent %lld on axis %d not in [1,65535]",
-                     (long long)cfg->shape[a], a);
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "generator: box extent %lld on axis %d not in [1,65535]",
+                      (long long)cfg->shape[a], a);
   if (cfg->input_channels < 1 || cfg->input_channels > 64 ||
       (cfg->target != NULL &&
        (cfg->target_channels < 1 || cfg->target_channels > 64)))
-    return sf_fail(e, SF_ERR_ARG, "generator: channel counts must be 1..64");
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "generator: channel counts must be 1..64");
   if ((int64_t)size > cfg->shape[0])
-    return sf_fail(e, SF_ERR_ARG, "generator: %d ranks but only %lld z-planes",
-                   size, (long long)cfg->shape[0]);
-  if (cfg->layout != SF_LAYOUT_CF && cfg->layout != SF_LAYOUT_CL)
-    return sf_fail(e, SF_ERR_ARG, "generator: layout must be cf or cl");
-  return SF_OK;
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "generator: %d ranks but only %lld z-planes", size,
+                    (long long)cfg->shape[0]);
+  if (cfg->layout != SLABFEED_LAYOUT_CF && cfg->layout != SLABFEED_LAYOUT_CL)
+    return sf__fail(e, SLABFEED_ERR_ARG, "generator: layout must be cf or cl");
+  return SLABFEED_OK;
 }
 
 /* Writes one dataset: runs of planes sized so that one run of the file
  * layout holds at most ~256 MiB, padded with empty writes to the count of
  * the rank with the most runs (collective writes). */
-static sf_status write_dataset(hid_t file, const sf_gen_config *cfg,
-                               const field *f, int d, const char *name,
-                               int64_t channels, int rank, int size,
-                               double *done, double total, sf_err *e)
+static slabfeed_status write_dataset(hid_t file, const slabfeed_gen_config *cfg,
+                                     const field *f, int d, const char *name,
+                                     int64_t channels, int rank, int size,
+                                     double *done, double total, sf__err *e)
 {
   const int64_t Z = cfg->shape[0];
   const int64_t plane = channels * cfg->shape[1] * cfg->shape[2];
   int64_t cap = ((int64_t)64 << 20) / plane;
   cap = cap < 1 ? 1 : cap;
-  const int64_t z0 = sf_slab_begin(Z, size, rank),
-                z1 = sf_slab_begin(Z, size, rank + 1);
-  const int64_t most = sf_slab_begin(Z, size, 1); /* rank 0 has the most */
+  const int64_t z0 = sf__slab_begin(Z, size, rank),
+                z1 = sf__slab_begin(Z, size, rank + 1);
+  const int64_t most = sf__slab_begin(Z, size, 1); /* rank 0 has the most */
   const int64_t runs = (most + cap - 1) / cap;
   float *buf = malloc((size_t)(cap * plane) * sizeof *buf);
   const hid_t dset = create_dataset(file, cfg, name, channels);
   const hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   if (buf == NULL)
-    sf_fail(e, SF_ERR_NOMEM, "generator: cannot allocate %lld bytes",
-            (long long)(cap * plane * 4));
+    sf__fail(e, SLABFEED_ERR_NOMEM, "generator: cannot allocate %lld bytes",
+             (long long)(cap * plane * 4));
   else if (dset < 0 || dxpl < 0)
-    sf_fail(e, SF_ERR_IO, "generator: cannot create dataset '%s' in '%s'", name,
-            cfg->path);
+    sf__fail(e, SLABFEED_ERR_IO,
+             "generator: cannot create dataset '%s' in '%s'", name, cfg->path);
 #ifdef H5_HAVE_PARALLEL
   else if (H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0)
-    sf_fail(e, SF_ERR_IO, "generator: cannot request collective writes");
+    sf__fail(e, SLABFEED_ERR_IO, "generator: cannot request collective writes");
 #endif
-  for (int64_t i = 0; i < runs && e->status == SF_OK; i++) {
+  for (int64_t i = 0; i < runs && e->status == SLABFEED_OK; i++) {
     const int64_t z = z0 + i * cap;
     const int64_t n = z >= z1 ? 0 : (z1 - z < cap ? z1 - z : cap);
     fill_run(cfg, f, d, channels, z, n, buf);
     if (write_run(dset, cfg, channels, z, n, dxpl, buf) < 0) {
-      sf_fail(e, SF_ERR_IO,
-              "generator: writing planes [%lld,%lld) of '%s' failed",
-              (long long)z, (long long)(z + n), name);
-      sf_h5_detail(e);
+      sf__fail(e, SLABFEED_ERR_IO,
+               "generator: writing planes [%lld,%lld) of '%s' failed",
+               (long long)z, (long long)(z + n), name);
+      sf__h5_detail(e);
     }
     *done += (double)(cap * plane * 4) * size;
     if (cfg->progress && rank == 0 && total > 1e9)
@@ -266,36 +271,36 @@ static sf_status write_dataset(hid_t file, const sf_gen_config *cfg,
   if (dxpl >= 0)
     H5Pclose(dxpl);
   if (dset >= 0 && H5Dclose(dset) < 0)
-    sf_fail(e, SF_ERR_IO, "generator: closing '%s' failed", name);
+    sf__fail(e, SLABFEED_ERR_IO, "generator: closing '%s' failed", name);
   free(buf);
   return e->status;
 }
 
-sf_status sf_generate(MPI_Comm comm, const sf_gen_config *cfg, char *errbuf,
-                      size_t errlen)
+slabfeed_status slabfeed_generate(MPI_Comm comm, const slabfeed_gen_config *cfg,
+                                  char *errbuf, size_t errlen)
 {
-  sf_err e;
-  sf_err_clear(&e);
+  sf__err e;
+  sf__err_clear(&e);
   int rank = 0, size = 1;
   if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
       MPI_Comm_size(comm, &size) != MPI_SUCCESS)
-    sf_fail(&e, SF_ERR_MPI, "generator: MPI_Comm_rank/size failed");
-  if (e.status == SF_OK)
+    sf__fail(&e, SLABFEED_ERR_MPI, "generator: MPI_Comm_rank/size failed");
+  if (e.status == SLABFEED_OK)
     check_gen_config(cfg, size, &e);
-  if (sf_agree(comm, &e) != SF_OK) {
-    sf_err_copy(&e, errbuf, errlen);
+  if (sf__agree(comm, &e) != SLABFEED_OK) {
+    sf__err_copy(&e, errbuf, errlen);
     return e.status;
   }
-  sf_h5_quiet q;
-  sf_h5_quiet_begin(&q);
+  sf__h5_quiet q;
+  sf__h5_quiet_begin(&q);
   field f;
   field_init(&f, cfg->shape, cfg->seed);
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
 #ifdef H5_HAVE_PARALLEL
   if (fapl >= 0 && (H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0 ||
                     H5Pset_coll_metadata_write(fapl, 1) < 0))
-    sf_fail(&e, SF_ERR_IO, "generator: cannot set the MPI-IO driver");
-  hid_t file = e.status == SF_OK
+    sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot set the MPI-IO driver");
+  hid_t file = e.status == SLABFEED_OK
                    ? H5Fcreate(cfg->path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
                    : H5I_INVALID_HID;
 #else
@@ -304,28 +309,28 @@ sf_status sf_generate(MPI_Comm comm, const sf_gen_config *cfg, char *errbuf,
       rank == 0 ? H5Fcreate(cfg->path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : 0;
   size = 1; /* the writer (rank 0) covers the whole box */
 #endif
-  if (e.status == SF_OK && file < 0) {
-    sf_fail(&e, SF_ERR_IO, "generator: cannot create '%s'", cfg->path);
-    sf_h5_detail(&e);
+  if (e.status == SLABFEED_OK && file < 0) {
+    sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot create '%s'", cfg->path);
+    sf__h5_detail(&e);
   }
   const int64_t vox = cfg->shape[0] * cfg->shape[1] * cfg->shape[2];
   const double total =
       (double)vox * 4.0 *
       (cfg->input_channels + (cfg->target ? cfg->target_channels : 0));
   double done = 0;
-  const int writer = sf_h5_is_parallel() || rank == 0;
-  if (e.status == SF_OK && writer)
+  const int writer = sf__h5_is_parallel() || rank == 0;
+  if (e.status == SLABFEED_OK && writer)
     write_dataset(file, cfg, &f, 0, cfg->input, cfg->input_channels, rank, size,
                   &done, total, &e);
-  if (e.status == SF_OK && writer && cfg->target != NULL)
+  if (e.status == SLABFEED_OK && writer && cfg->target != NULL)
     write_dataset(file, cfg, &f, 1, cfg->target, cfg->target_channels, rank,
                   size, &done, total, &e);
   if (file > 0 && writer && H5Fclose(file) < 0)
-    sf_fail(&e, SF_ERR_IO, "generator: closing '%s' failed", cfg->path);
+    sf__fail(&e, SLABFEED_ERR_IO, "generator: closing '%s' failed", cfg->path);
   if (fapl >= 0)
     H5Pclose(fapl);
-  sf_h5_quiet_end(&q);
-  sf_agree(comm, &e);
-  sf_err_copy(&e, errbuf, errlen);
+  sf__h5_quiet_end(&q);
+  sf__agree(comm, &e);
+  sf__err_copy(&e, errbuf, errlen);
   return e.status;
 }

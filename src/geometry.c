@@ -4,31 +4,32 @@
 
 #include "slabfeed.h"
 
-bool sf_mul64(int64_t a, int64_t b, int64_t *out)
+bool sf__mul64(int64_t a, int64_t b, int64_t *out)
 {
   assert(a >= 0 && b >= 0);
   return !__builtin_mul_overflow(a, b, out);
 }
 
-bool sf_add64(int64_t a, int64_t b, int64_t *out)
+bool sf__add64(int64_t a, int64_t b, int64_t *out)
 {
   return !__builtin_add_overflow(a, b, out);
 }
 
-bool sf_prod4(int64_t a, int64_t b, int64_t c, int64_t d, int64_t *out)
+bool sf__prod4(int64_t a, int64_t b, int64_t c, int64_t d, int64_t *out)
 {
   int64_t ab, abc;
-  return sf_mul64(a, b, &ab) && sf_mul64(ab, c, &abc) && sf_mul64(abc, d, out);
+  return sf__mul64(a, b, &ab) && sf__mul64(ab, c, &abc) &&
+         sf__mul64(abc, d, out);
 }
 
-int64_t sf_slab_begin(int64_t Z, int P, int r)
+int64_t sf__slab_begin(int64_t Z, int P, int r)
 {
   assert(P >= 1 && r >= 0 && r <= P);
   const int64_t base = Z / P, rem = Z % P;
   return (int64_t)r * base + (r < rem ? r : rem);
 }
 
-int sf_slab_owner(int64_t Z, int P, int64_t z)
+int sf__slab_owner(int64_t Z, int P, int64_t z)
 {
   assert(z >= 0 && z < Z);
   const int64_t base = Z / P, rem = Z % P;
@@ -38,22 +39,23 @@ int sf_slab_owner(int64_t Z, int P, int64_t z)
   return (int)(rem + (z - big) / base);
 }
 
-sf_status sf_slab_plan(int64_t Z, int P, int r, int64_t *z0, int64_t *z1)
+slabfeed_status slabfeed_slab_plan(int64_t Z, int P, int r, int64_t *z0,
+                                   int64_t *z1)
 {
   if (P < 1 || Z < 1 || (int64_t)P > Z || r < 0 || r >= P)
-    return SF_ERR_ARG;
-  *z0 = sf_slab_begin(Z, P, r);
-  *z1 = sf_slab_begin(Z, P, r + 1);
-  return SF_OK;
+    return SLABFEED_ERR_ARG;
+  *z0 = sf__slab_begin(Z, P, r);
+  *z1 = sf__slab_begin(Z, P, r + 1);
+  return SLABFEED_OK;
 }
 
-int sf_periodic_split(int64_t origin, int64_t len, int64_t n, sf_run runs[2])
+int sf__periodic_split(int64_t origin, int64_t len, int64_t n, sf__run runs[2])
 {
   assert(origin >= 0 && origin < n && len >= 1 && len <= n);
   const int64_t first = origin + len <= n ? len : n - origin;
-  runs[0] = (sf_run){origin, first, 0};
+  runs[0] = (sf__run){origin, first, 0};
   if (first == len)
     return 1;
-  runs[1] = (sf_run){0, len - first, first};
+  runs[1] = (sf__run){0, len - first, first};
   return 2;
 }

@@ -7,13 +7,13 @@
 
 /* Overflow-checked arithmetic on non-negative sizes: returns false (and
  * leaves *out unspecified) when the result does not fit in int64_t. */
-bool sf_mul64(int64_t a, int64_t b, int64_t *out);
-bool sf_add64(int64_t a, int64_t b, int64_t *out);
+bool sf__mul64(int64_t a, int64_t b, int64_t *out);
+bool sf__add64(int64_t a, int64_t b, int64_t *out);
 /* *out = a*b*c*d, all >= 0; false on overflow. */
-bool sf_prod4(int64_t a, int64_t b, int64_t c, int64_t d, int64_t *out);
+bool sf__prod4(int64_t a, int64_t b, int64_t c, int64_t d, int64_t *out);
 
 /* Non-negative remainder of a modulo n (n > 0). */
-static inline int64_t sf_pmod(int64_t a, int64_t n)
+static inline int64_t sf__pmod(int64_t a, int64_t n)
 {
   int64_t r = a % n;
   return r < 0 ? r + n : r;
@@ -21,20 +21,20 @@ static inline int64_t sf_pmod(int64_t a, int64_t n)
 
 /* First plane of rank r in the split of Z planes over P ranks (r in [0,P]:
  * r == P gives Z). The first Z % P ranks hold one plane more. */
-int64_t sf_slab_begin(int64_t Z, int P, int r);
+int64_t sf__slab_begin(int64_t Z, int P, int r);
 
 /* Rank whose slab holds plane z (0 <= z < Z) in the split over P ranks. */
-int sf_slab_owner(int64_t Z, int P, int64_t z);
+int sf__slab_owner(int64_t Z, int P, int64_t z);
 
 /* A contiguous run [begin, begin+len) of one axis of the box, and the
  * offset of the run inside the crop. */
-typedef struct sf_run {
+typedef struct sf__run {
   int64_t begin, len, crop_off;
-} sf_run;
+} sf__run;
 
 /* Splits the periodic interval [origin, origin+len) of an axis of n points
  * (0 <= origin < n, 1 <= len <= n) into one or two runs inside [0, n).
  * Returns the number of runs written to runs[0..1]. */
-int sf_periodic_split(int64_t origin, int64_t len, int64_t n, sf_run runs[2]);
+int sf__periodic_split(int64_t origin, int64_t len, int64_t n, sf__run runs[2]);
 
 #endif

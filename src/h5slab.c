@@ -5,7 +5,7 @@
 
 #include "geometry.h"
 
-int sf_h5_is_parallel(void)
+int sf__h5_is_parallel(void)
 {
 #ifdef H5_HAVE_PARALLEL
   return 1;
@@ -14,7 +14,7 @@ int sf_h5_is_parallel(void)
 #endif
 }
 
-void sf_h5_quiet_begin(sf_h5_quiet *q)
+void sf__h5_quiet_begin(sf__h5_quiet *q)
 {
   if (H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data) < 0) {
     q->func = NULL;
@@ -23,7 +23,7 @@ void sf_h5_quiet_begin(sf_h5_quiet *q)
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
-void sf_h5_quiet_end(const sf_h5_quiet *q)
+void sf__h5_quiet_end(const sf__h5_quiet *q)
 {
   H5Eset_auto2(H5E_DEFAULT, q->func, q->data);
 }
@@ -36,7 +36,7 @@ static herr_t innermost(unsigned n, const H5E_error2_t *err, void *data)
   return 0;
 }
 
-void sf_h5_detail(sf_err *e)
+void sf__h5_detail(sf__err *e)
 {
   char desc[256] = "";
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, desc);
@@ -46,25 +46,27 @@ void sf_h5_detail(sf_err *e)
     snprintf(e->msg + used, sizeof e->msg - used, " (HDF5: %s)", desc);
 }
 
-sf_status sf_h5_open(MPI_Comm comm, const char *path, hid_t *file, sf_err *e)
+slabfeed_status sf__h5_open(MPI_Comm comm, const char *path, hid_t *file,
+                            sf__err *e)
 {
   *file = H5I_INVALID_HID;
   const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   if (fapl < 0)
-    return sf_fail(e, SF_ERR_IO, "H5Pcreate(FILE_ACCESS) failed");
+    return sf__fail(e, SLABFEED_ERR_IO, "H5Pcreate(FILE_ACCESS) failed");
 #ifdef H5_HAVE_PARALLEL
   if (H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0 ||
       H5Pset_all_coll_metadata_ops(fapl, 1) < 0) {
     H5Pclose(fapl);
-    return sf_fail(e, SF_ERR_IO, "cannot set the MPI-IO driver for '%s'", path);
+    return sf__fail(e, SLABFEED_ERR_IO, "cannot set the MPI-IO driver for '%s'",
+                    path);
   }
 #else
   (void)comm;
 #endif
   *file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
   if (*file < 0) { /* read the error stack before any other HDF5 call */
-    sf_fail(e, SF_ERR_IO, "cannot open HDF5 file '%s'", path);
-    sf_h5_detail(e);
+    sf__fail(e, SLABFEED_ERR_IO, "cannot open HDF5 file '%s'", path);
+    sf__h5_detail(e);
   }
   H5Pclose(fapl);
   return e->status;
@@ -73,17 +75,18 @@ sf_status sf_h5_open(MPI_Comm comm, const char *path, hid_t *file, sf_err *e)
 /* Decides the layout of dims: channels-first when dims[0] is smaller than
  * every other extent, channels-last when dims[3] is; anything else (both or
  * neither) is ambiguous. */
-static sf_file_layout guess_layout(const int64_t d[4])
+static slabfeed_file_layout guess_layout(const int64_t d[4])
 {
   const int cf = d[0] < d[1] && d[0] < d[2] && d[0] < d[3];
   const int cl = d[3] < d[0] && d[3] < d[1] && d[3] < d[2];
   if (cf == cl)
-    return SF_LAYOUT_AUTO;
-  return cf ? SF_LAYOUT_CF : SF_LAYOUT_CL;
+    return SLABFEED_LAYOUT_AUTO;
+  return cf ? SLABFEED_LAYOUT_CF : SLABFEED_LAYOUT_CL;
 }
 
-static sf_status describe(hid_t dset, const char *path, const char *name,
-                          sf_file_layout want, sf_dataset_info *info, sf_err *e)
+static slabfeed_status describe(hid_t dset, const char *path, const char *name,
+                                slabfeed_file_layout want,
+                                slabfeed_dataset_info *info, sf__err *e)
 {
   memset(info, 0, sizeof *info);
   const hid_t type = H5Dget_type(dset);
@@ -92,10 +95,10 @@ static sf_status describe(hid_t dset, const char *path, const char *name,
   if (type >= 0)
     H5Tclose(type);
   if (cls != H5T_FLOAT)
-    return sf_fail(e, SF_ERR_FORMAT,
-                   "dataset '%s' in '%s' is not floating point (HDF5 type "
-                   "class %d); slabfeed reads float16/32/64 data only",
-                   name, path, (int)cls);
+    return sf__fail(e, SLABFEED_ERR_FORMAT,
+                    "dataset '%s' in '%s' is not floating point (HDF5 type "
+                    "class %d); slabfeed reads float16/32/64 data only",
+                    name, path, (int)cls);
   info->type_bits = (int)(tsize * 8);
 
   const hid_t space = H5Dget_space(dset);
@@ -106,32 +109,32 @@ static sf_status describe(hid_t dset, const char *path, const char *name,
   if (space >= 0)
     H5Sclose(space);
   if (rank != 4)
-    return sf_fail(e, SF_ERR_FORMAT,
-                   "dataset '%s' in '%s' has rank %d; expected rank 4, "
-                   "(C,Z,Y,X) or (Z,Y,X,C)",
-                   name, path, rank);
+    return sf__fail(e, SLABFEED_ERR_FORMAT,
+                    "dataset '%s' in '%s' has rank %d; expected rank 4, "
+                    "(C,Z,Y,X) or (Z,Y,X,C)",
+                    name, path, rank);
   for (int a = 0; a < 4; a++)
     info->dims[a] = (int64_t)dims[a];
   for (int a = 0; a < 4; a++)
     if (info->dims[a] < 1 || info->dims[a] > 65535)
-      return sf_fail(e, SF_ERR_FORMAT,
-                     "dataset '%s' in '%s' has extent %lld on axis %d; "
-                     "every extent must be in [1, 65535]",
-                     name, path, (long long)info->dims[a], a);
+      return sf__fail(e, SLABFEED_ERR_FORMAT,
+                      "dataset '%s' in '%s' has extent %lld on axis %d; "
+                      "every extent must be in [1, 65535]",
+                      name, path, (long long)info->dims[a], a);
 
-  sf_file_layout lay = want;
-  if (lay == SF_LAYOUT_AUTO)
+  slabfeed_file_layout lay = want;
+  if (lay == SLABFEED_LAYOUT_AUTO)
     lay = guess_layout(info->dims);
-  if (lay == SF_LAYOUT_AUTO)
-    return sf_fail(e, SF_ERR_FORMAT,
-                   "dataset '%s' in '%s' has shape (%lld,%lld,%lld,%lld): "
-                   "layout auto cannot tell channels-first from "
-                   "channels-last; set the layout (cf or cl)",
-                   name, path, (long long)dims[0], (long long)dims[1],
-                   (long long)dims[2], (long long)dims[3]);
+  if (lay == SLABFEED_LAYOUT_AUTO)
+    return sf__fail(e, SLABFEED_ERR_FORMAT,
+                    "dataset '%s' in '%s' has shape (%lld,%lld,%lld,%lld): "
+                    "layout auto cannot tell channels-first from "
+                    "channels-last; set the layout (cf or cl)",
+                    name, path, (long long)dims[0], (long long)dims[1],
+                    (long long)dims[2], (long long)dims[3]);
   info->layout = lay;
-  const int c_axis = lay == SF_LAYOUT_CF ? 0 : 3;
-  const int s0 = lay == SF_LAYOUT_CF ? 1 : 0;
+  const int c_axis = lay == SLABFEED_LAYOUT_CF ? 0 : 3;
+  const int s0 = lay == SLABFEED_LAYOUT_CF ? 1 : 0;
   info->channels = info->dims[c_axis];
   for (int a = 0; a < 3; a++)
     info->shape[a] = info->dims[s0 + a];
@@ -147,26 +150,27 @@ static sf_status describe(hid_t dset, const char *path, const char *name,
   }
   if (dcpl >= 0)
     H5Pclose(dcpl);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-sf_status sf_h5_dataset(hid_t file, const char *path, const char *name,
-                        sf_file_layout want, hid_t *dset, sf_dataset_info *info,
-                        sf_err *e)
+slabfeed_status sf__h5_dataset(hid_t file, const char *path, const char *name,
+                               slabfeed_file_layout want, hid_t *dset,
+                               slabfeed_dataset_info *info, sf__err *e)
 {
   *dset = H5I_INVALID_HID;
   if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
     H5Eclear2(H5E_DEFAULT);
-    return sf_fail(e, SF_ERR_FORMAT, "no dataset '%s' in '%s'", name, path);
+    return sf__fail(e, SLABFEED_ERR_FORMAT, "no dataset '%s' in '%s'", name,
+                    path);
   }
   *dset = H5Dopen2(file, name, H5P_DEFAULT);
   if (*dset < 0) {
-    sf_fail(e, SF_ERR_FORMAT, "'%s' in '%s' is not a readable dataset", name,
-            path);
-    sf_h5_detail(e);
+    sf__fail(e, SLABFEED_ERR_FORMAT, "'%s' in '%s' is not a readable dataset",
+             name, path);
+    sf__h5_detail(e);
     return e->status;
   }
-  if (describe(*dset, path, name, want, info, e) != SF_OK) {
+  if (describe(*dset, path, name, want, info, e) != SLABFEED_OK) {
     H5Dclose(*dset);
     *dset = H5I_INVALID_HID;
   }
@@ -174,13 +178,13 @@ sf_status sf_h5_dataset(hid_t file, const char *path, const char *name,
 }
 
 /* File selection of planes [z, z+n) of channel c. */
-static herr_t select_file(hid_t space, const sf_dataset_info *in, int64_t c,
-                          int64_t z, int64_t n)
+static herr_t select_file(hid_t space, const slabfeed_dataset_info *in,
+                          int64_t c, int64_t z, int64_t n)
 {
   if (n == 0)
     return H5Sselect_none(space);
   hsize_t start[4], count[4];
-  if (in->layout == SF_LAYOUT_CF) {
+  if (in->layout == SLABFEED_LAYOUT_CF) {
     const hsize_t s[4] = {(hsize_t)c, (hsize_t)z, 0, 0};
     const hsize_t k[4] = {1, (hsize_t)n, (hsize_t)in->shape[1],
                           (hsize_t)in->shape[2]};
@@ -196,9 +200,10 @@ static herr_t select_file(hid_t space, const sf_dataset_info *in, int64_t c,
   return H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
 }
 
-sf_status sf_h5_read(hid_t dset, const char *path, const char *name,
-                     const sf_dataset_info *info, const sf_h5_run *runs,
-                     int n_runs, float *dst, int64_t planes, sf_err *e)
+slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
+                            const slabfeed_dataset_info *info,
+                            const sf__h5_run *runs, int n_runs, float *dst,
+                            int64_t planes, sf__err *e)
 {
   const hsize_t mdims[4] = {(hsize_t)info->channels, (hsize_t)planes,
                             (hsize_t)info->shape[1], (hsize_t)info->shape[2]};
@@ -206,17 +211,19 @@ sf_status sf_h5_read(hid_t dset, const char *path, const char *name,
   hid_t mspace = H5Screate_simple(4, mdims, NULL);
   hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   if (fspace < 0 || mspace < 0 || dxpl < 0) {
-    sf_fail(e, SF_ERR_IO, "cannot set up the read of '%s' in '%s'", name, path);
+    sf__fail(e, SLABFEED_ERR_IO, "cannot set up the read of '%s' in '%s'", name,
+             path);
     goto out;
   }
 #ifdef H5_HAVE_PARALLEL
   if (H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0) {
-    sf_fail(e, SF_ERR_IO, "cannot request collective reads of '%s'", name);
+    sf__fail(e, SLABFEED_ERR_IO, "cannot request collective reads of '%s'",
+             name);
     goto out;
   }
 #endif
   for (int i = 0; i < n_runs; i++) {
-    const sf_h5_run *r = &runs[i];
+    const sf__h5_run *r = &runs[i];
     for (int64_t c = 0; c < info->channels; c++) {
       herr_t rc = select_file(fspace, info, c, r->z, r->n);
       if (r->n == 0) {
@@ -231,12 +238,12 @@ sf_status sf_h5_read(hid_t dset, const char *path, const char *name,
       if (rc >= 0)
         rc = H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, dst);
       if (rc < 0) {
-        sf_fail(e, SF_ERR_IO,
-                "reading planes [%lld, %lld) of channel %lld of '%s' in "
-                "'%s' failed",
-                (long long)r->z, (long long)(r->z + r->n), (long long)c, name,
-                path);
-        sf_h5_detail(e);
+        sf__fail(e, SLABFEED_ERR_IO,
+                 "reading planes [%lld, %lld) of channel %lld of '%s' in "
+                 "'%s' failed",
+                 (long long)r->z, (long long)(r->z + r->n), (long long)c, name,
+                 path);
+        sf__h5_detail(e);
         goto out;
       }
     }
@@ -251,30 +258,33 @@ out:
   return e->status;
 }
 
-sf_status sf_describe(const char *path, const char *dataset,
-                      sf_file_layout layout, sf_dataset_info *out, char *errbuf,
-                      size_t errlen)
+slabfeed_status slabfeed_describe(const char *path, const char *dataset,
+                                  slabfeed_file_layout layout,
+                                  slabfeed_dataset_info *out, char *errbuf,
+                                  size_t errlen)
 {
-  sf_err e;
-  sf_err_clear(&e);
+  sf__err e;
+  sf__err_clear(&e);
   if (path == NULL || dataset == NULL || out == NULL) {
-    sf_fail(&e, SF_ERR_ARG, "sf_describe: path, dataset and out are required");
-    sf_err_copy(&e, errbuf, errlen);
+    sf__fail(&e, SLABFEED_ERR_ARG,
+             "slabfeed_describe: path, dataset and out are required");
+    sf__err_copy(&e, errbuf, errlen);
     return e.status;
   }
-  sf_h5_quiet q;
-  sf_h5_quiet_begin(&q);
+  sf__h5_quiet q;
+  sf__h5_quiet_begin(&q);
   hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file < 0) {
-    sf_fail(&e, SF_ERR_IO, "cannot open HDF5 file '%s'", path);
-    sf_h5_detail(&e);
+    sf__fail(&e, SLABFEED_ERR_IO, "cannot open HDF5 file '%s'", path);
+    sf__h5_detail(&e);
   } else {
     hid_t dset;
-    if (sf_h5_dataset(file, path, dataset, layout, &dset, out, &e) == SF_OK)
+    if (sf__h5_dataset(file, path, dataset, layout, &dset, out, &e) ==
+        SLABFEED_OK)
       H5Dclose(dset);
     H5Fclose(file);
   }
-  sf_h5_quiet_end(&q);
-  sf_err_copy(&e, errbuf, errlen);
+  sf__h5_quiet_end(&q);
+  sf__err_copy(&e, errbuf, errlen);
   return e.status;
 }

@@ -8,42 +8,44 @@
 #include "errors.h"
 
 /* True when this build reads with parallel HDF5 (MPI-IO, collective). */
-int sf_h5_is_parallel(void);
+int sf__h5_is_parallel(void);
 
 /* HDF5's automatic error printing, switched off for the library's calls. */
-typedef struct sf_h5_quiet {
+typedef struct sf__h5_quiet {
   H5E_auto2_t func;
   void *data;
-} sf_h5_quiet;
-void sf_h5_quiet_begin(sf_h5_quiet *q);
-void sf_h5_quiet_end(const sf_h5_quiet *q);
+} sf__h5_quiet;
+void sf__h5_quiet_begin(sf__h5_quiet *q);
+void sf__h5_quiet_end(const sf__h5_quiet *q);
 
 /* Collective over comm when HDF5 is parallel (MPI-IO driver, collective
  * metadata reads); otherwise every rank opens the file on its own. Opens
  * `path` read-only into *file. */
-sf_status sf_h5_open(MPI_Comm comm, const char *path, hid_t *file, sf_err *e);
+slabfeed_status sf__h5_open(MPI_Comm comm, const char *path, hid_t *file,
+                            sf__err *e);
 
 /* Opens dataset `name` of `file` and checks it: rank 4, floating point,
  * layout resolved from `want` (AUTO decides from the shape). On success
  * *dset is open and *info filled. Same outcome on every rank. */
-sf_status sf_h5_dataset(hid_t file, const char *path, const char *name,
-                        sf_file_layout want, hid_t *dset, sf_dataset_info *info,
-                        sf_err *e);
+slabfeed_status sf__h5_dataset(hid_t file, const char *path, const char *name,
+                               slabfeed_file_layout want, hid_t *dset,
+                               slabfeed_dataset_info *info, sf__err *e);
 
 /* A transfer of planes [z, z+n) of the box (no wrap) of every channel into
  * planes [off, off+n) of dst, laid out [C][planes][Y][X] floats. n == 0 is
  * an empty transfer, still taking part in collective reads. */
-typedef struct sf_h5_run {
+typedef struct sf__h5_run {
   int64_t z, n, off;
-} sf_h5_run;
+} sf__h5_run;
 
 /* Collective when HDF5 is parallel: every rank calls it with the same
  * n_runs (pad with n == 0 runs). Reads the runs of dataset dset. */
-sf_status sf_h5_read(hid_t dset, const char *path, const char *name,
-                     const sf_dataset_info *info, const sf_h5_run *runs,
-                     int n_runs, float *dst, int64_t planes, sf_err *e);
+slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
+                            const slabfeed_dataset_info *info,
+                            const sf__h5_run *runs, int n_runs, float *dst,
+                            int64_t planes, sf__err *e);
 
 /* Appends HDF5's innermost error description (if any) to *e's message. */
-void sf_h5_detail(sf_err *e);
+void sf__h5_detail(sf__err *e);
 
 #endif

@@ -12,60 +12,62 @@
 
 #define SF_NAME_MAX 256
 
-typedef struct sf_gpu sf_gpu; /* pipeline.c */
+typedef struct sf__gpu sf__gpu; /* pipeline.c */
 
-struct sf_loader {
-  sf_config cfg; /* strings point into the names below */
+struct slabfeed_loader {
+  slabfeed_config cfg; /* strings point into the names below */
   char path[4096], input[SF_NAME_MAX], target[SF_NAME_MAX];
   MPI_Comm comm; /* duplicate of the caller's */
   int rank, size, thread_level;
   int ndsets;
-  sf_store store;
-  sf_sampler sampler;
-  sf_xform xf[SF_MAX_DSETS];
+  sf__store store;
+  sf__sampler sampler;
+  sf__xform xf[SF_MAX_DSETS];
   uint64_t epoch, step, steps_per_epoch;
 
   /* host path */
   float *staging[SF_MAX_DSETS]; /* one staged crop per dataset */
   void *out[SF_MAX_DSETS];      /* prefetch ring of host batches */
   int slot;
-  sf_piece *pieces;
+  sf__piece *pieces;
   int max_pieces;
-  sf_zrun *zruns;  /* scratch of sf_crop_pieces */
+  sf__zrun *zruns; /* scratch of sf__crop_pieces */
   int64_t *origin; /* [prefetch][B][3] */
   int32_t *sym;    /* [prefetch][B] */
   int64_t *sample; /* [prefetch][B] */
 
-  sf_gpu *gpu; /* device path, NULL for host batches */
-  sf_stats stats;
+  sf__gpu *gpu; /* device path, NULL for host batches */
+  slabfeed_stats stats;
   volatile int forked;
   char last_error[SF_ERRLEN];
-  struct sf_loader *next_live; /* registry for the fork handler */
+  struct slabfeed_loader *next_live; /* registry for the fork handler */
 };
 
 /* Records e as the loader's last error; returns e->status. */
-sf_status sf_loader_error(sf_loader *l, const sf_err *e);
+slabfeed_status sf__loader_error(slabfeed_loader *l, const sf__err *e);
 
 /* Sample indices, origins and symmetries of batch (epoch, step) of this
  * rank into the arrays of ring slot `slot`. */
-void sf_loader_plan(sf_loader *l, uint64_t epoch, uint64_t step, int slot);
+void sf__loader_plan(slabfeed_loader *l, uint64_t epoch, uint64_t step,
+                     int slot);
 
 /* Gathers sample b of ring slot `slot` on the host into l->staging. */
-sf_status sf_loader_gather(sf_loader *l, int slot, int b, sf_err *e);
+slabfeed_status sf__loader_gather(slabfeed_loader *l, int slot, int b,
+                                  sf__err *e);
 
 /* Adds gathered bytes to the loader's counters. */
-void sf_loader_count(sf_loader *l, const sf_gather_bytes *b);
+void sf__loader_count(slabfeed_loader *l, const sf__gather_bytes *b);
 
 /* Advances (epoch, step) by one batch. */
-void sf_loader_advance(sf_loader *l);
+void sf__loader_advance(slabfeed_loader *l);
 
 /* Output elements and bytes of one sample of dataset d. */
-int64_t sf_sample_elems(const sf_loader *l, int d);
-int64_t sf_sample_bytes(const sf_loader *l, int d);
+int64_t sf__sample_elems(const slabfeed_loader *l, int d);
+int64_t sf__sample_bytes(const slabfeed_loader *l, int d);
 
 /* Fills the tensors, metadata pointers and position of *out for ring slot
  * `slot` whose data pointers are data[d]. */
-void sf_loader_describe(const sf_loader *l, int slot, void *const data[],
-                        uint64_t epoch, uint64_t step, sf_batch *out);
+void sf__loader_describe(const slabfeed_loader *l, int slot, void *const data[],
+                         uint64_t epoch, uint64_t step, slabfeed_batch *out);
 
 #endif

@@ -2,8 +2,8 @@
  * from other nodes, MPI_Get into pinned staging) to device staging with
  * cudaMemcpy3DAsync on the copy stream, through the fused kernel on the
  * compute stream into a ring of K batch slots. A loader thread produces
- * ahead; sf_next hands out a slot and makes the caller's stream wait on its
- * ready event. All memory, streams and events are taken in sf_gpu_open;
+ * ahead; slabfeed_next hands out a slot and makes the caller's stream wait on
+ * its ready event. All memory, streams and events are taken in sf__gpu_open;
  * nothing after it allocates, registers or synchronises the device. */
 #include "pipeline.h"
 
@@ -20,7 +20,7 @@
 #define SF_STAGES 2 /* crop staging buffers per dataset */
 #endif
 
-struct sf_gpu {
+struct sf__gpu {
   int device;
   cudaStream_t copy, compute, aux;
   float *dstage[SF_STAGES][SF_MAX_DSETS]; /* device crop staging */
@@ -43,7 +43,7 @@ struct sf_gpu {
   pthread_t thread;
   uint64_t produced, released_upto, next;
   uint64_t start_epoch, start_step; /* position of batch 0 */
-  sf_err err;
+  sf__err err;
   cudaStream_t last_stream;
   int have_last;
 };
@@ -54,9 +54,10 @@ struct sf_gpu {
 /* Registers the segments of every rank of the node (the crop sources) so
  * the copy engine reads them directly. One range when the window maps them
  * contiguously, else one per segment. */
-static sf_status register_window(sf_loader *l, sf_gpu *g, sf_err *e)
+static slabfeed_status register_window(slabfeed_loader *l, sf__gpu *g,
+                                       sf__err *e)
 {
-  const sf_store *s = &l->store;
+  const sf__store *s = &l->store;
   char *lo = NULL, *hi = NULL;
   int64_t total = 0;
   for (int r = 0; r < s->size; r++)
@@ -66,76 +67,79 @@ static sf_status register_window(sf_loader *l, sf_gpu *g, sf_err *e)
       hi = hi == NULL || t > hi ? t : hi;
       total += s->peer_bytes[r];
     }
-  sf_err probe;
-  sf_err_clear(&probe);
+  sf__err probe;
+  sf__err_clear(&probe);
   if (lo != NULL && hi - lo <= total + (int64_t)s->node_size * (1 << 22) &&
-      sf_cu_host_register(lo, (size_t)(hi - lo), &probe) == SF_OK) {
+      sf__cu_host_register(lo, (size_t)(hi - lo), &probe) == SLABFEED_OK) {
     g->reg[g->nreg++] = lo;
-    return SF_OK;
+    return SLABFEED_OK;
   }
-  for (int r = 0; r < s->size && e->status == SF_OK; r++)
+  for (int r = 0; r < s->size && e->status == SLABFEED_OK; r++)
     if (s->peer[r] != NULL && s->peer_bytes[r] > 0 && g->nreg < 64 &&
-        sf_cu_host_register(s->peer[r], (size_t)s->peer_bytes[r], e) == SF_OK)
+        sf__cu_host_register(s->peer[r], (size_t)s->peer_bytes[r], e) ==
+            SLABFEED_OK)
       g->reg[g->nreg++] = s->peer[r];
   return e->status;
 }
 
-static sf_status create_objects(sf_loader *l, sf_gpu *g, sf_err *e)
+static slabfeed_status create_objects(slabfeed_loader *l, sf__gpu *g,
+                                      sf__err *e)
 {
-  if (sf_cu_stream_create(&g->copy, e) || sf_cu_stream_create(&g->compute, e) ||
-      sf_cu_stream_create(&g->aux, e))
+  if (sf__cu_stream_create(&g->copy, e) ||
+      sf__cu_stream_create(&g->compute, e) || sf__cu_stream_create(&g->aux, e))
     return e->status;
   for (int i = 0; i < SF_STAGES; i++)
-    if (sf_cu_event_create(&g->staged[i], e) ||
-        sf_cu_event_create(&g->consumed[i], e) ||
-        sf_cu_event_create(&g->h2d_done[i], e))
+    if (sf__cu_event_create(&g->staged[i], e) ||
+        sf__cu_event_create(&g->consumed[i], e) ||
+        sf__cu_event_create(&g->h2d_done[i], e))
       return e->status;
   for (int k = 0; k < g->K; k++)
-    if (sf_cu_event_create(&g->ready[k], e) ||
-        sf_cu_event_create(&g->released[k], e))
+    if (sf__cu_event_create(&g->ready[k], e) ||
+        sf__cu_event_create(&g->released[k], e))
       return e->status;
   for (int i = 0; i < SF_STAGES; i++)
     for (int d = 0; d < l->ndsets; d++) {
-      const size_t bytes = (size_t)sf_sample_elems(l, d) * sizeof(float);
-      if (sf_cu_malloc((void **)&g->dstage[i][d], bytes, e))
+      const size_t bytes = (size_t)sf__sample_elems(l, d) * sizeof(float);
+      if (sf__cu_malloc((void **)&g->dstage[i][d], bytes, e))
         return e->status;
       l->stats.staging_bytes += bytes;
       if (l->store.nodes > 1) {
-        if (sf_cu_host_alloc((void **)&g->hstage[i][d], bytes, e))
+        if (sf__cu_host_alloc((void **)&g->hstage[i][d], bytes, e))
           return e->status;
         l->stats.staging_bytes += bytes;
       }
     }
   for (int k = 0; k < g->K; k++)
     for (int d = 0; d < l->ndsets; d++) {
-      const size_t bytes = (size_t)l->cfg.batch * (size_t)sf_sample_bytes(l, d);
-      if (sf_cu_malloc(&g->slot[k][d], bytes, e))
+      const size_t bytes =
+          (size_t)l->cfg.batch * (size_t)sf__sample_bytes(l, d);
+      if (sf__cu_malloc(&g->slot[k][d], bytes, e))
         return e->status;
       l->stats.staging_bytes += bytes;
     }
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
 static void *loader_thread(void *arg);
 
-sf_status sf_gpu_open(sf_loader *l, sf_err *e)
+slabfeed_status sf__gpu_open(slabfeed_loader *l, sf__err *e)
 {
-  sf_gpu *g = calloc(1, sizeof *g);
+  sf__gpu *g = calloc(1, sizeof *g);
   if (g == NULL)
-    return sf_fail(e, SF_ERR_NOMEM, "cannot allocate the GPU state");
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the GPU state");
   l->gpu = g;
   g->device = l->cfg.device;
   g->K = l->cfg.prefetch;
   pthread_mutex_init(&g->mu, NULL);
   pthread_cond_init(&g->cv, NULL);
-  sf_err_clear(&g->err);
+  sf__err_clear(&g->err);
   int count = 0;
-  sf_cu_device_count(&count);
+  sf__cu_device_count(&count);
   if (l->cfg.device >= count)
-    return sf_fail(e, SF_ERR_CUDA,
-                   "device %d requested but %d CUDA device(s) are visible",
-                   l->cfg.device, count);
-  if (sf_cu_set_device(g->device, e) || register_window(l, g, e) ||
+    return sf__fail(e, SLABFEED_ERR_CUDA,
+                    "device %d requested but %d CUDA device(s) are visible",
+                    l->cfg.device, count);
+  if (sf__cu_set_device(g->device, e) || register_window(l, g, e) ||
       create_objects(l, g, e))
     return e->status;
   g->start_epoch = l->epoch;
@@ -145,13 +149,13 @@ sf_status sf_gpu_open(sf_loader *l, sf_err *e)
   l->stats.loader_thread = g->threaded;
   if (g->threaded) {
     if (pthread_create(&g->thread, NULL, loader_thread, l) != 0)
-      return sf_fail(e, SF_ERR_NOMEM, "cannot start the loader thread");
+      return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot start the loader thread");
     g->running = 1;
   }
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-static void stop_thread(sf_gpu *g)
+static void stop_thread(sf__gpu *g)
 {
   if (!g->running)
     return;
@@ -164,39 +168,39 @@ static void stop_thread(sf_gpu *g)
   g->stop = 0;
 }
 
-void sf_gpu_close(sf_loader *l)
+void sf__gpu_close(slabfeed_loader *l)
 {
-  sf_gpu *g = l->gpu;
+  sf__gpu *g = l->gpu;
   if (g == NULL)
     return;
   stop_thread(g);
-  sf_err e;
-  sf_err_clear(&e);
+  sf__err e;
+  sf__err_clear(&e);
   /* Closing may wait: our streams drain before their memory goes. */
   if (g->copy)
-    sf_cu_stream_sync(g->copy, &e);
+    sf__cu_stream_sync(g->copy, &e);
   if (g->compute)
-    sf_cu_stream_sync(g->compute, &e);
+    sf__cu_stream_sync(g->compute, &e);
   for (int k = 0; k < g->K; k++) {
     for (int d = 0; d < SF_MAX_DSETS; d++)
-      sf_cu_free(g->slot[k][d]);
-    sf_cu_event_destroy(g->ready[k]);
-    sf_cu_event_destroy(g->released[k]);
+      sf__cu_free(g->slot[k][d]);
+    sf__cu_event_destroy(g->ready[k]);
+    sf__cu_event_destroy(g->released[k]);
   }
   for (int i = 0; i < SF_STAGES; i++) {
     for (int d = 0; d < SF_MAX_DSETS; d++) {
-      sf_cu_free(g->dstage[i][d]);
-      sf_cu_free_host(g->hstage[i][d]);
+      sf__cu_free(g->dstage[i][d]);
+      sf__cu_free_host(g->hstage[i][d]);
     }
-    sf_cu_event_destroy(g->staged[i]);
-    sf_cu_event_destroy(g->consumed[i]);
-    sf_cu_event_destroy(g->h2d_done[i]);
+    sf__cu_event_destroy(g->staged[i]);
+    sf__cu_event_destroy(g->consumed[i]);
+    sf__cu_event_destroy(g->h2d_done[i]);
   }
   for (int i = 0; i < g->nreg; i++)
-    sf_cu_host_unregister(g->reg[i]);
-  sf_cu_stream_destroy(g->copy);
-  sf_cu_stream_destroy(g->compute);
-  sf_cu_stream_destroy(g->aux);
+    sf__cu_host_unregister(g->reg[i]);
+  sf__cu_stream_destroy(g->copy);
+  sf__cu_stream_destroy(g->compute);
+  sf__cu_stream_destroy(g->aux);
   pthread_mutex_destroy(&g->mu);
   pthread_cond_destroy(&g->cv);
   free(g);
@@ -208,10 +212,11 @@ void sf_gpu_close(sf_loader *l)
 
 /* cudaMemcpy3DAsync of channel c of piece p from a host array laid out
  * [C][depth][rows][row] (floats) at (z, y, x) into the device crop. */
-static sf_status copy_piece(const sf_loader *l, const float *src, int64_t depth,
-                            int64_t rows, int64_t row, int64_t z, int64_t y,
-                            int64_t x, int64_t c, const sf_piece *p, float *dst,
-                            cudaStream_t s, sf_err *e)
+static slabfeed_status copy_piece(const slabfeed_loader *l, const float *src,
+                                  int64_t depth, int64_t rows, int64_t row,
+                                  int64_t z, int64_t y, int64_t x, int64_t c,
+                                  const sf__piece *p, float *dst,
+                                  cudaStream_t s, sf__err *e)
 {
   const int64_t *cr = l->cfg.crop;
   struct cudaMemcpy3DParms m;
@@ -234,55 +239,56 @@ static sf_status copy_piece(const sf_loader *l, const float *src, int64_t depth,
   m.extent.height = (size_t)p->n[1];
   m.extent.depth = (size_t)p->n[0];
   m.kind = cudaMemcpyHostToDevice;
-  return sf_cu_copy3d(&m, s, e);
+  return sf__cu_copy3d(&m, s, e);
 }
 
 /* Pieces from other nodes: MPI_Get into the pinned stage (once the DMA
  * that last read it is done), completed before the copies are enqueued. */
-static sf_status get_remote(sf_loader *l, sf_gpu *g, int st, int n, sf_err *e)
+static slabfeed_status get_remote(slabfeed_loader *l, sf__gpu *g, int st, int n,
+                                  sf__err *e)
 {
-  sf_store *s = &l->store;
+  sf__store *s = &l->store;
   int any = 0;
   for (int i = 0; i < n; i++)
     any |= s->peer[l->pieces[i].src] == NULL;
   if (!any)
-    return SF_OK;
+    return SLABFEED_OK;
   SF_RANGE_PUSH("get");
   if (g->h2d_pending[st])
-    sf_cu_event_sync(g->h2d_done[st], e);
-  for (int i = 0; i < n && e->status == SF_OK; i++)
+    sf__cu_event_sync(g->h2d_done[st], e);
+  for (int i = 0; i < n && e->status == SLABFEED_OK; i++)
     if (s->peer[l->pieces[i].src] == NULL)
-      for (int d = 0; d < l->ndsets && e->status == SF_OK; d++)
-        sf_gather_get(s, d, &l->pieces[i], l->cfg.crop, g->hstage[st][d], e);
-  if (e->status == SF_OK)
-    sf_gather_complete(s, e);
+      for (int d = 0; d < l->ndsets && e->status == SLABFEED_OK; d++)
+        sf__gather_get(s, d, &l->pieces[i], l->cfg.crop, g->hstage[st][d], e);
+  if (e->status == SLABFEED_OK)
+    sf__gather_complete(s, e);
   SF_RANGE_POP();
   return e->status;
 }
 
-static sf_status stage_crop(sf_loader *l, sf_gpu *g, int slot, int b, int st,
-                            sf_err *e)
+static slabfeed_status stage_crop(slabfeed_loader *l, sf__gpu *g, int slot,
+                                  int b, int st, sf__err *e)
 {
-  sf_store *s = &l->store;
+  sf__store *s = &l->store;
   const size_t i = (size_t)slot * (size_t)l->cfg.batch + (size_t)b;
   SF_RANGE_PUSH("plan");
   const int n =
-      sf_crop_pieces(s, &l->origin[3 * i], l->cfg.crop, l->pieces, l->zruns);
+      sf__crop_pieces(s, &l->origin[3 * i], l->cfg.crop, l->pieces, l->zruns);
   SF_RANGE_POP();
-  if (get_remote(l, g, st, n, e) != SF_OK)
+  if (get_remote(l, g, st, n, e) != SLABFEED_OK)
     return e->status;
   SF_RANGE_PUSH("h2d");
   const double t0 = MPI_Wtime();
-  sf_gather_bytes gb = {0, 0, 0};
-  for (int k = 0; k < n && e->status == SF_OK; k++) {
-    const sf_piece *p = &l->pieces[k];
-    for (int d = 0; d < l->ndsets && e->status == SF_OK; d++) {
+  sf__gather_bytes gb = {0, 0, 0};
+  for (int k = 0; k < n && e->status == SLABFEED_OK; k++) {
+    const sf__piece *p = &l->pieces[k];
+    for (int d = 0; d < l->ndsets && e->status == SLABFEED_OK; d++) {
       const int64_t C = s->channels[d];
-      for (int64_t c = 0; c < C && e->status == SF_OK; c++) {
+      for (int64_t c = 0; c < C && e->status == SLABFEED_OK; c++) {
         if (s->peer[p->src] != NULL) {
           const float *seg =
-              (const float *)(s->peer[p->src] + sf_store_offset(s, p->src, d));
-          copy_piece(l, seg, sf_store_planes(s, p->src), s->shape[1],
+              (const float *)(s->peer[p->src] + sf__store_offset(s, p->src, d));
+          copy_piece(l, seg, sf__store_planes(s, p->src), s->shape[1],
                      s->shape[2], p->q, p->y, p->x, c, p, g->dstage[st][d],
                      g->copy, e);
         } else {
@@ -291,12 +297,12 @@ static sf_status stage_crop(sf_loader *l, sf_gpu *g, int slot, int b, int st,
                      g->dstage[st][d], g->copy, e);
         }
       }
-      sf_piece_account(s, d, p, &gb);
+      sf__piece_account(s, d, p, &gb);
     }
   }
-  sf_loader_count(l, &gb);
-  if (e->status == SF_OK && gb.remote > 0 &&
-      sf_cu_record(g->h2d_done[st], g->copy, e) == SF_OK)
+  sf__loader_count(l, &gb);
+  if (e->status == SLABFEED_OK && gb.remote > 0 &&
+      sf__cu_record(g->h2d_done[st], g->copy, e) == SLABFEED_OK)
     g->h2d_pending[st] = 1;
   l->stats.t_h2d += MPI_Wtime() - t0;
   SF_RANGE_POP();
@@ -304,7 +310,7 @@ static sf_status stage_crop(sf_loader *l, sf_gpu *g, int slot, int b, int st,
 }
 
 /* Position (epoch, step) of batch n of the current generation. */
-static void position(const sf_loader *l, const sf_gpu *g, uint64_t n,
+static void position(const slabfeed_loader *l, const sf__gpu *g, uint64_t n,
                      uint64_t *epoch, uint64_t *step)
 {
   const uint64_t s = g->start_step + n;
@@ -312,62 +318,62 @@ static void position(const sf_loader *l, const sf_gpu *g, uint64_t n,
   *step = s % l->steps_per_epoch;
 }
 
-static sf_status produce(sf_loader *l, uint64_t n, sf_err *e)
+static slabfeed_status produce(slabfeed_loader *l, uint64_t n, sf__err *e)
 {
-  sf_gpu *g = l->gpu;
+  sf__gpu *g = l->gpu;
   const int slot = (int)(n % (uint64_t)g->K);
   uint64_t epoch, step;
   position(l, g, n, &epoch, &step);
   double t = MPI_Wtime();
-  sf_loader_plan(l, epoch, step, slot);
+  sf__loader_plan(l, epoch, step, slot);
   l->stats.t_plan += MPI_Wtime() - t;
   /* The slot's last batch must be released by the consumer's stream. */
   if (g->release_pending[slot]) {
-    if (sf_cu_wait(g->compute, g->released[slot], e))
+    if (sf__cu_wait(g->compute, g->released[slot], e))
       return e->status;
     g->release_pending[slot] = 0;
   }
-  for (int b = 0; b < l->cfg.batch && e->status == SF_OK; b++) {
+  for (int b = 0; b < l->cfg.batch && e->status == SLABFEED_OK; b++) {
     const int st = g->stage;
     g->stage = (g->stage + 1) % SF_STAGES;
     /* Staging st is free once the transform that last read it is done. */
-    if (sf_cu_wait(g->copy, g->consumed[st], e) ||
+    if (sf__cu_wait(g->copy, g->consumed[st], e) ||
         stage_crop(l, g, slot, b, st, e) ||
-        sf_cu_record(g->staged[st], g->copy, e) ||
-        sf_cu_wait(g->compute, g->staged[st], e))
+        sf__cu_record(g->staged[st], g->copy, e) ||
+        sf__cu_wait(g->compute, g->staged[st], e))
       break;
     SF_RANGE_PUSH("transform");
     t = MPI_Wtime();
     const int32_t sym = l->sym[(size_t)slot * (size_t)l->cfg.batch + (size_t)b];
-    for (int d = 0; d < l->ndsets && e->status == SF_OK; d++) {
-      sf_kparams k;
-      sf_kparams_make(&l->xf[d], sym, &k);
+    for (int d = 0; d < l->ndsets && e->status == SLABFEED_OK; d++) {
+      sf__kparams k;
+      sf__kparams_make(&l->xf[d], sym, &k);
       char *out =
-          (char *)g->slot[slot][d] + (size_t)b * (size_t)sf_sample_bytes(l, d);
+          (char *)g->slot[slot][d] + (size_t)b * (size_t)sf__sample_bytes(l, d);
       const cudaError_t rc =
-          sf_transform_launch(&k, g->dstage[st][d], out, g->compute);
+          sf__transform_launch(&k, g->dstage[st][d], out, g->compute);
       if (rc != cudaSuccess)
-        sf_cuda_fail(e, rc, "transform kernel launch");
+        sf__cuda_fail(e, rc, "transform kernel launch");
       else
-        sf_cu_launched("transform kernel", e);
+        sf__cu_launched("transform kernel", e);
     }
     l->stats.t_transform += MPI_Wtime() - t;
     SF_RANGE_POP();
-    if (e->status == SF_OK)
-      sf_cu_record(g->consumed[st], g->compute, e);
+    if (e->status == SLABFEED_OK)
+      sf__cu_record(g->consumed[st], g->compute, e);
   }
-  if (e->status == SF_OK)
-    sf_cu_record(g->ready[slot], g->compute, e);
+  if (e->status == SLABFEED_OK)
+    sf__cu_record(g->ready[slot], g->compute, e);
   return e->status;
 }
 
 static void *loader_thread(void *arg)
 {
-  sf_loader *l = arg;
-  sf_gpu *g = l->gpu;
-  sf_err e;
-  sf_err_clear(&e);
-  if (sf_cu_set_device(g->device, &e) != SF_OK) {
+  slabfeed_loader *l = arg;
+  sf__gpu *g = l->gpu;
+  sf__err e;
+  sf__err_clear(&e);
+  if (sf__cu_set_device(g->device, &e) != SLABFEED_OK) {
     pthread_mutex_lock(&g->mu);
     g->err = e;
     g->failed = 1;
@@ -386,7 +392,7 @@ static void *loader_thread(void *arg)
       break;
     produce(l, n, &e);
     pthread_mutex_lock(&g->mu);
-    if (e.status != SF_OK) {
+    if (e.status != SLABFEED_OK) {
       g->err = e;
       g->failed = 1;
     } else {
@@ -404,33 +410,35 @@ static void *loader_thread(void *arg)
 /* ---- Handing out ------------------------------------------------------------
  */
 
-sf_status sf_gpu_next(sf_loader *l, sf_batch *out, void *stream)
+slabfeed_status sf__gpu_next(slabfeed_loader *l, slabfeed_batch *out,
+                             void *stream)
 {
-  sf_gpu *g = l->gpu;
-  sf_err e;
-  sf_err_clear(&e);
+  sf__gpu *g = l->gpu;
+  sf__err e;
+  sf__err_clear(&e);
   cudaStream_t s = (cudaStream_t)stream;
   const uint64_t n = g->next;
   /* The caller's stream must live on the loader's device: events cannot
    * be recorded across devices. Checked once per new stream. */
   if (!g->have_last || s != g->last_stream) {
     int dev = -1;
-    if (s != NULL && sf_cu_stream_device(s, &dev, &e) != SF_OK)
-      return sf_loader_error(l, &e);
+    if (s != NULL && sf__cu_stream_device(s, &dev, &e) != SLABFEED_OK)
+      return sf__loader_error(l, &e);
     if (s != NULL && dev != g->device) {
-      sf_fail(&e, SF_ERR_ARG,
-              "sf_next: the stream belongs to device %d but the loader's "
-              "batches live on device %d",
-              dev, g->device);
-      return sf_loader_error(l, &e);
+      sf__fail(
+          &e, SLABFEED_ERR_ARG,
+          "slabfeed_next: the stream belongs to device %d but the loader's "
+          "batches live on device %d",
+          dev, g->device);
+      return sf__loader_error(l, &e);
     }
   }
   /* The previous batch is released once `s` gets past this point; the
    * producer waits for that before it writes the slot again. */
   if (g->have_last) {
     const uint64_t prev = (n - 1) % (uint64_t)g->K;
-    if (sf_cu_record(g->released[prev], s, &e))
-      return sf_loader_error(l, &e);
+    if (sf__cu_record(g->released[prev], s, &e))
+      return sf__loader_error(l, &e);
     g->release_pending[prev] = 1;
   }
   g->last_stream = s;
@@ -445,7 +453,7 @@ sf_status sf_gpu_next(sf_loader *l, sf_batch *out, void *stream)
       pthread_cond_wait(&g->cv, &g->mu);
   } else {
     while (!g->failed && g->produced < g->released_upto + (uint64_t)g->K) {
-      if (produce(l, g->produced, &g->err) != SF_OK)
+      if (produce(l, g->produced, &g->err) != SLABFEED_OK)
         g->failed = 1;
       else
         g->produced++;
@@ -458,29 +466,30 @@ sf_status sf_gpu_next(sf_loader *l, sf_batch *out, void *stream)
   l->stats.t_wait += MPI_Wtime() - t0;
   SF_RANGE_POP();
   if (failed)
-    return sf_loader_error(l, &e);
+    return sf__loader_error(l, &e);
   const int slot = (int)(n % (uint64_t)g->K);
-  if (sf_cu_wait(s, g->ready[slot], &e))
-    return sf_loader_error(l, &e);
+  if (sf__cu_wait(s, g->ready[slot], &e))
+    return sf__loader_error(l, &e);
   uint64_t epoch, step;
   position(l, g, n, &epoch, &step);
-  sf_loader_describe(l, slot, g->slot[slot], epoch, step, out);
+  sf__loader_describe(l, slot, g->slot[slot], epoch, step, out);
   out->ready_event = g->ready[slot];
   g->next = n + 1;
   for (int d = 0; d < l->ndsets; d++)
-    l->stats.bytes_out += (uint64_t)(l->cfg.batch * sf_sample_bytes(l, d));
+    l->stats.bytes_out += (uint64_t)(l->cfg.batch * sf__sample_bytes(l, d));
   l->stats.batches++;
   l->stats.samples += (uint64_t)l->cfg.batch;
-  /* Keep the host-side position in step for sf_seek/sf_next callers. */
+  /* Keep the host-side position in step for slabfeed_seek/slabfeed_next
+   * callers. */
   position(l, g, n + 1, &l->epoch, &l->step);
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-sf_status sf_gpu_seek(sf_loader *l, uint64_t epoch, uint64_t step)
+slabfeed_status sf__gpu_seek(slabfeed_loader *l, uint64_t epoch, uint64_t step)
 {
-  sf_gpu *g = l->gpu;
-  sf_err e;
-  sf_err_clear(&e);
+  sf__gpu *g = l->gpu;
+  sf__err e;
+  sf__err_clear(&e);
   stop_thread(g);
   if (g->failed) {
     snprintf(l->last_error, sizeof l->last_error, "%s", g->err.msg);
@@ -490,8 +499,8 @@ sf_status sf_gpu_seek(sf_loader *l, uint64_t epoch, uint64_t step)
    * passes this point; the next generation waits on that. */
   if (g->have_last)
     for (int k = 0; k < g->K; k++) {
-      if (sf_cu_record(g->released[k], g->last_stream, &e))
-        return sf_loader_error(l, &e);
+      if (sf__cu_record(g->released[k], g->last_stream, &e))
+        return sf__loader_error(l, &e);
       g->release_pending[k] = 1;
     }
   g->start_epoch = epoch;
@@ -505,33 +514,33 @@ sf_status sf_gpu_seek(sf_loader *l, uint64_t epoch, uint64_t step)
     if (pthread_create(&g->thread, NULL, loader_thread, l) != 0) {
       snprintf(l->last_error, sizeof l->last_error,
                "cannot restart the loader thread");
-      return SF_ERR_NOMEM;
+      return SLABFEED_ERR_NOMEM;
     }
     g->running = 1;
   }
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
-sf_status sf_gpu_copy_to_host(sf_loader *l, const void *src, size_t bytes,
-                              void *dst)
+slabfeed_status sf__gpu_copy_to_host(slabfeed_loader *l, const void *src,
+                                     size_t bytes, void *dst)
 {
-  sf_gpu *g = l->gpu;
+  sf__gpu *g = l->gpu;
   const char *p = src;
   for (int k = 0; k < g->K; k++)
     for (int d = 0; d < l->ndsets; d++) {
       const char *base = g->slot[k][d];
-      const size_t size = (size_t)l->cfg.batch * (size_t)sf_sample_bytes(l, d);
+      const size_t size = (size_t)l->cfg.batch * (size_t)sf__sample_bytes(l, d);
       if (p < base || p + bytes > base + size)
         continue;
-      sf_err e;
-      sf_err_clear(&e);
-      if (sf_cu_wait(g->aux, g->ready[k], &e) ||
-          sf_cu_copy(dst, src, bytes, cudaMemcpyDeviceToHost, g->aux, &e) ||
-          sf_cu_stream_sync(g->aux, &e))
-        return sf_loader_error(l, &e);
-      return SF_OK;
+      sf__err e;
+      sf__err_clear(&e);
+      if (sf__cu_wait(g->aux, g->ready[k], &e) ||
+          sf__cu_copy(dst, src, bytes, cudaMemcpyDeviceToHost, g->aux, &e) ||
+          sf__cu_stream_sync(g->aux, &e))
+        return sf__loader_error(l, &e);
+      return SLABFEED_OK;
     }
   snprintf(l->last_error, sizeof l->last_error,
-           "sf_copy_to_host: the tensor is not a batch of this loader");
-  return SF_ERR_ARG;
+           "slabfeed_copy_to_host: the tensor is not a batch of this loader");
+  return SLABFEED_ERR_ARG;
 }

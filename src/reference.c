@@ -10,7 +10,7 @@
 #include "geometry.h"
 #include "h5slab.h"
 
-struct sf_reader {
+struct slabfeed_reader {
   hid_t file;
   char path[4096];
   float *stage;
@@ -18,43 +18,43 @@ struct sf_reader {
   char error[SF_ERRLEN];
 };
 
-sf_status sf_reader_open(const char *path, sf_reader **out, char *errbuf,
-                         size_t errlen)
+slabfeed_status slabfeed_reader_open(const char *path, slabfeed_reader **out,
+                                     char *errbuf, size_t errlen)
 {
-  sf_err e;
-  sf_err_clear(&e);
+  sf__err e;
+  sf__err_clear(&e);
   *out = NULL;
-  sf_reader *r = calloc(1, sizeof *r);
+  slabfeed_reader *r = calloc(1, sizeof *r);
   if (r == NULL)
-    sf_fail(&e, SF_ERR_NOMEM, "cannot allocate a reader");
+    sf__fail(&e, SLABFEED_ERR_NOMEM, "cannot allocate a reader");
   else if (path == NULL || strlen(path) >= sizeof r->path)
-    sf_fail(&e, SF_ERR_ARG, "reader: bad path");
-  if (e.status == SF_OK) {
+    sf__fail(&e, SLABFEED_ERR_ARG, "reader: bad path");
+  if (e.status == SLABFEED_OK) {
     snprintf(r->path, sizeof r->path, "%s", path);
-    sf_h5_quiet q;
-    sf_h5_quiet_begin(&q);
+    sf__h5_quiet q;
+    sf__h5_quiet_begin(&q);
     r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (r->file < 0) {
-      sf_fail(&e, SF_ERR_IO, "cannot open HDF5 file '%s'", path);
-      sf_h5_detail(&e);
+      sf__fail(&e, SLABFEED_ERR_IO, "cannot open HDF5 file '%s'", path);
+      sf__h5_detail(&e);
     }
-    sf_h5_quiet_end(&q);
+    sf__h5_quiet_end(&q);
   }
-  if (e.status != SF_OK) {
+  if (e.status != SLABFEED_OK) {
     free(r);
-    sf_err_copy(&e, errbuf, errlen);
+    sf__err_copy(&e, errbuf, errlen);
     return e.status;
   }
   *out = r;
-  return SF_OK;
+  return SLABFEED_OK;
 }
 
 /* Reads box [o, o+n) of channel c (no wrap) into the staged crop at d. */
-static herr_t read_box(hid_t dset, const sf_dataset_info *in, int64_t c,
+static herr_t read_box(hid_t dset, const slabfeed_dataset_info *in, int64_t c,
                        const int64_t o[3], const int64_t n[3],
                        const int64_t d[3], const int64_t crop[3], float *stage)
 {
-  const int cf = in->layout == SF_LAYOUT_CF;
+  const int cf = in->layout == SLABFEED_LAYOUT_CF;
   hsize_t fstart[4], fcount[4];
   fstart[cf ? 0 : 3] = (hsize_t)c;
   fcount[cf ? 0 : 3] = 1;
@@ -82,44 +82,46 @@ static herr_t read_box(hid_t dset, const sf_dataset_info *in, int64_t c,
   return rc;
 }
 
-sf_status sf_reader_crop(sf_reader *r, const char *dataset,
-                         sf_file_layout layout, const int64_t origin[3],
-                         const int64_t crop[3], int symmetry, int ngroups,
-                         const int (*groups)[3], sf_dtype dtype,
-                         sf_out_layout out_layout, void *out)
+slabfeed_status slabfeed_reader_crop(slabfeed_reader *r, const char *dataset,
+                                     slabfeed_file_layout layout,
+                                     const int64_t origin[3],
+                                     const int64_t crop[3], int symmetry,
+                                     int ngroups, const int (*groups)[3],
+                                     slabfeed_dtype dtype,
+                                     slabfeed_out_layout out_layout, void *out)
 {
-  sf_err e;
-  sf_err_clear(&e);
-  sf_h5_quiet q;
-  sf_h5_quiet_begin(&q);
+  sf__err e;
+  sf__err_clear(&e);
+  sf__h5_quiet q;
+  sf__h5_quiet_begin(&q);
   hid_t dset = H5I_INVALID_HID;
-  sf_dataset_info in;
+  slabfeed_dataset_info in;
   memset(&in, 0, sizeof in);
-  if (sf_h5_dataset(r->file, r->path, dataset, layout, &dset, &in, &e) ==
-      SF_OK) {
+  if (sf__h5_dataset(r->file, r->path, dataset, layout, &dset, &in, &e) ==
+      SLABFEED_OK) {
     for (int a = 0; a < 3; a++)
       if (origin[a] < 0 || origin[a] >= in.shape[a] || crop[a] < 1 ||
           crop[a] > in.shape[a])
-        sf_fail(&e, SF_ERR_ARG,
-                "reader: origin/crop outside the box on axis %d", a);
+        sf__fail(&e, SLABFEED_ERR_ARG,
+                 "reader: origin/crop outside the box on axis %d", a);
     if (in.channels > 64)
-      sf_fail(&e, SF_ERR_ARG, "reader: '%s' has more than 64 channels",
-              dataset);
+      sf__fail(&e, SLABFEED_ERR_ARG, "reader: '%s' has more than 64 channels",
+               dataset);
   }
   const size_t elems = (size_t)(in.channels * crop[0] * crop[1] * crop[2]);
-  if (e.status == SF_OK && elems > r->stage_elems) {
+  if (e.status == SLABFEED_OK && elems > r->stage_elems) {
     float *p = realloc(r->stage, elems * sizeof *p);
     if (p == NULL)
-      sf_fail(&e, SF_ERR_NOMEM, "reader: cannot allocate the crop");
+      sf__fail(&e, SLABFEED_ERR_NOMEM, "reader: cannot allocate the crop");
     else
       r->stage = p, r->stage_elems = elems;
   }
-  if (e.status == SF_OK) {
-    sf_run runs[3][2];
+  if (e.status == SLABFEED_OK) {
+    sf__run runs[3][2];
     int nr[3];
     for (int a = 0; a < 3; a++)
-      nr[a] = sf_periodic_split(origin[a], crop[a], in.shape[a], runs[a]);
-    for (int64_t c = 0; c < in.channels && e.status == SF_OK; c++)
+      nr[a] = sf__periodic_split(origin[a], crop[a], in.shape[a], runs[a]);
+    for (int64_t c = 0; c < in.channels && e.status == SLABFEED_OK; c++)
       for (int i = 0; i < nr[0]; i++)
         for (int j = 0; j < nr[1]; j++)
           for (int k = 0; k < nr[2]; k++) {
@@ -130,32 +132,34 @@ sf_status sf_reader_crop(sf_reader *r, const char *dataset,
             const int64_t d[3] = {runs[0][i].crop_off, runs[1][j].crop_off,
                                   runs[2][k].crop_off};
             if (read_box(dset, &in, c, o, n, d, crop, r->stage) < 0) {
-              sf_fail(&e, SF_ERR_IO, "reader: reading '%s' failed", dataset);
-              sf_h5_detail(&e);
+              sf__fail(&e, SLABFEED_ERR_IO, "reader: reading '%s' failed",
+                       dataset);
+              sf__h5_detail(&e);
             }
           }
   }
   if (dset >= 0)
     H5Dclose(dset);
-  sf_h5_quiet_end(&q);
-  if (e.status == SF_OK) {
-    if (sf_transform_host(r->stage, crop, (int)in.channels, symmetry, ngroups,
-                          groups, dtype, out_layout, out) != SF_OK)
-      sf_fail(&e, SF_ERR_ARG,
-              "reader: bad symmetry %d, vector groups or output options for "
-              "'%s' (%lld channels)",
-              symmetry, dataset, (long long)in.channels);
+  sf__h5_quiet_end(&q);
+  if (e.status == SLABFEED_OK) {
+    if (slabfeed_transform_host(r->stage, crop, (int)in.channels, symmetry,
+                                ngroups, groups, dtype, out_layout,
+                                out) != SLABFEED_OK)
+      sf__fail(&e, SLABFEED_ERR_ARG,
+               "reader: bad symmetry %d, vector groups or output options for "
+               "'%s' (%lld channels)",
+               symmetry, dataset, (long long)in.channels);
   }
   snprintf(r->error, sizeof r->error, "%s", e.msg);
   return e.status;
 }
 
-const char *sf_reader_error(const sf_reader *r)
+const char *slabfeed_reader_error(const slabfeed_reader *r)
 {
   return r ? r->error : "";
 }
 
-void sf_reader_close(sf_reader *r)
+void slabfeed_reader_close(slabfeed_reader *r)
 {
   if (r == NULL)
     return;

@@ -5,34 +5,34 @@
 #define SF_GOLDEN 0x9e3779b97f4a7c15ULL
 #define SF_MULT 0xd1b54a32d192ed03ULL
 
-uint64_t sf_hash(uint64_t seed, uint64_t epoch, uint64_t k, uint32_t draw)
+uint64_t sf__hash(uint64_t seed, uint64_t epoch, uint64_t k, uint32_t draw)
 {
-  uint64_t h = sf_fmix64(seed ^ SF_GOLDEN);
-  h = sf_fmix64(h + SF_GOLDEN * (epoch + 1));
-  return sf_fmix64(h ^ (SF_MULT * k + draw));
+  uint64_t h = sf__fmix64(seed ^ SF_GOLDEN);
+  h = sf__fmix64(h + SF_GOLDEN * (epoch + 1));
+  return sf__fmix64(h ^ (SF_MULT * k + draw));
 }
 
-void sf_sampler_init(sf_sampler *s, const int64_t shape[3], uint64_t seed,
-                     sf_symmetries set)
+void sf__sampler_init(sf__sampler *s, const int64_t shape[3], uint64_t seed,
+                      slabfeed_symmetries set)
 {
   for (int a = 0; a < 3; a++)
     s->shape[a] = shape[a];
   s->seed = seed;
   s->nsym = 0;
   for (int g = 0; g < SF_NSYM; g++) {
-    const int keep = set == SF_SYM_ALL ||
-                     (set == SF_SYM_ROTATIONS && sf_sym_det(g) > 0) ||
-                     (set == SF_SYM_NONE && g == 0);
+    const int keep = set == SLABFEED_SYM_ALL ||
+                     (set == SLABFEED_SYM_ROTATIONS && sf__sym_det(g) > 0) ||
+                     (set == SLABFEED_SYM_NONE && g == 0);
     if (keep)
       s->sym[s->nsym++] = g;
   }
 }
 
-void sf_sampler_draw(const sf_sampler *s, uint64_t epoch, uint64_t k,
-                     int64_t origin[3], int32_t *sym)
+void sf__sampler_draw(const sf__sampler *s, uint64_t epoch, uint64_t k,
+                      int64_t origin[3], int32_t *sym)
 {
   for (int a = 0; a < 3; a++)
-    origin[a] = (int64_t)sf_uniform(sf_hash(s->seed, epoch, k, (uint32_t)a),
-                                    (uint64_t)s->shape[a]);
-  *sym = s->sym[sf_uniform(sf_hash(s->seed, epoch, k, 3), (uint64_t)s->nsym)];
+    origin[a] = (int64_t)sf__uniform(sf__hash(s->seed, epoch, k, (uint32_t)a),
+                                     (uint64_t)s->shape[a]);
+  *sym = s->sym[sf__uniform(sf__hash(s->seed, epoch, k, 3), (uint64_t)s->nsym)];
 }

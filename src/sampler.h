@@ -2,7 +2,7 @@
  *
  * Every random number is a pure function of (seed, epoch, sample index,
  * draw index): rank count, thread count and call order do not matter.
- *   sf_hash(s, e, k, j) = fmix64(fmix64(fmix64(s ^ G) + G*(e+1)) ^ (M*k + j))
+ *   sf__hash(s, e, k, j) = fmix64(fmix64(fmix64(s ^ G) + G*(e+1)) ^ (M*k + j))
  * with G = 0x9e3779b97f4a7c15, M = 0xd1b54a32d192ed03 and fmix64 the
  * MurmurHash3 finaliser (a bijection of 64-bit words). A uniform integer in
  * [0, n) is the high word of the 128-bit product hash * n (bias below
@@ -16,7 +16,7 @@
 
 #include "slabfeed.h"
 
-static inline uint64_t sf_fmix64(uint64_t h)
+static inline uint64_t sf__fmix64(uint64_t h)
 {
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdULL;
@@ -26,27 +26,27 @@ static inline uint64_t sf_fmix64(uint64_t h)
   return h;
 }
 
-uint64_t sf_hash(uint64_t seed, uint64_t epoch, uint64_t k, uint32_t draw);
+uint64_t sf__hash(uint64_t seed, uint64_t epoch, uint64_t k, uint32_t draw);
 
 /* Uniform integer in [0, n) from a 64-bit hash (n >= 1). */
-static inline uint64_t sf_uniform(uint64_t h, uint64_t n)
+static inline uint64_t sf__uniform(uint64_t h, uint64_t n)
 {
   return (uint64_t)(((unsigned __int128)h * n) >> 64);
 }
 
 /* The sampler: box shape, symmetry set, seed. */
-typedef struct sf_sampler {
+typedef struct sf__sampler {
   int64_t shape[3];
   uint64_t seed;
   int nsym;        /* 48, 24 or 1 */
   int32_t sym[48]; /* the ids drawn from, increasing */
-} sf_sampler;
+} sf__sampler;
 
-void sf_sampler_init(sf_sampler *s, const int64_t shape[3], uint64_t seed,
-                     sf_symmetries set);
+void sf__sampler_init(sf__sampler *s, const int64_t shape[3], uint64_t seed,
+                      slabfeed_symmetries set);
 
 /* Origin (z,y,x) and symmetry id of global sample k of epoch e. */
-void sf_sampler_draw(const sf_sampler *s, uint64_t epoch, uint64_t k,
-                     int64_t origin[3], int32_t *sym);
+void sf__sampler_draw(const sf__sampler *s, uint64_t epoch, uint64_t k,
+                      int64_t origin[3], int32_t *sym);
 
 #endif

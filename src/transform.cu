@@ -15,7 +15,7 @@
 //     of 8 when there are more than 9), converted as they are loaded into
 //     a tile kept in output order, so that a tile row — 32 voxels x C
 //     channels — leaves as one contiguous run of 32-bit stores.
-// Offsets inside one sample are 32-bit (sf_open bounds a sample to 2^31
+// Offsets inside one sample are 32-bit (slabfeed_open bounds a sample to 2^31
 // elements).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -68,11 +68,11 @@ __device__ __forceinline__ typename Elem<DTYPE>::T convert(float v)
   } else {
     const uint32_t x = __float_as_uint(v);
     if constexpr (DTYPE == 1)
-      return sf_f32_is_nan(x) ? sf_f16_of_nan(x)
-                              : __half_as_ushort(__float2half_rn(v));
+      return sf__f32_is_nan(x) ? sf__f16_of_nan(x)
+                               : __half_as_ushort(__float2half_rn(v));
     else
-      return sf_f32_is_nan(x) ? sf_bf16_of_nan(x)
-                              : __bfloat16_as_ushort(__float2bfloat16_rn(v));
+      return sf__f32_is_nan(x) ? sf__bf16_of_nan(x)
+                               : __bfloat16_as_ushort(__float2bfloat16_rn(v));
   }
 }
 
@@ -104,14 +104,14 @@ __device__ __forceinline__ void load_tile(const Geo &g, const float *in,
   }
 }
 
-__device__ __forceinline__ uint32_t sign_mask(const sf_kparams &k, int ch)
+__device__ __forceinline__ uint32_t sign_mask(const sf__kparams &k, int ch)
 {
   return k.sign[ch] < 0.0f ? 0x80000000u : 0u;
 }
 
 template <int DTYPE>
 __global__ void __launch_bounds__(kTile *kRows, kMinBlocksCf)
-    tiled_cf(const Geo g, const sf_kparams k, const float *__restrict__ in,
+    tiled_cf(const Geo g, const sf__kparams k, const float *__restrict__ in,
              void *__restrict__ out)
 {
   using T = typename Elem<DTYPE>::T;
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kTile *kRows, kMinBlocksCf)
 // KC: channels per block, all of them when the launch has KC == channels.
 template <int DTYPE, int KC>
 __global__ void __launch_bounds__(kTile *kRows, kMinBlocksCl)
-    tiled_cl(const Geo g, const sf_kparams k, const float *__restrict__ in,
+    tiled_cl(const Geo g, const sf__kparams k, const float *__restrict__ in,
              void *__restrict__ out)
 {
   using T = typename Elem<DTYPE>::T;
@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(kTile *kRows, kMinBlocksCl)
   }
 }
 
-Geo make_geo(const sf_kparams *k)
+Geo make_geo(const sf__kparams *k)
 {
   const int64_t os[3] = {k->e[1] * k->e[2], k->e[2], 1};
   Geo g;
@@ -235,7 +235,7 @@ dim3 grid_for(const Geo &g, int chunks)
 }
 
 template <int DTYPE, int KC>
-cudaError_t launch_cl(const Geo &g, const sf_kparams *k, const float *in,
+cudaError_t launch_cl(const Geo &g, const sf__kparams *k, const float *in,
                       void *out, cudaStream_t s)
 {
   using T = typename Elem<DTYPE>::T;
@@ -247,7 +247,7 @@ cudaError_t launch_cl(const Geo &g, const sf_kparams *k, const float *in,
 }
 
 template <int DTYPE>
-cudaError_t launch(const sf_kparams *k, const float *in, void *out,
+cudaError_t launch(const sf__kparams *k, const float *in, void *out,
                    cudaStream_t s)
 {
   const Geo g = make_geo(k);
@@ -258,8 +258,8 @@ cudaError_t launch(const sf_kparams *k, const float *in, void *out,
   }
   // NDHWC: all channels of a voxel in one block; 8, or more channels in
   // chunks of 8, share the KC = 8 kernel.
-  using Launch = cudaError_t (*)(const Geo &, const sf_kparams *, const float *,
-                                 void *, cudaStream_t);
+  using Launch = cudaError_t (*)(const Geo &, const sf__kparams *,
+                                 const float *, void *, cudaStream_t);
   static constexpr Launch by_channels[10] = {nullptr,
                                              launch_cl<DTYPE, 1>,
                                              launch_cl<DTYPE, 2>,
@@ -277,8 +277,9 @@ cudaError_t launch(const sf_kparams *k, const float *in, void *out,
 
 } // namespace
 
-extern "C" cudaError_t sf_transform_launch(const sf_kparams *k, const float *in,
-                                           void *out, cudaStream_t s)
+extern "C" cudaError_t sf__transform_launch(const sf__kparams *k,
+                                            const float *in, void *out,
+                                            cudaStream_t s)
 {
   switch (k->dtype) {
   case 0:

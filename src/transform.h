@@ -9,26 +9,26 @@
 
 #include "slabfeed.h"
 
-typedef struct sf_xform {
+typedef struct sf__xform {
   int64_t ext[3]; /* crop extents of the staged input (z,y,x) */
   int channels;
   int ngroups;
-  int groups[SF_MAX_VECTORS][3];
-  sf_dtype dtype;
-  sf_out_layout layout;
-} sf_xform;
+  int groups[SLABFEED_MAX_VECTORS][3];
+  slabfeed_dtype dtype;
+  slabfeed_out_layout layout;
+} sf__xform;
 
 /* Elements of one transformed sample (channels * crop volume). */
-int64_t sf_xform_elems(const sf_xform *x);
+int64_t sf__xform_elems(const sf__xform *x);
 
 /* Host reference. in: staged crop [channels][ext0][ext1][ext2] floats;
  * out: one sample of the batch in x->layout and x->dtype, for symmetry g. */
-void sf_transform_ref(const sf_xform *x, int g, const float *in, void *out);
+void sf__transform_ref(const sf__xform *x, int g, const float *in, void *out);
 
 #ifdef SF_HAVE_CUDA
-struct sf_kparams;
+struct sf__kparams;
 /* Launch parameters of the CUDA kernel for symmetry g (transform_gpu.h). */
-void sf_kparams_make(const sf_xform *x, int g, struct sf_kparams *k);
+void sf__kparams_make(const sf__xform *x, int g, struct sf__kparams *k);
 #endif
 
 #endif

@@ -7,40 +7,41 @@
 #include "geometry.h"
 #include "h5slab.h"
 
-int64_t sf_store_planes(const sf_store *s, int r)
+int64_t sf__store_planes(const sf__store *s, int r)
 {
-  return sf_slab_begin(s->shape[0], s->size, r + 1) -
-         sf_slab_begin(s->shape[0], s->size, r) + 2 * s->halo;
+  return sf__slab_begin(s->shape[0], s->size, r + 1) -
+         sf__slab_begin(s->shape[0], s->size, r) + 2 * s->halo;
 }
 
-int64_t sf_store_plane_bytes(const sf_store *s)
+int64_t sf__store_plane_bytes(const sf__store *s)
 {
   return s->shape[1] * s->shape[2] * (int64_t)sizeof(float);
 }
 
-int64_t sf_store_offset(const sf_store *s, int r, int d)
+int64_t sf__store_offset(const sf__store *s, int r, int d)
 {
   int64_t off = 0;
   for (int i = 0; i < d; i++)
-    off += s->channels[i] * sf_store_planes(s, r) * sf_store_plane_bytes(s);
+    off += s->channels[i] * sf__store_planes(s, r) * sf__store_plane_bytes(s);
   return off;
 }
 
 /* Segment size of rank r, overflow-checked; -1 on overflow. */
-static int64_t segment_bytes(const sf_store *s, int r)
+static int64_t segment_bytes(const sf__store *s, int r)
 {
   int64_t total = 0;
   for (int d = 0; d < s->ndsets; d++) {
     int64_t b;
-    if (!sf_prod4(s->channels[d], sf_store_planes(s, r), s->shape[1],
-                  s->shape[2], &b) ||
-        !sf_mul64(b, (int64_t)sizeof(float), &b) || !sf_add64(total, b, &total))
+    if (!sf__prod4(s->channels[d], sf__store_planes(s, r), s->shape[1],
+                   s->shape[2], &b) ||
+        !sf__mul64(b, (int64_t)sizeof(float), &b) ||
+        !sf__add64(total, b, &total))
       return -1;
   }
   return total;
 }
 
-static sf_status make_windows(sf_store *s, int rank_per_node, sf_err *e)
+static slabfeed_status make_windows(sf__store *s, int rank_per_node, sf__err *e)
 {
   MPI_Info info = MPI_INFO_NULL;
   if (rank_per_node)
@@ -69,9 +70,9 @@ static sf_status make_windows(sf_store *s, int rank_per_node, sf_err *e)
     const int rc = MPI_Win_create(s->base, (MPI_Aint)s->bytes, 1, MPI_INFO_NULL,
                                   s->comm, &s->world_win);
     if (rc != MPI_SUCCESS) {
-      sf_fail_mpi(e, rc,
-                  "MPI_Win_create over all ranks (for MPI_Get between "
-                  "nodes)");
+      sf__fail_mpi(e, rc,
+                   "MPI_Win_create over all ranks (for MPI_Get between "
+                   "nodes)");
       const size_t n = strlen(e->msg);
       snprintf(e->msg + n, sizeof e->msg - n,
                "; with Open MPI, osc/rdma needs a transport with RDMA get "
@@ -91,7 +92,7 @@ out:
 }
 
 /* Maps every rank of this node to its segment in the shared window. */
-static sf_status map_peers(sf_store *s, sf_err *e)
+static slabfeed_status map_peers(sf__store *s, sf__err *e)
 {
   MPI_Group world = MPI_GROUP_NULL, node = MPI_GROUP_NULL;
   int *nr = NULL, *wr = NULL;
@@ -100,7 +101,7 @@ static sf_status map_peers(sf_store *s, sf_err *e)
   nr = malloc((size_t)s->node_size * sizeof *nr);
   wr = malloc((size_t)s->node_size * sizeof *wr);
   if (!s->peer || !s->peer_bytes || !nr || !wr) {
-    sf_fail(e, SF_ERR_NOMEM, "cannot allocate the peer table");
+    sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the peer table");
     goto out;
   }
   for (int i = 0; i < s->node_size; i++)
@@ -128,9 +129,9 @@ out:
   return e->status;
 }
 
-sf_status sf_store_open(sf_store *s, MPI_Comm comm, int ndsets,
-                        const int64_t channels[], const int64_t shape[3],
-                        int64_t halo, int rank_per_node, sf_err *e)
+slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
+                               const int64_t channels[], const int64_t shape[3],
+                               int64_t halo, int rank_per_node, sf__err *e)
 {
   memset(s, 0, sizeof *s);
   s->open = 1;
@@ -144,62 +145,64 @@ sf_status sf_store_open(sf_store *s, MPI_Comm comm, int ndsets,
     s->channels[d] = channels[d];
   if (MPI_Comm_rank(comm, &s->rank) != MPI_SUCCESS ||
       MPI_Comm_size(comm, &s->size) != MPI_SUCCESS)
-    return sf_fail(e, SF_ERR_MPI, "MPI_Comm_rank/size failed");
+    return sf__fail(e, SLABFEED_ERR_MPI, "MPI_Comm_rank/size failed");
 
   if ((int64_t)s->size > shape[0])
-    sf_fail(e, SF_ERR_ARG,
-            "%d ranks but the box has only %lld z-planes: every rank needs "
-            "at least one plane (use at most %lld ranks)",
-            s->size, (long long)shape[0], (long long)shape[0]);
+    sf__fail(e, SLABFEED_ERR_ARG,
+             "%d ranks but the box has only %lld z-planes: every rank needs "
+             "at least one plane (use at most %lld ranks)",
+             s->size, (long long)shape[0], (long long)shape[0]);
   else if (halo < 0 || halo > shape[0])
-    sf_fail(e, SF_ERR_ARG, "halo %lld must be in [0, Z=%lld]", (long long)halo,
-            (long long)shape[0]);
-  if (e->status == SF_OK) {
-    s->z0 = sf_slab_begin(shape[0], s->size, s->rank);
-    s->z1 = sf_slab_begin(shape[0], s->size, s->rank + 1);
+    sf__fail(e, SLABFEED_ERR_ARG, "halo %lld must be in [0, Z=%lld]",
+             (long long)halo, (long long)shape[0]);
+  if (e->status == SLABFEED_OK) {
+    s->z0 = sf__slab_begin(shape[0], s->size, s->rank);
+    s->z1 = sf__slab_begin(shape[0], s->size, s->rank + 1);
     s->bytes = segment_bytes(s, s->rank);
     if (s->bytes < 0)
-      sf_fail(e, SF_ERR_ARG, "slab size of rank %d overflows 64 bits", s->rank);
+      sf__fail(e, SLABFEED_ERR_ARG, "slab size of rank %d overflows 64 bits",
+               s->rank);
   }
-  if (sf_agree(comm, e) == SF_OK && make_windows(s, rank_per_node, e) == SF_OK)
+  if (sf__agree(comm, e) == SLABFEED_OK &&
+      make_windows(s, rank_per_node, e) == SLABFEED_OK)
     map_peers(s, e);
-  if (sf_agree(comm, e) != SF_OK)
-    sf_store_close(s);
+  if (sf__agree(comm, e) != SLABFEED_OK)
+    sf__store_close(s);
   return e->status;
 }
 
 /* Runs of rank r's store: planes q in [0, planes) hold global z0 - H + q
  * (mod Z); cut where the global index wraps and every `cap` planes. Writes
  * up to max runs into runs (when not NULL); returns the count. */
-static int store_runs(const sf_store *s, int r, int64_t cap, sf_h5_run *runs,
+static int store_runs(const sf__store *s, int r, int64_t cap, sf__h5_run *runs,
                       int max)
 {
   const int64_t Z = s->shape[0];
-  const int64_t planes = sf_store_planes(s, r);
+  const int64_t planes = sf__store_planes(s, r);
   int n = 0;
   int64_t q = 0;
   while (q < planes) {
-    const int64_t z = sf_pmod(sf_slab_begin(Z, s->size, r) - s->halo + q, Z);
+    const int64_t z = sf__pmod(sf__slab_begin(Z, s->size, r) - s->halo + q, Z);
     int64_t len = planes - q;
     if (len > Z - z)
       len = Z - z;
     if (len > cap)
       len = cap;
     if (runs != NULL && n < max)
-      runs[n] = (sf_h5_run){z, len, q};
+      runs[n] = (sf__h5_run){z, len, q};
     n++;
     q += len;
   }
   return n;
 }
 
-sf_status sf_store_read(sf_store *s, int d, hid_t dset, const char *path,
-                        const char *name, const sf_dataset_info *info,
-                        sf_err *e)
+slabfeed_status sf__store_read(sf__store *s, int d, hid_t dset,
+                               const char *path, const char *name,
+                               const slabfeed_dataset_info *info, sf__err *e)
 {
   /* One channel's read stays below 1 GiB: large MPI-IO requests overflow
    * int counts in some MPI-IO stacks. */
-  int64_t cap = ((int64_t)1 << 30) / sf_store_plane_bytes(s);
+  int64_t cap = ((int64_t)1 << 30) / sf__store_plane_bytes(s);
   if (cap < 1)
     cap = 1;
   int max_runs = 0;
@@ -207,18 +210,18 @@ sf_status sf_store_read(sf_store *s, int d, hid_t dset, const char *path,
     const int n = store_runs(s, r, cap, NULL, 0);
     max_runs = n > max_runs ? n : max_runs;
   }
-  sf_h5_run *runs = calloc((size_t)max_runs, sizeof *runs);
+  sf__h5_run *runs = calloc((size_t)max_runs, sizeof *runs);
   if (runs == NULL)
-    return sf_fail(e, SF_ERR_NOMEM, "cannot allocate the read plan");
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the read plan");
   store_runs(s, s->rank, cap, runs, max_runs); /* the rest stay empty */
-  float *dst = (float *)(s->base + sf_store_offset(s, s->rank, d));
-  sf_h5_read(dset, path, name, info, runs, max_runs, dst,
-             sf_store_planes(s, s->rank), e);
+  float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d));
+  sf__h5_read(dset, path, name, info, runs, max_runs, dst,
+              sf__store_planes(s, s->rank), e);
   free(runs);
   return e->status;
 }
 
-sf_status sf_store_publish(sf_store *s, sf_err *e)
+slabfeed_status sf__store_publish(sf__store *s, sf__err *e)
 {
   SF_MPI_GOTO(MPI_Win_sync(s->shm_win), e, out);
   SF_MPI_GOTO(MPI_Barrier(s->comm), e, out);
@@ -231,7 +234,7 @@ out:
   return e->status;
 }
 
-void sf_store_close(sf_store *s)
+void sf__store_close(sf__store *s)
 {
   if (!s->open)
     return;

@@ -10,8 +10,8 @@
 
 #define SF_MAX_DSETS 2
 
-typedef struct sf_store {
-  int open;      /* set by sf_store_open, cleared by sf_store_close */
+typedef struct sf__store {
+  int open;      /* set by sf__store_open, cleared by sf__store_close */
   MPI_Comm comm; /* not owned */
   MPI_Comm node; /* owned: ranks sharing memory with this one */
   int rank, size, node_rank, node_size;
@@ -29,36 +29,36 @@ typedef struct sf_store {
   int64_t bytes; /* size of this rank's segment */
   char **peer;   /* [size]: segment of each rank on this node, else NULL */
   int64_t *peer_bytes; /* [size]: segment sizes of those ranks */
-} sf_store;
+} sf__store;
 
 /* Planes held by rank r: its core slab plus 2*halo. */
-int64_t sf_store_planes(const sf_store *s, int r);
+int64_t sf__store_planes(const sf__store *s, int r);
 /* Byte offset of dataset d inside rank r's segment. */
-int64_t sf_store_offset(const sf_store *s, int r, int d);
+int64_t sf__store_offset(const sf__store *s, int r, int d);
 /* Bytes of one plane of one channel. */
-int64_t sf_store_plane_bytes(const sf_store *s);
+int64_t sf__store_plane_bytes(const sf__store *s);
 
 /* Collective over comm. Sets up the decomposition and allocates this
  * rank's segment in the node's shared window (and the world window).
  * rank_per_node != 0 makes every rank its own node. On failure everything
  * is released; the outcome is agreed on by all ranks. */
-sf_status sf_store_open(sf_store *s, MPI_Comm comm, int ndsets,
-                        const int64_t channels[], const int64_t shape[3],
-                        int64_t halo, int rank_per_node, sf_err *e);
+slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
+                               const int64_t channels[], const int64_t shape[3],
+                               int64_t halo, int rank_per_node, sf__err *e);
 
 /* Collective. Reads the slab plus halo of dataset d (opened as dset, with
  * *info) into this rank's segment, in runs of at most ~1 GiB per call. */
-sf_status sf_store_read(sf_store *s, int d, hid_t dset, const char *path,
-                        const char *name, const sf_dataset_info *info,
-                        sf_err *e);
+slabfeed_status sf__store_read(sf__store *s, int d, hid_t dset,
+                               const char *path, const char *name,
+                               const slabfeed_dataset_info *info, sf__err *e);
 
 /* Collective. Makes every rank's segment visible to all (memory sync and a
  * barrier) and opens the passive-target epoch of the world window for the
  * store's life. */
-sf_status sf_store_publish(sf_store *s, sf_err *e);
+slabfeed_status sf__store_publish(sf__store *s, sf__err *e);
 
 /* Collective. Ends the epochs and frees the windows. Safe on a zeroed, partly
  * opened or closed store. */
-void sf_store_close(sf_store *s);
+void sf__store_close(sf__store *s);
 
 #endif

@@ -32,27 +32,28 @@ static void write_raw(const char *path, const char *name, int rank4, hid_t type,
 
 /* Opens with cfg; checks that every rank failed with `want` and that the
  * message holds `needle`. */
-static void expect_fail(const char *what, const sf_config *cfg, sf_status want,
-                        const char *needle)
+static void expect_fail(const char *what, const slabfeed_config *cfg,
+                        slabfeed_status want, const char *needle)
 {
   char err[1024] = "";
-  sf_loader *l = (sf_loader *)0x1;
-  const sf_status st = sf_open(MPI_COMM_WORLD, cfg, &l, err, sizeof err);
+  slabfeed_loader *l = (slabfeed_loader *)0x1;
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, cfg, &l, err, sizeof err);
   int lo = st, hi = st;
   MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   CHECK(lo == hi, "%s: ranks disagree on the status", what);
   CHECK(st == want, "%s: status %d (%s), want %d; message: %s", what, st,
-        sf_strerror(st), want, err);
+        slabfeed_strerror(st), want, err);
   CHECK(l == NULL, "%s: no loader on failure", what);
   CHECK(strstr(err, needle) != NULL, "%s: message '%s' should mention '%s'",
         what, err, needle);
   CHECK(strncmp(err, "rank ", 5) == 0, "%s: message names the rank: %s", what,
         err);
   if (rank == 0)
-    printf("  %-22s -> %s: %s\n", what, sf_strerror(st), err);
-  if (st == SF_OK)
-    sf_close(l);
+    printf("  %-22s -> %s: %s\n", what, slabfeed_strerror(st), err);
+  if (st == SLABFEED_OK)
+    slabfeed_close(l);
 }
 
 int main(int argc, char **argv)
@@ -62,22 +63,22 @@ int main(int argc, char **argv)
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   char good[64], path[64];
   snprintf(good, sizeof good, "bad_np%d_good.h5", size);
-  make_file(good, 12, 8, 8, SF_LAYOUT_CF, 0, 0, 1);
+  make_file(good, 12, 8, 8, SLABFEED_LAYOUT_CF, 0, 0, 1);
 
-  sf_config c;
-  sf_config_init(&c);
+  slabfeed_config c;
+  slabfeed_config_init(&c);
   c.path = good;
   c.input = "Nbody";
   c.target = "Hydro";
   c.crop[0] = c.crop[1] = c.crop[2] = 4;
 
-  sf_config b = c;
+  slabfeed_config b = c;
   b.path = "no_such_file.h5";
-  expect_fail("missing file", &b, SF_ERR_IO, "no_such_file.h5");
+  expect_fail("missing file", &b, SLABFEED_ERR_IO, "no_such_file.h5");
 
   b = c;
   b.input = "Density";
-  expect_fail("missing dataset", &b, SF_ERR_FORMAT, "'Density'");
+  expect_fail("missing dataset", &b, SLABFEED_ERR_FORMAT, "'Density'");
 
   snprintf(path, sizeof path, "bad_np%d_rank.h5", size);
   const hsize_t d3[3] = {8, 8, 8};
@@ -85,37 +86,37 @@ int main(int argc, char **argv)
   b = c;
   b.path = path;
   b.target = NULL;
-  expect_fail("wrong rank", &b, SF_ERR_FORMAT, "rank 3");
+  expect_fail("wrong rank", &b, SLABFEED_ERR_FORMAT, "rank 3");
 
   snprintf(path, sizeof path, "bad_np%d_int.h5", size);
   const hsize_t d4[4] = {4, 8, 8, 8};
   write_raw(path, "Nbody", 4, H5T_STD_I32LE, d4, NULL, NULL);
   b.path = path;
-  expect_fail("integer dataset", &b, SF_ERR_FORMAT, "not floating point");
+  expect_fail("integer dataset", &b, SLABFEED_ERR_FORMAT, "not floating point");
 
   snprintf(path, sizeof path, "bad_np%d_shape.h5", size);
   const hsize_t t4[4] = {5, 8, 8, 6};
   write_raw(path, "Nbody", 4, H5T_IEEE_F32LE, d4, "Hydro", t4);
   b = c;
   b.path = path;
-  expect_fail("input/target mismatch", &b, SF_ERR_FORMAT, "same box");
+  expect_fail("input/target mismatch", &b, SLABFEED_ERR_FORMAT, "same box");
 
   snprintf(path, sizeof path, "bad_np%d_amb.h5", size);
   const hsize_t a4[4] = {4, 8, 8, 4};
   write_raw(path, "Nbody", 4, H5T_IEEE_F32LE, a4, NULL, NULL);
   b.path = path;
   b.target = NULL;
-  expect_fail("ambiguous layout", &b, SF_ERR_FORMAT, "layout auto");
+  expect_fail("ambiguous layout", &b, SLABFEED_ERR_FORMAT, "layout auto");
 
   /* P > Z: a box with fewer planes than ranks. */
   snprintf(path, sizeof path, "bad_np%d_thin.h5", size);
   const hsize_t z4[4] = {4, (hsize_t)size - 1, 8, 8};
   write_raw(path, "Nbody", 4, H5T_IEEE_F32LE, z4, NULL, NULL);
   b.path = path;
-  b.layout = SF_LAYOUT_CF;
+  b.layout = SLABFEED_LAYOUT_CF;
   b.crop[0] = 1;
-  b.symmetries = SF_SYM_NONE;
-  expect_fail("more ranks than planes", &b, SF_ERR_ARG, "z-planes");
+  b.symmetries = SLABFEED_SYM_NONE;
+  expect_fail("more ranks than planes", &b, SLABFEED_ERR_ARG, "z-planes");
 
   /* A truncated copy of a good file. */
   snprintf(path, sizeof path, "bad_np%d_trunc.h5", size);
@@ -136,41 +137,42 @@ int main(int argc, char **argv)
   MPI_Barrier(MPI_COMM_WORLD);
   b = c;
   b.path = path;
-  expect_fail("truncated file", &b, SF_ERR_IO, path);
+  expect_fail("truncated file", &b, SLABFEED_ERR_IO, path);
 
   /* Options. */
   b = c;
   b.crop[0] = b.crop[1] = b.crop[2] = 9;
-  expect_fail("crop larger than box", &b, SF_ERR_ARG, "larger than the box");
+  expect_fail("crop larger than box", &b, SLABFEED_ERR_ARG,
+              "larger than the box");
   b = c;
   b.crop[2] = 3;
-  expect_fail("non-cubic crop", &b, SF_ERR_ARG, "not cubic");
+  expect_fail("non-cubic crop", &b, SLABFEED_ERR_ARG, "not cubic");
   b = c;
   b.batch = 0;
-  expect_fail("batch 0", &b, SF_ERR_ARG, "batch");
+  expect_fail("batch 0", &b, SLABFEED_ERR_ARG, "batch");
   b = c;
   b.prefetch = 0;
-  expect_fail("prefetch 0", &b, SF_ERR_ARG, "prefetch");
+  expect_fail("prefetch 0", &b, SLABFEED_ERR_ARG, "prefetch");
   b = c;
   b.n_input_vectors = 1;
   b.input_vectors[0][0] = 1, b.input_vectors[0][1] = 2,
   b.input_vectors[0][2] = 4;
-  expect_fail("vector out of range", &b, SF_ERR_ARG, "channel 4");
+  expect_fail("vector out of range", &b, SLABFEED_ERR_ARG, "channel 4");
   b.input_vectors[0][2] = 1;
-  expect_fail("vector repeated", &b, SF_ERR_ARG, "used twice");
+  expect_fail("vector repeated", &b, SLABFEED_ERR_ARG, "used twice");
   b = c;
   b.seed = (uint64_t)rank;
   if (size > 1)
-    expect_fail("options differ", &b, SF_ERR_ARG, "differ between ranks");
+    expect_fail("options differ", &b, SLABFEED_ERR_ARG, "differ between ranks");
   b = c;
   b.halo = 13;
-  expect_fail("halo too large", &b, SF_ERR_ARG, "halo");
+  expect_fail("halo too large", &b, SLABFEED_ERR_ARG, "halo");
 
   /* And a good open still works after all that. */
   char err[1024];
-  sf_loader *l = NULL;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SF_OK,
+  slabfeed_loader *l = NULL;
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
         "good open: %s", err);
-  sf_close(l);
+  slabfeed_close(l);
   return check_finish("mpi.badinput");
 }

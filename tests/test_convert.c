@@ -52,11 +52,12 @@ static uint16_t nearest(double ax, uint16_t top, uint16_t inf_bits,
 static void check_value(float f)
 {
   if (isnan(f)) {
-    CHECK(isnan(half_value(sf_f32_to_f16(f))) ||
-              (sf_f32_to_f16(f) & 0x7c00) == 0x7c00,
+    CHECK(isnan(half_value(sf__f32_to_f16(f))) ||
+              (sf__f32_to_f16(f) & 0x7c00) == 0x7c00,
           "NaN stays NaN in f16");
-    CHECK((sf_f32_to_f16(f) & 0x3ff) != 0, "f16 NaN keeps a payload");
-    CHECK((sf_f32_to_bf16(f) & 0x7f80) == 0x7f80 && (sf_f32_to_bf16(f) & 0x7f),
+    CHECK((sf__f32_to_f16(f) & 0x3ff) != 0, "f16 NaN keeps a payload");
+    CHECK((sf__f32_to_bf16(f) & 0x7f80) == 0x7f80 &&
+              (sf__f32_to_bf16(f) & 0x7f),
           "NaN stays NaN in bf16");
     return;
   }
@@ -64,13 +65,13 @@ static void check_value(float f)
   const uint16_t sign = signbit(f) ? 0x8000 : 0;
   const uint16_t h =
       isinf(f) ? (uint16_t)0x7c00 : nearest(ax, 0x7bff, 0x7c00, half_value);
-  CHECK(sf_f32_to_f16(f) == (uint16_t)(sign | h),
-        "f16 of %a: got 0x%04x want 0x%04x", (double)f, sf_f32_to_f16(f),
+  CHECK(sf__f32_to_f16(f) == (uint16_t)(sign | h),
+        "f16 of %a: got 0x%04x want 0x%04x", (double)f, sf__f32_to_f16(f),
         sign | h);
   const uint16_t b =
       isinf(f) ? (uint16_t)0x7f80 : nearest(ax, 0x7f7f, 0x7f80, bf16_value);
-  CHECK(sf_f32_to_bf16(f) == (uint16_t)(sign | b),
-        "bf16 of %a: got 0x%04x want 0x%04x", (double)f, sf_f32_to_bf16(f),
+  CHECK(sf__f32_to_bf16(f) == (uint16_t)(sign | b),
+        "bf16 of %a: got 0x%04x want 0x%04x", (double)f, sf__f32_to_bf16(f),
         sign | b);
 }
 
@@ -101,7 +102,7 @@ int main(int argc, char **argv)
   }
   /* Random bit patterns, specials. */
   for (uint64_t k = 0; k < 300000; k++) {
-    const uint32_t bits = (uint32_t)sf_fmix64(k + 12345);
+    const uint32_t bits = (uint32_t)sf__fmix64(k + 12345);
     float f;
     memcpy(&f, &bits, sizeof f);
     check_value(f);

@@ -9,12 +9,12 @@ static int rank, size;
 
 typedef struct tcase {
   const char *tag;
-  sf_file_layout layout;
+  slabfeed_file_layout layout;
   int chunked, f16file;
   int64_t crop[3];
-  sf_symmetries sym;
-  sf_dtype dtype;
-  sf_out_layout out;
+  slabfeed_symmetries sym;
+  slabfeed_dtype dtype;
+  slabfeed_out_layout out;
   int halo;
   int min_samples; /* global samples to check */
 } tcase;
@@ -22,16 +22,16 @@ typedef struct tcase {
 static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
                                 {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
 
-static uint32_t bits_of(float v, sf_dtype d)
+static uint32_t bits_of(float v, slabfeed_dtype d)
 {
-  return d == SF_DTYPE_F32   ? sf_f32_bits(v)
-         : d == SF_DTYPE_F16 ? sf_f32_to_f16(v)
-                             : sf_f32_to_bf16(v);
+  return d == SLABFEED_DTYPE_F32   ? sf__f32_bits(v)
+         : d == SLABFEED_DTYPE_F16 ? sf__f32_to_f16(v)
+                                   : sf__f32_to_bf16(v);
 }
 
-static uint32_t bits_at(const sf_tensor *t, int64_t i)
+static uint32_t bits_at(const slabfeed_tensor *t, int64_t i)
 {
-  if (t->dtype == SF_DTYPE_F32)
+  if (t->dtype == SLABFEED_DTYPE_F32)
     return ((const uint32_t *)t->data)[i];
   return ((const uint16_t *)t->data)[i];
 }
@@ -67,8 +67,8 @@ static void run_case(const tcase *t, int rpn)
       0)
     return;
   const int vin[1][3] = {{1, 2, 3}}, vtg[1][3] = {{3, 1, 2}};
-  sf_config c;
-  sf_config_init(&c);
+  slabfeed_config c;
+  slabfeed_config_init(&c);
   c.path = path;
   c.input = "Nbody";
   c.target = "Hydro";
@@ -85,13 +85,14 @@ static void run_case(const tcase *t, int rpn)
   c.n_target_vectors = 1;
   memcpy(c.target_vectors, vtg, sizeof vtg);
   char err[1024];
-  sf_loader *l = NULL;
-  const sf_status st = sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
-  CHECK(st == SF_OK, "%s: open: %s", t->tag, err);
-  if (st != SF_OK)
+  slabfeed_loader *l = NULL;
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
+  CHECK(st == SLABFEED_OK, "%s: open: %s", t->tag, err);
+  if (st != SLABFEED_OK)
     return;
   whole w[2];
-  const int cl = t->layout == SF_LAYOUT_CL;
+  const int cl = t->layout == SLABFEED_LAYOUT_CL;
   CHECK(whole_read(path, "Nbody", cl, &w[0]) == 0 &&
             whole_read(path, "Hydro", cl, &w[1]) == 0,
         "independent read of %s", path);
@@ -100,15 +101,15 @@ static void run_case(const tcase *t, int rpn)
   int64_t bad = 0, checked = 0;
   int seen[48] = {0}, wraps[3] = {0, 0, 0}, crosses = 0;
   for (int s = 0; s < steps; s++) {
-    sf_batch b;
-    if (sf_next(l, &b, NULL) != SF_OK) {
-      CHECK(0, "%s: sf_next: %s", t->tag, sf_last_error(l));
+    slabfeed_batch b;
+    if (slabfeed_next(l, &b, NULL) != SLABFEED_OK) {
+      CHECK(0, "%s: slabfeed_next: %s", t->tag, slabfeed_last_error(l));
       break;
     }
     for (int d = 0; d < 2; d++) {
-      const sf_tensor *ten = d == 0 ? &b.input : &b.target;
+      const slabfeed_tensor *ten = d == 0 ? &b.input : &b.target;
       const int64_t C = d == 0 ? 4 : 5;
-      const int ncdhw = t->out == SF_OUT_NCDHW;
+      const int ncdhw = t->out == SLABFEED_OUT_NCDHW;
       CHECK(ten->ndim == 5 && ten->shape[0] == c.batch &&
                 ten->shape[ncdhw ? 1 : 4] == C,
             "tensor shape");
@@ -121,13 +122,13 @@ static void run_case(const tcase *t, int rpn)
             wraps[a] += o[a] + t->crop[a] > N[a];
           /* planes of more than one rank's slab */
           int64_t z0, z1;
-          sf_slab_plan(N[0], size, 0, &z0, &z1);
+          slabfeed_slab_plan(N[0], size, 0, &z0, &z1);
           int owners = 0, last = -1;
           for (int64_t k = 0; k < t->crop[0]; k++) {
             const int64_t z = (o[0] + k) % N[0];
             int r = 0;
             for (; r < size; r++) {
-              sf_slab_plan(N[0], size, r, &z0, &z1);
+              slabfeed_slab_plan(N[0], size, r, &z0, &z1);
               if (z >= z0 && z < z1)
                 break;
             }
@@ -169,10 +170,10 @@ static void run_case(const tcase *t, int rpn)
   CHECK(bad == 0, "%s: %lld of %lld values differ", t->tag, (long long)bad,
         (long long)checked);
 
-  sf_stats stats;
-  sf_stats_get(l, &stats);
+  slabfeed_stats stats;
+  slabfeed_stats_get(l, &stats);
   int64_t planes_held, z0, z1;
-  sf_slab_plan(N[0], size, rank, &z0, &z1);
+  slabfeed_slab_plan(N[0], size, rank, &z0, &z1);
   planes_held = z1 - z0 + 2 * t->halo;
   CHECK(stats.slab_bytes == (uint64_t)(9 * planes_held * N[1] * N[2] * 4),
         "%s: slab store holds slab + halo only", t->tag);
@@ -192,7 +193,7 @@ static void run_case(const tcase *t, int rpn)
           rpn ? "MPI_Get" : "the node window", (unsigned long long)node,
           (unsigned long long)remote);
   }
-  if (t->sym == SF_SYM_ALL && t->min_samples >= 400) {
+  if (t->sym == SLABFEED_SYM_ALL && t->min_samples >= 400) {
     int n = 0;
     for (int g = 0; g < 48; g++)
       n += seen[g];
@@ -206,7 +207,7 @@ static void run_case(const tcase *t, int rpn)
            (unsigned long long)node, (unsigned long long)remote);
   whole_free(&w[0]);
   whole_free(&w[1]);
-  sf_close(l);
+  slabfeed_close(l);
 }
 
 int main(int argc, char **argv)
@@ -214,47 +215,47 @@ int main(int argc, char **argv)
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const char *env = getenv(SF_ENV_RANK_PER_NODE);
+  const char *env = getenv(SLABFEED_ENV_RANK_PER_NODE);
   const int rpn = env != NULL && env[0] == '1';
   const tcase cases[] = {
       {"cf_all",
-       SF_LAYOUT_CF,
+       SLABFEED_LAYOUT_CF,
        0,
        0,
        {7, 7, 7},
-       SF_SYM_ALL,
-       SF_DTYPE_F32,
-       SF_OUT_NCDHW,
+       SLABFEED_SYM_ALL,
+       SLABFEED_DTYPE_F32,
+       SLABFEED_OUT_NCDHW,
        0,
        400},
       {"cl_rot",
-       SF_LAYOUT_CL,
+       SLABFEED_LAYOUT_CL,
        1,
        1,
        {6, 6, 6},
-       SF_SYM_ROTATIONS,
-       SF_DTYPE_BF16,
-       SF_OUT_NDHWC,
+       SLABFEED_SYM_ROTATIONS,
+       SLABFEED_DTYPE_BF16,
+       SLABFEED_OUT_NDHWC,
        2,
        60},
       {"cf_none",
-       SF_LAYOUT_CF,
+       SLABFEED_LAYOUT_CF,
        1,
        0,
        {5, 8, 3},
-       SF_SYM_NONE,
-       SF_DTYPE_F16,
-       SF_OUT_NCDHW,
+       SLABFEED_SYM_NONE,
+       SLABFEED_DTYPE_F16,
+       SLABFEED_OUT_NCDHW,
        0,
        60},
       {"cl_f16",
-       SF_LAYOUT_CL,
+       SLABFEED_LAYOUT_CL,
        0,
        0,
        {9, 9, 9},
-       SF_SYM_ALL,
-       SF_DTYPE_F16,
-       SF_OUT_NDHWC,
+       SLABFEED_SYM_ALL,
+       SLABFEED_DTYPE_F16,
+       SLABFEED_OUT_NDHWC,
        1,
        60},
   };

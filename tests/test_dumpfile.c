@@ -56,16 +56,16 @@ int main(int argc, char **argv)
   char dts[16], lays[16];
   read_str(f, "dtype", dts, sizeof dts);
   read_str(f, "layout", lays, sizeof lays);
-  const sf_dtype dt = strcmp(dts, "f32") == 0   ? SF_DTYPE_F32
-                      : strcmp(dts, "f16") == 0 ? SF_DTYPE_F16
-                                                : SF_DTYPE_BF16;
-  const sf_out_layout lay =
-      strcmp(lays, "ndhwc") == 0 ? SF_OUT_NDHWC : SF_OUT_NCDHW;
+  const slabfeed_dtype dt = strcmp(dts, "f32") == 0   ? SLABFEED_DTYPE_F32
+                            : strcmp(dts, "f16") == 0 ? SLABFEED_DTYPE_F16
+                                                      : SLABFEED_DTYPE_BF16;
+  const slabfeed_out_layout lay =
+      strcmp(lays, "ndhwc") == 0 ? SLABFEED_OUT_NDHWC : SLABFEED_OUT_NCDHW;
   CHECK((strcmp(dts, "f32") == 0 || strcmp(dts, "f16") == 0 ||
          strcmp(dts, "bf16") == 0) &&
             (strcmp(lays, "ncdhw") == 0 || strcmp(lays, "ndhwc") == 0),
         "attributes dtype '%s' and layout '%s'", dts, lays);
-  const size_t es = dt == SF_DTYPE_F32 ? 4 : 2;
+  const size_t es = dt == SLABFEED_DTYPE_F32 ? 4 : 2;
   const hid_t din = H5Dopen2(f, "input", H5P_DEFAULT);
   const hid_t sp = H5Dget_space(din);
   hsize_t dims[5];
@@ -86,18 +86,20 @@ int main(int argc, char **argv)
         "read metadata");
   H5Fclose(f);
 
-  sf_dataset_info info;
+  slabfeed_dataset_info info;
   char err[512];
-  CHECK(sf_describe(argv[1], "Nbody", SF_LAYOUT_AUTO, &info, err, sizeof err) ==
-            SF_OK,
+  CHECK(slabfeed_describe(argv[1], "Nbody", SLABFEED_LAYOUT_AUTO, &info, err,
+                          sizeof err) == SLABFEED_OK,
         "%s", err);
-  sf_sampler ref;
-  sf_sampler_init(&ref, info.shape, seed, SF_SYM_ALL);
-  sf_reader *r = NULL;
-  CHECK(sf_reader_open(argv[1], &r, err, sizeof err) == SF_OK, "%s", err);
+  sf__sampler ref;
+  sf__sampler_init(&ref, info.shape, seed, SLABFEED_SYM_ALL);
+  slabfeed_reader *r = NULL;
+  CHECK(slabfeed_reader_open(argv[1], &r, err, sizeof err) == SLABFEED_OK, "%s",
+        err);
   char *want = malloc(tg_elems * es);
   const int vec[1][3] = {{1, 2, 3}};
-  const int sp0 = lay == SF_OUT_NDHWC ? 1 : 2; /* first spatial dimension */
+  const int sp0 =
+      lay == SLABFEED_OUT_NDHWC ? 1 : 2; /* first spatial dimension */
   const int64_t crop[3] = {(int64_t)dims[sp0], (int64_t)dims[sp0 + 1],
                            (int64_t)dims[sp0 + 2]};
   size_t bad = 0;
@@ -106,7 +108,7 @@ int main(int argc, char **argv)
      * the epoch moves on. */
     int64_t o[3];
     int32_t g;
-    sf_sampler_draw(&ref, (uint64_t)ep[k], (uint64_t)smp[k], o, &g);
+    sf__sampler_draw(&ref, (uint64_t)ep[k], (uint64_t)smp[k], o, &g);
     if (k == 0)
       CHECK(ep[0] == (int64_t)epoch && smp[0] == 0,
             "first row is sample 0 of epoch %llu", (unsigned long long)epoch);
@@ -118,16 +120,16 @@ int main(int argc, char **argv)
             (long long)smp[k - 1]);
     CHECK(memcmp(o, &org[3 * k], sizeof o) == 0 && g == sym[k],
           "row %zu: sampler", k);
-    sf_reader_crop(r, "Nbody", SF_LAYOUT_AUTO, &org[3 * k], crop, sym[k], 1,
-                   vec, dt, lay, want);
+    slabfeed_reader_crop(r, "Nbody", SLABFEED_LAYOUT_AUTO, &org[3 * k], crop,
+                         sym[k], 1, vec, dt, lay, want);
     bad += memcmp(want, in + k * in_elems * es, in_elems * es) != 0;
-    sf_reader_crop(r, "Hydro", SF_LAYOUT_AUTO, &org[3 * k], crop, sym[k], 1,
-                   vec, dt, lay, want);
+    slabfeed_reader_crop(r, "Hydro", SLABFEED_LAYOUT_AUTO, &org[3 * k], crop,
+                         sym[k], 1, vec, dt, lay, want);
     bad += memcmp(want, tg + k * tg_elems * es, tg_elems * es) != 0;
   }
   CHECK(bad == 0, "%zu crops differ from the reference", bad);
   printf("apps.dump.verify: %zu rows checked (%s, %s)\n", S, dts, lays);
-  sf_reader_close(r);
+  slabfeed_reader_close(r);
   free(in);
   free(tg);
   free(org);

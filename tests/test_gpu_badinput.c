@@ -1,17 +1,17 @@
 /* Misuse of the GPU path fails cleanly. A device index beyond the visible
  * ones is refused at open on every rank, with the same status and a
  * message that names it. A stream of another device (two-GPU machines) is
- * refused by sf_next with a message naming both devices, and the loader
- * goes on: the next sf_next with a stream of its device hands out the
+ * refused by slabfeed_next with a message naming both devices, and the loader
+ * goes on: the next slabfeed_next with a stream of its device hands out the
  * batch the host path hands out first. */
 #include "gpu.h"
 #include "testutil.h"
 
 static int rank, size;
 
-static void base_config(sf_config *c, const char *path)
+static void base_config(slabfeed_config *c, const char *path)
 {
-  sf_config_init(c);
+  slabfeed_config_init(c);
   c->path = path;
   c->input = "Nbody";
   c->target = "Hydro";
@@ -22,38 +22,40 @@ static void base_config(sf_config *c, const char *path)
 
 static void device_out_of_range(const char *path, int n)
 {
-  sf_config c;
+  slabfeed_config c;
   base_config(&c, path);
   c.device = n;
   char err[1024] = "";
-  sf_loader *l = NULL;
-  const sf_status st = sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
+  slabfeed_loader *l = NULL;
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
   int lo = st, hi = st;
   MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   CHECK(lo == hi, "device %d: ranks disagree on the status", n);
-  CHECK(st == SF_ERR_CUDA && l == NULL, "device %d: status %s, loader %p", n,
-        sf_strerror(st), (void *)l);
+  CHECK(st == SLABFEED_ERR_CUDA && l == NULL, "device %d: status %s, loader %p",
+        n, slabfeed_strerror(st), (void *)l);
   char want[64];
   snprintf(want, sizeof want, "device %d requested", n);
   CHECK(strstr(err, want) != NULL && strncmp(err, "rank ", 5) == 0,
         "device %d: message '%s' should name the rank and '%s'", n, err, want);
   if (rank == 0)
-    printf("gpu.badinput: device %d -> %s: %s\n", n, sf_strerror(st), err);
-  if (st == SF_OK)
-    sf_close(l);
+    printf("gpu.badinput: device %d -> %s: %s\n", n, slabfeed_strerror(st),
+           err);
+  if (st == SLABFEED_OK)
+    slabfeed_close(l);
 }
 
 static void stream_of_other_device(const char *path)
 {
-  sf_config c;
+  slabfeed_config c;
   base_config(&c, path);
   char err[1024];
-  sf_loader *cpu = NULL, *gpu = NULL;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &cpu, err, sizeof err) == SF_OK,
+  slabfeed_loader *cpu = NULL, *gpu = NULL;
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &cpu, err, sizeof err) == SLABFEED_OK,
         "cpu open: %s", err);
   c.device = 0;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &gpu, err, sizeof err) == SF_OK,
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &gpu, err, sizeof err) == SLABFEED_OK,
         "gpu open: %s", err);
   cudaStream_t other = NULL, own = NULL;
   CUDA_CHECK(cudaSetDevice(1));
@@ -61,29 +63,31 @@ static void stream_of_other_device(const char *path)
   CUDA_CHECK(cudaSetDevice(0));
   CUDA_CHECK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
   if (cpu != NULL && gpu != NULL) {
-    sf_batch a, b;
-    const sf_status st = sf_next(gpu, &b, other);
-    const char *msg = sf_last_error(gpu);
-    CHECK(st == SF_ERR_ARG && strstr(msg, "device 1") != NULL &&
+    slabfeed_batch a, b;
+    const slabfeed_status st = slabfeed_next(gpu, &b, other);
+    const char *msg = slabfeed_last_error(gpu);
+    CHECK(st == SLABFEED_ERR_ARG && strstr(msg, "device 1") != NULL &&
               strstr(msg, "device 0") != NULL,
-          "stream of device 1: status %s, message '%s'", sf_strerror(st), msg);
+          "stream of device 1: status %s, message '%s'", slabfeed_strerror(st),
+          msg);
     if (rank == 0)
-      printf("gpu.badinput: stream of device 1 -> %s: %s\n", sf_strerror(st),
-             msg);
-    CHECK(sf_next(cpu, &a, NULL) == SF_OK, "cpu next: %s", sf_last_error(cpu));
-    CHECK(sf_next(gpu, &b, own) == SF_OK, "gpu next after the refusal: %s",
-          sf_last_error(gpu));
+      printf("gpu.badinput: stream of device 1 -> %s: %s\n",
+             slabfeed_strerror(st), msg);
+    CHECK(slabfeed_next(cpu, &a, NULL) == SLABFEED_OK, "cpu next: %s",
+          slabfeed_last_error(cpu));
+    CHECK(slabfeed_next(gpu, &b, own) == SLABFEED_OK,
+          "gpu next after the refusal: %s", slabfeed_last_error(gpu));
     const size_t bytes = (size_t)a.input.strides[0] * 2 * sizeof(float);
     float *host = malloc(bytes);
-    CHECK(sf_copy_to_host(gpu, &b.input, host) == SF_OK, "copy: %s",
-          sf_last_error(gpu));
+    CHECK(slabfeed_copy_to_host(gpu, &b.input, host) == SLABFEED_OK, "copy: %s",
+          slabfeed_last_error(gpu));
     CHECK(b.step == a.step && b.sample[0] == a.sample[0] &&
               memcmp(host, a.input.data, bytes) == 0,
           "after the refusal: not the host path's first batch");
     free(host);
   }
-  sf_close(cpu);
-  sf_close(gpu);
+  slabfeed_close(cpu);
+  slabfeed_close(gpu);
   cudaStreamDestroy(own);
   cudaStreamDestroy(other);
 }
@@ -98,7 +102,7 @@ int main(int argc, char **argv)
     return check_skip("gpu.badinput", "no CUDA device");
   char path[64];
   snprintf(path, sizeof path, "gpubad_np%d.h5", size);
-  make_file(path, 24, 20, 18, SF_LAYOUT_CF, 0, 0, 1);
+  make_file(path, 24, 20, 18, SLABFEED_LAYOUT_CF, 0, 0, 1);
   device_out_of_range(path, n);
   if (n >= 2)
     stream_of_other_device(path);

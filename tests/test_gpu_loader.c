@@ -3,10 +3,10 @@
  * vector groups), on 1 and 2 ranks, also with one rank per "node" (MPI_Get
  * into pinned staging). Then 200 steps on a training stream: the counters
  * of the CUDA layer show no allocation, free, registration, stream
- * synchronisation or default-stream use after sf_open (device
+ * synchronisation or default-stream use after slabfeed_open (device
  * synchronisation does not exist in the library: lint.cuda_layer). And a
  * slow consumer: batch slots are not reused before the consumer's stream
- * has passed the next sf_next.
+ * has passed the next slabfeed_next.
  * argv[1]: "multiple" or "single" (the MPI thread level asked for). */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <time.h>
@@ -18,9 +18,9 @@
 static int rank, size;
 
 /* Input + target of path, cubic crop of edge `crop`, batch 2. */
-static void base_config(sf_config *c, const char *path, int64_t crop)
+static void base_config(slabfeed_config *c, const char *path, int64_t crop)
 {
-  sf_config_init(c);
+  slabfeed_config_init(c);
   c->path = path;
   c->input = "Nbody";
   c->target = "Hydro";
@@ -30,27 +30,29 @@ static void base_config(sf_config *c, const char *path, int64_t crop)
 
 /* The host-path and the GPU-path loader of the same config (device: this
  * rank's GPU); 0 (and neither open) when either failed to open. */
-static int open_pair(sf_config *c, sf_loader **cpu, sf_loader **gpu)
+static int open_pair(slabfeed_config *c, slabfeed_loader **cpu,
+                     slabfeed_loader **gpu)
 {
   char err[1024];
   *cpu = *gpu = NULL;
   c->device = -1;
-  CHECK(sf_open(MPI_COMM_WORLD, c, cpu, err, sizeof err) == SF_OK,
+  CHECK(slabfeed_open(MPI_COMM_WORLD, c, cpu, err, sizeof err) == SLABFEED_OK,
         "cpu open: %s", err);
   c->device = rank % gpu_count();
-  CHECK(sf_open(MPI_COMM_WORLD, c, gpu, err, sizeof err) == SF_OK,
+  CHECK(slabfeed_open(MPI_COMM_WORLD, c, gpu, err, sizeof err) == SLABFEED_OK,
         "gpu open: %s", err);
   if (*cpu != NULL && *gpu != NULL)
     return 1;
-  sf_close(*cpu); /* open failures are agreed: the same on every rank */
-  sf_close(*gpu);
+  slabfeed_close(*cpu); /* open failures are agreed: the same on every rank */
+  slabfeed_close(*gpu);
   return 0;
 }
 
-static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
-                    cudaStream_t s, int expect_thread)
+static void compare(const char *path, slabfeed_dtype dt,
+                    slabfeed_out_layout lay, int halo, cudaStream_t s,
+                    int expect_thread)
 {
-  sf_config c;
+  slabfeed_config c;
   base_config(&c, path, 20);
   c.seed = 11;
   c.dtype = dt;
@@ -61,43 +63,47 @@ static void compare(const char *path, sf_dtype dt, sf_out_layout lay, int halo,
   c.input_vectors[0][0] = c.target_vectors[0][0] = 1;
   c.input_vectors[0][1] = c.target_vectors[0][1] = 2;
   c.input_vectors[0][2] = c.target_vectors[0][2] = 3;
-  sf_loader *cpu, *gpu;
+  slabfeed_loader *cpu, *gpu;
   if (!open_pair(&c, &cpu, &gpu))
     return;
-  sf_stats st;
-  sf_stats_get(gpu, &st);
+  slabfeed_stats st;
+  slabfeed_stats_get(gpu, &st);
   CHECK(st.loader_thread == expect_thread, "loader thread %d, expected %d",
         st.loader_thread, expect_thread);
-  const size_t es = sf_dtype_size(dt);
+  const size_t es = slabfeed_dtype_size(dt);
   int64_t bad = 0;
   for (int step = 0; step < 10; step++) {
-    sf_batch a, b;
-    CHECK(sf_next(cpu, &a, NULL) == SF_OK, "cpu next: %s", sf_last_error(cpu));
-    CHECK(sf_next(gpu, &b, s) == SF_OK, "gpu next: %s", sf_last_error(gpu));
+    slabfeed_batch a, b;
+    CHECK(slabfeed_next(cpu, &a, NULL) == SLABFEED_OK, "cpu next: %s",
+          slabfeed_last_error(cpu));
+    CHECK(slabfeed_next(gpu, &b, s) == SLABFEED_OK, "gpu next: %s",
+          slabfeed_last_error(gpu));
     CHECK(b.device == rank % gpu_count() && b.ready_event != NULL,
           "device batch");
     CHECK(memcmp(a.origin, b.origin, 2 * 3 * sizeof *a.origin) == 0 &&
               memcmp(a.symmetry, b.symmetry, 2 * sizeof *a.symmetry) == 0,
           "same samples");
     for (int d = 0; d < 2; d++) {
-      const sf_tensor *ta = d ? &a.target : &a.input,
-                      *tb = d ? &b.target : &b.input;
+      const slabfeed_tensor *ta = d ? &a.target : &a.input,
+                            *tb = d ? &b.target : &b.input;
       const size_t bytes = (size_t)ta->strides[0] * 2 * es;
       void *host = malloc(bytes);
-      CHECK(sf_copy_to_host(gpu, tb, host) == SF_OK, "copy: %s",
-            sf_last_error(gpu));
+      CHECK(slabfeed_copy_to_host(gpu, tb, host) == SLABFEED_OK, "copy: %s",
+            slabfeed_last_error(gpu));
       bad += memcmp(host, ta->data, bytes) != 0;
       free(host);
     }
     if (step == 5) { /* resume mid-way on both */
-      CHECK(sf_seek(cpu, 3, 1) == SF_OK && sf_seek(gpu, 3, 1) == SF_OK, "seek");
+      CHECK(slabfeed_seek(cpu, 3, 1) == SLABFEED_OK &&
+                slabfeed_seek(gpu, 3, 1) == SLABFEED_OK,
+            "seek");
     }
   }
   CHECK(bad == 0,
         "dtype %d layout %d halo %d: %lld batches differ between GPU and CPU",
         dt, lay, halo, (long long)bad);
-  sf_close(cpu);
-  sf_close(gpu);
+  slabfeed_close(cpu);
+  slabfeed_close(gpu);
 }
 
 static void CUDART_CB nap(void *arg)
@@ -107,33 +113,35 @@ static void CUDART_CB nap(void *arg)
   nanosleep(&t, NULL);
 }
 
-/* A consumer whose stream lags: after each sf_next the stream is held by a
- * 3 ms host function before it copies the batch out (asynchronously, on
- * the same stream), and the host never waits between steps. With K = 2
- * the loader runs ahead, so it must hold each slot until the stream has
- * passed the next sf_next, or a batch would be overwritten before its
- * copy ran. Every copy must equal the host path's batch. */
+/* A consumer whose stream lags: after each slabfeed_next the stream is held by
+ * a 3 ms host function before it copies the batch out (asynchronously, on the
+ * same stream), and the host never waits between steps. With K = 2 the loader
+ * runs ahead, so it must hold each slot until the stream has passed the next
+ * slabfeed_next, or a batch would be overwritten before its copy ran. Every
+ * copy must equal the host path's batch. */
 static void slow_consumer(const char *path, cudaStream_t s)
 {
   enum { N = 12 };
-  sf_config c;
+  slabfeed_config c;
   base_config(&c, path, 16);
   c.seed = 21;
   c.prefetch = 2;
-  sf_loader *cpu, *gpu;
+  slabfeed_loader *cpu, *gpu;
   if (!open_pair(&c, &cpu, &gpu))
     return;
   size_t bytes[2] = {0, 0};
   char *want[N][2], *got[N][2];
   memset(got, 0, sizeof got);
   for (int n = 0; n < N; n++) {
-    sf_batch a, b;
-    CHECK(sf_next(cpu, &a, NULL) == SF_OK, "cpu next: %s", sf_last_error(cpu));
-    CHECK(sf_next(gpu, &b, s) == SF_OK, "gpu next: %s", sf_last_error(gpu));
+    slabfeed_batch a, b;
+    CHECK(slabfeed_next(cpu, &a, NULL) == SLABFEED_OK, "cpu next: %s",
+          slabfeed_last_error(cpu));
+    CHECK(slabfeed_next(gpu, &b, s) == SLABFEED_OK, "gpu next: %s",
+          slabfeed_last_error(gpu));
     CUDA_CHECK(cudaLaunchHostFunc(s, nap, NULL));
     for (int d = 0; d < 2; d++) {
-      const sf_tensor *ta = d ? &a.target : &a.input,
-                      *tb = d ? &b.target : &b.input;
+      const slabfeed_tensor *ta = d ? &a.target : &a.input,
+                            *tb = d ? &b.target : &b.input;
       bytes[d] = (size_t)ta->strides[0] * (size_t)c.batch * sizeof(float);
       want[n][d] = malloc(bytes[d]);
       memcpy(want[n][d], ta->data, bytes[d]);
@@ -157,31 +165,32 @@ static void slow_consumer(const char *path, cudaStream_t s)
     printf("gpu.loader: slow consumer (stream held 3 ms per step, K = 2): %d "
            "batches equal the host path\n",
            N);
-  sf_close(cpu);
-  sf_close(gpu);
+  slabfeed_close(cpu);
+  slabfeed_close(gpu);
 }
 
 /* 200 steps after open: the CUDA layer's counters must not move. */
 static void quiet_steps(const char *path, cudaStream_t s)
 {
-  sf_config c;
+  slabfeed_config c;
   base_config(&c, path, 16);
   c.device = rank % gpu_count();
-  c.dtype = SF_DTYPE_BF16;
+  c.dtype = SLABFEED_DTYPE_BF16;
   char err[1024];
-  sf_loader *l = NULL;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SF_OK, "open: %s",
-        err);
+  slabfeed_loader *l = NULL;
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
+        "open: %s", err);
   if (l == NULL)
     return;
-  sf_cuda_counts before, after;
-  sf_cuda_counts_get(&before);
+  sf__cuda_counts before, after;
+  sf__cuda_counts_get(&before);
   for (int i = 0; i < 200; i++) {
-    sf_batch b;
-    CHECK(sf_next(l, &b, s) == SF_OK, "next %d: %s", i, sf_last_error(l));
+    slabfeed_batch b;
+    CHECK(slabfeed_next(l, &b, s) == SLABFEED_OK, "next %d: %s", i,
+          slabfeed_last_error(l));
   }
   CUDA_CHECK(cudaStreamSynchronize(s));
-  sf_cuda_counts_get(&after);
+  sf__cuda_counts_get(&after);
   CHECK(after.allocs == before.allocs && after.frees == before.frees,
         "allocations after open: %llu, frees %llu",
         (unsigned long long)(after.allocs - before.allocs),
@@ -205,7 +214,7 @@ static void quiet_steps(const char *path, cudaStream_t s)
            (unsigned long long)(after.copies - before.copies),
            (unsigned long long)(after.launches - before.launches),
            (unsigned long long)(after.event_waits - before.event_waits));
-  sf_close(l);
+  slabfeed_close(l);
 }
 
 int main(int argc, char **argv)
@@ -219,19 +228,19 @@ int main(int argc, char **argv)
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (gpu_count() == 0)
     return check_skip("gpu.loader", "no CUDA device");
-  const char *env = getenv(SF_ENV_RANK_PER_NODE);
+  const char *env = getenv(SLABFEED_ENV_RANK_PER_NODE);
   const int rpn = env != NULL && env[0] == '1' && size > 1;
   const int expect_thread = provided == MPI_THREAD_MULTIPLE || !rpn;
   char path[64];
   snprintf(path, sizeof path, "gpu_np%d_%d.h5", size, rpn);
-  make_file(path, 48, 40, 36, SF_LAYOUT_CF, 0, 0, 1);
+  make_file(path, 48, 40, 36, SLABFEED_LAYOUT_CF, 0, 0, 1);
   cudaStream_t s;
   CUDA_CHECK(cudaSetDevice(rank % gpu_count()));
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   for (int dt = 0; dt < 3; dt++)
     for (int lay = 0; lay < 2; lay++)
-      compare(path, (sf_dtype)dt, (sf_out_layout)lay, dt == 1 ? 3 : 0, s,
-              expect_thread);
+      compare(path, (slabfeed_dtype)dt, (slabfeed_out_layout)lay,
+              dt == 1 ? 3 : 0, s, expect_thread);
   slow_consumer(path, s);
   quiet_steps(path, s);
   cudaStreamDestroy(s);

@@ -1,4 +1,4 @@
-/* The loader next to NCCL: every step, sf_next on the training stream and
+/* The loader next to NCCL: every step, slabfeed_next on the training stream and
  * an ncclAllReduce of the batch on the same stream, 200 steps. No hang, the
  * sums equal the sums of the host path's batches over all ranks. One GPU
  * per rank (device = rank % GPUs). */
@@ -24,7 +24,7 @@ int main(int argc, char **argv)
   CUDA_CHECK(cudaSetDevice(dev));
   char path[64];
   snprintf(path, sizeof path, "nccl_np%d.h5", size);
-  make_file(path, 32, 32, 32, SF_LAYOUT_CF, 0, 0, 0);
+  make_file(path, 32, 32, 32, SLABFEED_LAYOUT_CF, 0, 0, 0);
 
   ncclUniqueId id;
   if (rank == 0)
@@ -34,18 +34,20 @@ int main(int argc, char **argv)
   CHECK(ncclCommInitRank(&nc, size, id, rank) == ncclSuccess,
         "ncclCommInitRank");
 
-  sf_config c;
-  sf_config_init(&c);
+  slabfeed_config c;
+  slabfeed_config_init(&c);
   c.path = path;
   c.input = "Nbody";
   c.crop[0] = c.crop[1] = c.crop[2] = 16;
   c.batch = 2;
   c.seed = 3;
   char err[1024];
-  sf_loader *cpu = NULL, *gpu = NULL;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &cpu, err, sizeof err) == SF_OK, "%s", err);
+  slabfeed_loader *cpu = NULL, *gpu = NULL;
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &cpu, err, sizeof err) == SLABFEED_OK,
+        "%s", err);
   c.device = dev;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &gpu, err, sizeof err) == SF_OK, "%s", err);
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &gpu, err, sizeof err) == SLABFEED_OK,
+        "%s", err);
   const size_t n = 2 * 4 * 16 * 16 * 16;
   float *sum, *host = malloc(n * sizeof *host),
               *want = malloc(n * sizeof *want);
@@ -54,12 +56,13 @@ int main(int argc, char **argv)
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   int bad = 0;
   for (int step = 0; step < 200 && cpu && gpu; step++) {
-    sf_batch a, b;
-    CHECK(sf_next(gpu, &b, s) == SF_OK, "gpu next: %s", sf_last_error(gpu));
+    slabfeed_batch a, b;
+    CHECK(slabfeed_next(gpu, &b, s) == SLABFEED_OK, "gpu next: %s",
+          slabfeed_last_error(gpu));
     CHECK(ncclAllReduce(b.input.data, sum, n, ncclFloat, ncclSum, nc, s) ==
               ncclSuccess,
           "ncclAllReduce");
-    CHECK(sf_next(cpu, &a, NULL) == SF_OK, "cpu next");
+    CHECK(slabfeed_next(cpu, &a, NULL) == SLABFEED_OK, "cpu next");
     if (step % 20 == 19) {
       CUDA_CHECK(cudaMemcpyAsync(host, sum, n * sizeof *host,
                                  cudaMemcpyDeviceToHost, s));
@@ -73,11 +76,12 @@ int main(int argc, char **argv)
   CUDA_CHECK(cudaStreamSynchronize(s));
   CHECK(bad == 0, "%d of 10 checked all-reduce sums differ", bad);
   if (rank == 0)
-    printf("gpu.nccl: 200 steps of sf_next + ncclAllReduce on %d rank(s), sums "
+    printf("gpu.nccl: 200 steps of slabfeed_next + ncclAllReduce on %d "
+           "rank(s), sums "
            "checked\n",
            size);
-  sf_close(gpu);
-  sf_close(cpu);
+  slabfeed_close(gpu);
+  slabfeed_close(cpu);
   ncclCommDestroy(nc);
   cudaFree(sum);
   cudaStreamDestroy(s);

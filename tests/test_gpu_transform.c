@@ -11,7 +11,7 @@
 
 static float pattern(uint64_t i)
 {
-  const uint64_t h = sf_fmix64(i + 77);
+  const uint64_t h = sf__fmix64(i + 77);
   switch (h % 8) {
   case 0: { /* raw bits: NaN, inf, subnormals included */
     const uint32_t b = (uint32_t)(h >> 32);
@@ -31,10 +31,10 @@ static float pattern(uint64_t i)
 }
 
 static void run(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
-                sf_dtype dt, sf_out_layout lay, float *din, void *dout,
-                const float *in, void *want, void *got)
+                slabfeed_dtype dt, slabfeed_out_layout lay, float *din,
+                void *dout, const float *in, void *want, void *got)
 {
-  sf_xform x;
+  sf__xform x;
   memset(&x, 0, sizeof x);
   x.ext[0] = e0, x.ext[1] = e1, x.ext[2] = e2;
   x.channels = channels;
@@ -43,14 +43,14 @@ static void run(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
   memcpy(x.groups, gr, sizeof gr);
   x.dtype = dt;
   x.layout = lay;
-  const size_t n = (size_t)sf_xform_elems(&x);
-  const size_t out_bytes = n * (dt == SF_DTYPE_F32 ? 4 : 2);
-  sf_transform_ref(&x, g, in, want);
-  sf_kparams k;
-  sf_kparams_make(&x, g, &k);
+  const size_t n = (size_t)sf__xform_elems(&x);
+  const size_t out_bytes = n * (dt == SLABFEED_DTYPE_F32 ? 4 : 2);
+  sf__transform_ref(&x, g, in, want);
+  sf__kparams k;
+  sf__kparams_make(&x, g, &k);
   CUDA_CHECK(cudaMemcpy(din, in, n * sizeof(float), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemset(dout, 0xff, out_bytes));
-  CUDA_CHECK(sf_transform_launch(&k, din, dout, NULL));
+  CUDA_CHECK(sf__transform_launch(&k, din, dout, NULL));
   CUDA_CHECK(cudaMemcpy(got, dout, out_bytes, cudaMemcpyDeviceToHost));
   CHECK(memcmp(want, got, out_bytes) == 0,
         "kernel != reference: ext %lldx%lldx%lld C=%d g=%d dtype=%d layout=%d",
@@ -76,19 +76,19 @@ int main(int argc, char **argv)
   for (int g = 0; g < 48; g++)
     for (int dt = 0; dt < 3; dt++)
       for (int lay = 0; lay < 2; lay++) {
-        run(37, 37, 37, 4, g, (sf_dtype)dt, (sf_out_layout)lay, din, dout, in,
-            want, got);
-        run(5, 5, 5, 9, g, (sf_dtype)dt, (sf_out_layout)lay, din, dout, in,
-            want, got);
+        run(37, 37, 37, 4, g, (slabfeed_dtype)dt, (slabfeed_out_layout)lay, din,
+            dout, in, want, got);
+        run(5, 5, 5, 9, g, (slabfeed_dtype)dt, (slabfeed_out_layout)lay, din,
+            dout, in, want, got);
         cases += 2;
       }
   /* Non-cubic crops (identity only), wide and thin. */
   for (int dt = 0; dt < 3; dt++)
     for (int lay = 0; lay < 2; lay++) {
-      run(3, 40, 33, 5, 0, (sf_dtype)dt, (sf_out_layout)lay, din, dout, in,
-          want, got);
-      run(40, 1, 65 > maxc ? 17 : 65, 9, 0, (sf_dtype)dt, (sf_out_layout)lay,
-          din, dout, in, want, got);
+      run(3, 40, 33, 5, 0, (slabfeed_dtype)dt, (slabfeed_out_layout)lay, din,
+          dout, in, want, got);
+      run(40, 1, 65 > maxc ? 17 : 65, 9, 0, (slabfeed_dtype)dt,
+          (slabfeed_out_layout)lay, din, dout, in, want, got);
       cases += 2;
     }
   /* Every channel-count branch of the NDHWC kernel, and channels in
@@ -98,8 +98,8 @@ int main(int argc, char **argv)
     for (int g = 0; g < 48; g++)
       for (int dt = 0; dt < 3; dt++)
         for (int lay = 0; lay < 2; lay++) {
-          run(21, 21, 21, nch[c], g, (sf_dtype)dt, (sf_out_layout)lay, din,
-              dout, in, want, got);
+          run(21, 21, 21, nch[c], g, (slabfeed_dtype)dt,
+              (slabfeed_out_layout)lay, din, dout, in, want, got);
           cases++;
         }
   printf("gpu.transform: %d kernel launches compared bit for bit\n", cases);

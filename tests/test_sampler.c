@@ -28,8 +28,8 @@ static double chi2(const uint64_t *count, int bins, uint64_t n)
 static void test_origins(void)
 {
   const int64_t shape[3] = {13, 7, 31};
-  sf_sampler s;
-  sf_sampler_init(&s, shape, 42, SF_SYM_ALL);
+  sf__sampler s;
+  sf__sampler_init(&s, shape, 42, SLABFEED_SYM_ALL);
   uint64_t count[3][31];
   memset(count, 0, sizeof count);
   uint64_t sym[48] = {0};
@@ -37,7 +37,7 @@ static void test_origins(void)
   for (uint64_t k = 0; k < n; k++) {
     int64_t o[3];
     int32_t g;
-    sf_sampler_draw(&s, 3, k, o, &g);
+    sf__sampler_draw(&s, 3, k, o, &g);
     for (int a = 0; a < 3; a++) {
       CHECK(o[a] >= 0 && o[a] < shape[a], "origin inside [0,N)");
       if (o[a] >= 0 && o[a] < shape[a])
@@ -58,29 +58,29 @@ static void test_origins(void)
 static void test_rotations(void)
 {
   const int64_t shape[3] = {8, 8, 8};
-  sf_sampler s;
-  sf_sampler_init(&s, shape, 7, SF_SYM_ROTATIONS);
+  sf__sampler s;
+  sf__sampler_init(&s, shape, 7, SLABFEED_SYM_ROTATIONS);
   CHECK(s.nsym == 24, "24 rotations");
   uint64_t count[48] = {0};
   const uint64_t n = 240000;
   for (uint64_t k = 0; k < n; k++) {
     int64_t o[3];
     int32_t g;
-    sf_sampler_draw(&s, 0, k, o, &g);
-    CHECK(sf_sym_det(g) == 1, "only proper rotations, got %d", g);
+    sf__sampler_draw(&s, 0, k, o, &g);
+    CHECK(sf__sym_det(g) == 1, "only proper rotations, got %d", g);
     count[g]++;
   }
   uint64_t rot[24];
   int r = 0;
   for (int g = 0; g < 48; g++)
-    if (sf_sym_det(g) == 1)
+    if (sf__sym_det(g) == 1)
       rot[r++] = count[g];
   CHECK(chi2(rot, 24, n) < chi2_crit(23), "rotations uniform");
-  sf_sampler_init(&s, shape, 7, SF_SYM_NONE);
+  sf__sampler_init(&s, shape, 7, SLABFEED_SYM_NONE);
   for (uint64_t k = 0; k < 1000; k++) {
     int64_t o[3];
     int32_t g;
-    sf_sampler_draw(&s, 0, k, o, &g);
+    sf__sampler_draw(&s, 0, k, o, &g);
     CHECK(g == 0, "none: identity only");
   }
 }
@@ -89,31 +89,31 @@ static void test_rotations(void)
 static void test_independence(void)
 {
   const int64_t shape[3] = {13, 13, 13};
-  sf_sampler s;
-  sf_sampler_init(&s, shape, 1, SF_SYM_ALL);
+  sf__sampler s;
+  sf__sampler_init(&s, shape, 1, SLABFEED_SYM_ALL);
   uint64_t cells[169] = {0};
   const uint64_t n = 338000;
   int64_t prev[3];
   int32_t g;
-  sf_sampler_draw(&s, 0, 0, prev, &g);
+  sf__sampler_draw(&s, 0, 0, prev, &g);
   for (uint64_t k = 1; k <= n; k++) {
     int64_t o[3];
-    sf_sampler_draw(&s, 0, k, o, &g);
+    sf__sampler_draw(&s, 0, k, o, &g);
     cells[prev[0] * 13 + o[0]]++;
     memcpy(prev, o, sizeof o);
   }
   CHECK(chi2(cells, 169, n) < chi2_crit(168),
         "consecutive samples independent");
   /* Streams of different epochs and seeds differ. */
-  sf_sampler t;
-  sf_sampler_init(&t, shape, 2, SF_SYM_ALL);
+  sf__sampler t;
+  sf__sampler_init(&t, shape, 2, SLABFEED_SYM_ALL);
   int same_epoch = 0, same_seed = 0;
   for (uint64_t k = 0; k < 1000; k++) {
     int64_t a[3], b[3], c[3];
     int32_t ga, gb, gc;
-    sf_sampler_draw(&s, 0, k, a, &ga);
-    sf_sampler_draw(&s, 1, k, b, &gb);
-    sf_sampler_draw(&t, 0, k, c, &gc);
+    sf__sampler_draw(&s, 0, k, a, &ga);
+    sf__sampler_draw(&s, 1, k, b, &gb);
+    sf__sampler_draw(&t, 0, k, c, &gc);
     same_epoch += !memcmp(a, b, sizeof a) && ga == gb;
     same_seed += !memcmp(a, c, sizeof a) && ga == gc;
   }

@@ -1,5 +1,6 @@
 /* The global sample stream: the same for any rank count, DESIGN's batch
- * order, disjoint samples per rank, epochs, and exact resume by sf_seek. */
+ * order, disjoint samples per rank, epochs, and exact resume by slabfeed_seek.
+ */
 #include "sampler.h"
 #include "testutil.h"
 
@@ -11,9 +12,9 @@ int main(int argc, char **argv)
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   char path[64];
   snprintf(path, sizeof path, "stream_np%d.h5", size);
-  make_file(path, 16, 12, 12, SF_LAYOUT_CF, 0, 0, 0);
-  sf_config c;
-  sf_config_init(&c);
+  make_file(path, 16, 12, 12, SLABFEED_LAYOUT_CF, 0, 0, 0);
+  slabfeed_config c;
+  slabfeed_config_init(&c);
   c.path = path;
   c.input = "Nbody";
   c.crop[0] = c.crop[1] = c.crop[2] = 4;
@@ -21,25 +22,26 @@ int main(int argc, char **argv)
   c.seed = 2024;
   c.steps_per_epoch = 3;
   char err[1024];
-  sf_loader *l = NULL;
-  CHECK(sf_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SF_OK, "open: %s",
-        err);
+  slabfeed_loader *l = NULL;
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
+        "open: %s", err);
   if (l == NULL)
     return check_finish("mpi.stream");
-  CHECK(sf_steps_per_epoch(l) == 3, "steps per epoch from the config");
+  CHECK(slabfeed_steps_per_epoch(l) == 3, "steps per epoch from the config");
 
   /* The reference stream, computed here without the loader. */
-  sf_sampler ref;
+  sf__sampler ref;
   const int64_t shape[3] = {16, 12, 12};
-  sf_sampler_init(&ref, shape, c.seed, SF_SYM_ALL);
+  sf__sampler_init(&ref, shape, c.seed, SLABFEED_SYM_ALL);
 
   const int steps = 7; /* crosses two epoch ends */
   const size_t bytes = (size_t)c.batch * 4 * 64 * sizeof(float);
   float *saved = malloc(bytes);
   int64_t my_first = -1;
   for (int s = 0; s < steps; s++) {
-    sf_batch b;
-    CHECK(sf_next(l, &b, NULL) == SF_OK, "next: %s", sf_last_error(l));
+    slabfeed_batch b;
+    CHECK(slabfeed_next(l, &b, NULL) == SLABFEED_OK, "next: %s",
+          slabfeed_last_error(l));
     const uint64_t epoch = (uint64_t)s / 3, step = (uint64_t)s % 3;
     CHECK(b.epoch == epoch && b.step == step, "position (%llu,%llu)",
           (unsigned long long)b.epoch, (unsigned long long)b.step);
@@ -50,7 +52,7 @@ int main(int argc, char **argv)
             (unsigned long long)k);
       int64_t o[3];
       int32_t g;
-      sf_sampler_draw(&ref, epoch, k, o, &g);
+      sf__sampler_draw(&ref, epoch, k, o, &g);
       CHECK(memcmp(o, &b.origin[3 * i], sizeof o) == 0 && g == b.symmetry[i],
             "global sample %llu of epoch %llu is rank-count independent",
             (unsigned long long)k, (unsigned long long)epoch);
@@ -61,13 +63,13 @@ int main(int argc, char **argv)
     }
   }
   /* Resume: seek to (1, 1) (= loop step 4) and get the same bytes. */
-  CHECK(sf_seek(l, 1, 1) == SF_OK, "seek");
-  sf_batch b;
-  CHECK(sf_next(l, &b, NULL) == SF_OK, "next after seek");
+  CHECK(slabfeed_seek(l, 1, 1) == SLABFEED_OK, "seek");
+  slabfeed_batch b;
+  CHECK(slabfeed_next(l, &b, NULL) == SLABFEED_OK, "next after seek");
   CHECK(b.epoch == 1 && b.step == 1 && memcmp(saved, b.input.data, bytes) == 0,
-        "sf_seek resumes the exact stream");
-  CHECK(sf_seek(l, 0, 3) == SF_ERR_ARG &&
-            strstr(sf_last_error(l), "past the end"),
+        "slabfeed_seek resumes the exact stream");
+  CHECK(slabfeed_seek(l, 0, 3) == SLABFEED_ERR_ARG &&
+            strstr(slabfeed_last_error(l), "past the end"),
         "seek past the epoch is refused");
   /* Different ranks get different crops. */
   int64_t *all = malloc((size_t)size * sizeof *all);
@@ -78,6 +80,6 @@ int main(int argc, char **argv)
   CHECK(dup == 0, "ranks drew the same crop");
   free(all);
   free(saved);
-  sf_close(l);
+  slabfeed_close(l);
   return check_finish("mpi.stream");
 }

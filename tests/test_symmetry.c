@@ -23,21 +23,21 @@ static void test_group(void)
 {
   int proper = 0;
   for (int g = 0; g < 48; g++) {
-    CHECK(sf_sym_compose(g, 0) == g && sf_sym_compose(0, g) == g,
+    CHECK(sf__sym_compose(g, 0) == g && sf__sym_compose(0, g) == g,
           "identity g=%d", g);
-    CHECK(sf_sym_compose(sf_sym_inverse(g), g) == 0, "inverse g=%d", g);
-    CHECK(sf_sym_compose(g, sf_sym_inverse(g)) == 0, "inverse g=%d", g);
+    CHECK(sf__sym_compose(sf__sym_inverse(g), g) == 0, "inverse g=%d", g);
+    CHECK(sf__sym_compose(g, sf__sym_inverse(g)) == 0, "inverse g=%d", g);
     const int f = g / 6;
     const int pc = (f & 1) + (f >> 1 & 1) + (f >> 2 & 1);
     const int expect = perm_sign(perms[g % 6]) * (pc % 2 ? -1 : 1);
-    CHECK(sf_sym_det(g) == expect, "det of g=%d", g);
-    proper += sf_sym_det(g) == 1;
+    CHECK(sf__sym_det(g) == expect, "det of g=%d", g);
+    proper += sf__sym_det(g) == 1;
     for (int h = 0; h < 48; h++) {
-      const int gh = sf_sym_compose(h, g);
+      const int gh = sf__sym_compose(h, g);
       CHECK(gh >= 0 && gh < 48, "closure");
       for (int k = 0; k < 48; k++)
-        CHECK(sf_sym_compose(k, sf_sym_compose(h, g)) ==
-                  sf_sym_compose(sf_sym_compose(k, h), g),
+        CHECK(sf__sym_compose(k, sf__sym_compose(h, g)) ==
+                  sf__sym_compose(sf__sym_compose(k, h), g),
               "associativity (%d,%d,%d)", k, h, g);
     }
   }
@@ -50,7 +50,7 @@ static void test_index_map(void)
   const int64_t c = 5, ext[3] = {c, c, c};
   for (int g = 0; g < 48; g++) {
     int64_t e[3], start, step[3];
-    sf_sym_index_map(g, ext, e, &start, step);
+    sf__sym_index_map(g, ext, e, &start, step);
     char seen[125] = {0};
     for (int64_t i0 = 0; i0 < c; i0++)
       for (int64_t i1 = 0; i1 < c; i1++)
@@ -75,14 +75,14 @@ static void test_index_map(void)
 static void test_vectors(void)
 {
   const int c = 4;
-  sf_xform x;
+  sf__xform x;
   memset(&x, 0, sizeof x);
   x.ext[0] = x.ext[1] = x.ext[2] = c;
   x.channels = 4;
   x.ngroups = 1;
   x.groups[0][0] = 1, x.groups[0][1] = 2, x.groups[0][2] = 3;
-  x.dtype = SF_DTYPE_F32;
-  x.layout = SF_OUT_NCDHW;
+  x.dtype = SLABFEED_DTYPE_F32;
+  x.layout = SLABFEED_OUT_NCDHW;
   const int vol = c * c * c;
   float in[4 * 64], out[4 * 64];
   for (int j0 = 0; j0 < c; j0++)
@@ -95,7 +95,7 @@ static void test_vectors(void)
         in[3 * vol + v] = (float)(2 * j2 - (c - 1));
       }
   for (int g = 0; g < 48; g++) {
-    sf_transform_ref(&x, g, in, out);
+    sf__transform_ref(&x, g, in, out);
     for (int i0 = 0; i0 < c; i0++)
       for (int i1 = 0; i1 < c; i1++)
         for (int i2 = 0; i2 < c; i2++) {
@@ -109,12 +109,12 @@ static void test_vectors(void)
   /* Applying g, then h, equals applying "h after g", vectors included. */
   float rnd[4 * 64], a[4 * 64], b[4 * 64];
   for (int k = 0; k < 4 * 64; k++)
-    rnd[k] = (float)(int)(sf_fmix64((uint64_t)k + 1) % 1000) - 500.0f;
+    rnd[k] = (float)(int)(sf__fmix64((uint64_t)k + 1) % 1000) - 500.0f;
   for (int g = 0; g < 48; g++)
     for (int h = 0; h < 48; h++) {
-      sf_transform_ref(&x, g, rnd, a);
-      sf_transform_ref(&x, h, a, b);
-      sf_transform_ref(&x, sf_sym_compose(h, g), rnd, a);
+      sf__transform_ref(&x, g, rnd, a);
+      sf__transform_ref(&x, h, a, b);
+      sf__transform_ref(&x, sf__sym_compose(h, g), rnd, a);
       CHECK(memcmp(a, b, sizeof a) == 0, "compose(%d,%d) on data", h, g);
     }
 }

@@ -62,11 +62,11 @@ static inline void whole_free(whole *w)
 
 /* Generates a test file collectively; fails the test on error. */
 static inline int make_file(const char *path, int64_t Z, int64_t Y, int64_t X,
-                            sf_file_layout layout, int chunked, int f16,
+                            slabfeed_file_layout layout, int chunked, int f16,
                             int with_target)
 {
-  sf_gen_config g;
-  sf_gen_config_init(&g);
+  slabfeed_gen_config g;
+  slabfeed_gen_config_init(&g);
   g.path = path;
   g.shape[0] = Z, g.shape[1] = Y, g.shape[2] = X;
   g.layout = layout;
@@ -76,9 +76,10 @@ static inline int make_file(const char *path, int64_t Z, int64_t Y, int64_t X,
   if (!with_target)
     g.target = NULL;
   char err[1024];
-  const sf_status st = sf_generate(MPI_COMM_WORLD, &g, err, sizeof err);
-  CHECK(st == SF_OK, "generate %s: %s", path, err);
-  return st == SF_OK ? 0 : -1;
+  const slabfeed_status st =
+      slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err);
+  CHECK(st == SLABFEED_OK, "generate %s: %s", path, err);
+  return st == SLABFEED_OK ? 0 : -1;
 }
 
 #endif

@@ -6,13 +6,13 @@
 
 int main(void)
 {
-  if (sf_version() != SLABFEED_VERSION_NUMBER ||
-      strcmp(sf_version_string(), SLABFEED_VERSION_STRING) != 0 ||
-      strcmp(sf_strerror(SF_ERR_FORKED),
+  if (slabfeed_version() != SLABFEED_VERSION_NUMBER ||
+      strcmp(slabfeed_version_string(), SLABFEED_VERSION_STRING) != 0 ||
+      strcmp(slabfeed_strerror(SLABFEED_ERR_FORKED),
              "loader used in a forked child process") != 0) {
     printf("consumer: FAIL\n");
     return 1;
   }
-  printf("consumer: slabfeed %s found and linked\n", sf_version_string());
+  printf("consumer: slabfeed %s found and linked\n", slabfeed_version_string());
   return 0;
 }
