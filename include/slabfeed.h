@@ -2,7 +2,11 @@
  * slabfeed: random, augmented crops of one huge periodic 3D volume stored in
  * HDF5, delivered to every rank of an MPI job (one rank per GPU).
  *
- * Conventions (public; see README.md and docs/CONVENTIONS.md):
+ * This header is the loader API: open, next, seek, close, statistics,
+ * errors and the version. Tools (generator, serial reference reader, host
+ * transform, slab plan) are in slabfeed_tools.h.
+ *
+ * Conventions (public and tested; docs/CONVENTIONS.md has the details):
  *  - Arrays are C order. Spatial axes: 0 = z (slowest), 1 = y, 2 = x.
  *    A file dataset is channels-first (C,Z,Y,X) or channels-last (Z,Y,X,C).
  *  - Crop origins are uniform over [0, N) on every axis; crops wrap around
@@ -16,8 +20,18 @@
  *  - Global batch at step s with P ranks of local batch B: samples
  *    [s*P*B, (s+1)*P*B); rank r takes [s*P*B + r*B, s*P*B + (r+1)*B).
  *
- * Every function says whether it is collective over the communicator given
- * to it. Collective functions must be called by all ranks in the same order.
+ * Every declaration carries the same contract block:
+ *   Collective  whether all ranks of the loader's communicator must call it
+ *               (in the same order), or "no" (one rank may call it alone);
+ *   Threads     what may run concurrently;
+ *   Device      what it does to CUDA devices and streams;
+ *   Failure     what is returned and what state is left;
+ *   Lifetime    who owns what it returns, and for how long.
+ *
+ * Structs that may grow carry their size in bytes as the first member,
+ * filled by their init function or SLABFEED_*_INIT initialiser. The library
+ * reads and writes only the bytes a caller's struct has, so a program built
+ * against an older header keeps working with a newer library.
  */
 #ifndef SLABFEED_H
 #define SLABFEED_H
@@ -40,7 +54,24 @@
 extern "C" {
 #endif
 
-/* Status codes. Values are pinned and never renumbered. */
+/* Initialiser of a sized struct of type T: its size set, all else zero.
+ * Designated in C (no missing-initializer warnings); positional in C++
+ * before C++20. */
+#if defined(__cplusplus) && __cplusplus < 202002L
+#define SLABFEED_SIZED_INIT(T)                                                 \
+  {                                                                            \
+    sizeof(T)                                                                  \
+  }
+#else
+#define SLABFEED_SIZED_INIT(T)                                                 \
+  {                                                                            \
+    .size = sizeof(T)                                                          \
+  }
+#endif
+
+/* ---- Status codes --------------------------------------------------------
+ * Values are pinned and never renumbered. One list expands to the enum,
+ * slabfeed_strerror and slabfeed_status_name. */
 #define SLABFEED_STATUS_MAP(X)                                                 \
   X(SLABFEED_OK, 0, "success")                                                 \
   X(SLABFEED_ERR_ARG, 1, "invalid argument")                                   \
@@ -55,21 +86,37 @@ extern "C" {
   X(SLABFEED_ERR_UNSUPPORTED, 10, "not supported by this build")
 
 typedef enum {
-#define SLABFEED_STATUS_ENUM(name, value, text) name = value,
-  SLABFEED_STATUS_MAP(SLABFEED_STATUS_ENUM)
-#undef SLABFEED_STATUS_ENUM
+#define SLABFEED_STATUS_ENUM_(name, value, text) name = value,
+  SLABFEED_STATUS_MAP(SLABFEED_STATUS_ENUM_)
+#undef SLABFEED_STATUS_ENUM_
 } slabfeed_status;
 
-/* Not collective, thread safe. Returns a static, human-readable description
- * of a status code; never NULL ("unknown status" for values not listed). */
+/* slabfeed_strerror - a human-readable description of status s.
+ * Collective no. Threads safe. Device none.
+ * Failure: values outside the list give "unknown status".
+ * Lifetime: a static string, never NULL. */
 SLABFEED_API const char *slabfeed_strerror(slabfeed_status s);
 
-/* Not collective, thread safe. Returns SLABFEED_VERSION_NUMBER of the
- * library actually linked (major*10000 + minor*100 + patch). */
+/* slabfeed_status_name - the enum name of status s, e.g.
+ * "SLABFEED_ERR_ARG" (for logs and language bindings).
+ * Collective no. Threads safe. Device none.
+ * Failure: values outside the list give "SLABFEED_UNKNOWN".
+ * Lifetime: a static string, never NULL. */
+SLABFEED_API const char *slabfeed_status_name(slabfeed_status s);
+
+/* slabfeed_version - SLABFEED_VERSION_NUMBER of the library actually linked
+ * (major*10000 + minor*100 + patch); compare with the header's macro.
+ * Collective no. Threads safe. Device none. Failure: cannot fail.
+ * Lifetime: a value. */
 SLABFEED_API unsigned slabfeed_version(void);
 
-/* Not collective, thread safe. Returns the version string, e.g. "0.1.0". */
+/* slabfeed_version_string - the linked library's version, e.g. "0.2.0".
+ * Collective no. Threads safe. Device none. Failure: cannot fail.
+ * Lifetime: a static string. */
 SLABFEED_API const char *slabfeed_version_string(void);
+
+/* ---- Options --------------------------------------------------------------
+ */
 
 /* Layout of a dataset in the file. */
 typedef enum {
@@ -99,23 +146,26 @@ typedef enum {
 } slabfeed_out_layout;
 
 /* Environment variable that, set to 1, makes every rank its own "node": all
- * remote pieces then travel with MPI_Get (used to test that path on one
- * machine). Overridden by slabfeed_config.rank_per_node when that is 0 or 1. */
+ * remote pieces then travel with MPI_Get (to test that path on one machine).
+ * Overridden by slabfeed_config.rank_per_node when that is 0 or 1. */
 #define SLABFEED_ENV_RANK_PER_NODE "SLABFEED_RANK_PER_NODE"
 
 #define SLABFEED_MAX_VECTORS 4 /* vector groups per dataset */
 
-/* Loader options. Fill with slabfeed_config_init, then set fields. Strings are
- * copied by slabfeed_open; the struct may be freed afterwards. All ranks must
- * pass equal values (checked at open). */
+/* Loader options. Fill with slabfeed_config_init, then set fields. Strings
+ * are copied by slabfeed_open. All ranks must pass equal values (checked at
+ * open; `device` may differ). Fields a library does not know (a caller
+ * newer than the library) are ignored; fields a caller does not have (a
+ * caller older than the library) take their defaults. */
 typedef struct slabfeed_config {
-  const char *path;            /* HDF5 file (required) */
-  const char *input;           /* input dataset name (required) */
-  const char *target;          /* target dataset name, or NULL for none */
-  slabfeed_file_layout layout; /* file layout of both datasets; default AUTO */
-  int64_t crop[3];             /* crop edge (z,y,x); default 64^3 */
-  int batch;                   /* local batch B per rank; default 1 */
-  uint64_t seed;               /* sampler seed; default 0 */
+  size_t size;                    /* sizeof(slabfeed_config) of the caller */
+  const char *path;               /* HDF5 file (required) */
+  const char *input;              /* input dataset name (required) */
+  const char *target;             /* target dataset name, or NULL for none */
+  slabfeed_file_layout layout;    /* file layout of both datasets; AUTO */
+  int64_t crop[3];                /* crop edge (z,y,x); default 64^3 */
+  int batch;                      /* local batch B per rank; default 1 */
+  uint64_t seed;                  /* sampler seed; default 0 */
   slabfeed_symmetries symmetries; /* default SLABFEED_SYM_ALL */
   int n_input_vectors;            /* vector groups of the input */
   int input_vectors[SLABFEED_MAX_VECTORS][3];
@@ -123,17 +173,31 @@ typedef struct slabfeed_config {
   int target_vectors[SLABFEED_MAX_VECTORS][3];
   slabfeed_dtype dtype;           /* default SLABFEED_DTYPE_F32 */
   slabfeed_out_layout out_layout; /* default SLABFEED_OUT_NCDHW */
-  int device;        /* CUDA device ordinal, or -1 for host batches */
-  int prefetch;      /* depth of the batch ring, >= 1; default 2 */
-  int halo;          /* z-planes copied on each side; default 0 */
-  int rank_per_node; /* -1: from SLABFEED_ENV_RANK_PER_NODE; 0 off; 1 on */
+  int device;               /* CUDA device ordinal, or -1 for host batches */
+  int prefetch;             /* depth of the batch ring, 1..64; default 2 */
+  int halo;                 /* z-planes copied on each side; default 0 */
+  int rank_per_node;        /* -1: from SLABFEED_ENV_RANK_PER_NODE; 0; 1 */
   uint64_t steps_per_epoch; /* 0: enough crops to cover the box once */
 } slabfeed_config;
 
-/* Not collective. Fills *cfg with the defaults listed above. */
-SLABFEED_API void slabfeed_config_init(slabfeed_config *cfg);
+/* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
+ * defaults listed above and sets cfg->size = size. Call it through
+ * slabfeed_config_init, which passes the caller's sizeof.
+ * Collective no. Threads safe on distinct structs. Device none.
+ * Failure: does nothing when cfg is NULL or size < sizeof(size_t).
+ * Lifetime: the caller owns *cfg. */
+SLABFEED_API void slabfeed_config_init_sized(slabfeed_config *cfg, size_t size);
 
-/* One dense tensor, shaped like a DLPack tensor: strides in elements. */
+static inline void slabfeed_config_init(slabfeed_config *cfg)
+{
+  slabfeed_config_init_sized(cfg, sizeof *cfg);
+}
+
+/* ---- Batches and statistics ------------------------------------------------
+ */
+
+/* One dense tensor, shaped like a DLPack tensor: strides in elements. Its
+ * layout is frozen (it is embedded in slabfeed_batch, which is versioned). */
 typedef struct slabfeed_tensor {
   void *data;         /* host or device pointer (see slabfeed_batch.device) */
   int ndim;           /* 5 */
@@ -142,12 +206,12 @@ typedef struct slabfeed_tensor {
   slabfeed_dtype dtype;
 } slabfeed_tensor;
 
-/* One batch handed out by slabfeed_next, owned by the loader. Host batches stay
- * valid until the prefetch-th following slabfeed_next call; device batches may
- * be used by work enqueued on the stream given to slabfeed_next until the next
- * slabfeed_next call (the slot is reused only after that stream has passed it).
- * Both end at slabfeed_close. */
+/* One batch handed out by slabfeed_next. Declare it with
+ * SLABFEED_BATCH_INIT (or set .size = sizeof the struct). The memory it
+ * points to belongs to the loader; see slabfeed_next for how long it is
+ * valid. */
 typedef struct slabfeed_batch {
+  size_t size; /* sizeof(slabfeed_batch) of the caller */
   slabfeed_tensor input;
   slabfeed_tensor target;  /* data == NULL when there is no target */
   int device;              /* -1: host memory; else the CUDA device ordinal */
@@ -159,8 +223,12 @@ typedef struct slabfeed_batch {
                               or NULL for host batches */
 } slabfeed_batch;
 
-/* Counters and times (seconds) of one rank since slabfeed_open. */
+#define SLABFEED_BATCH_INIT SLABFEED_SIZED_INIT(slabfeed_batch)
+
+/* Counters and times (seconds) of one rank since slabfeed_open. Declare it
+ * with SLABFEED_STATS_INIT (or set .size). */
 typedef struct slabfeed_stats {
+  size_t size; /* sizeof(slabfeed_stats) of the caller */
   uint64_t batches, samples;
   uint64_t bytes_own;    /* bytes copied from the rank's own slab + halo */
   uint64_t bytes_node;   /* bytes copied from other ranks of the node */
@@ -172,183 +240,127 @@ typedef struct slabfeed_stats {
   uint64_t slab_bytes;    /* host bytes of the slab store of this rank */
   uint64_t staging_bytes; /* host + device staging and batch memory */
   int loader_thread;      /* 1: a loader thread produces ahead (device
-                            batches, MPI_THREAD_MULTIPLE or one node);
-                            0: the work runs inside slabfeed_next */
+                             batches, MPI_THREAD_MULTIPLE or one node);
+                             0: the work runs inside slabfeed_next */
 } slabfeed_stats;
+
+#define SLABFEED_STATS_INIT SLABFEED_SIZED_INIT(slabfeed_stats)
+
+/* ---- The loader
+ * --------------------------------------------------------------- */
 
 typedef struct slabfeed_loader slabfeed_loader;
 
-/* Collective over comm. Opens cfg->path with parallel HDF5, validates the
- * datasets and the options, reads this rank's z-slab (plus halo) into the
- * node's shared-memory window, and takes all memory the loader will need.
- * On success *out is a new loader. On failure every rank returns the same
- * status, *out is NULL and, when errbuf is not NULL, errbuf holds a message
- * naming the problem and the rank that found it (truncated to errlen).
- * Works on a duplicate of comm. */
+/* slabfeed_open - opens cfg->path with parallel HDF5, validates the datasets
+ * and the options, reads this rank's z-slab (plus halo) into the node's
+ * shared-memory window and takes all memory the loader will need (host,
+ * pinned and device); works on a duplicate of comm.
+ * Collective over comm.
+ * Threads: MPI must be initialised; any thread level works (see
+ *   slabfeed_next for what MPI_THREAD_MULTIPLE changes). Not thread safe
+ *   with other slabfeed calls on the same communicator.
+ * Device: with cfg->device >= 0 it allocates on that device and creates
+ *   the loader's own streams there; the calling thread's current device is
+ *   restored before it returns.
+ * Failure: every rank returns the same status, *out is NULL and, when errbuf
+ *   is not NULL, errbuf holds a message naming the problem and the rank
+ *   that found it (truncated to errlen). Nothing is left allocated.
+ * Lifetime: *out is owned by the caller until slabfeed_close. */
 SLABFEED_API slabfeed_status slabfeed_open(MPI_Comm comm,
                                            const slabfeed_config *cfg,
                                            slabfeed_loader **out, char *errbuf,
                                            size_t errlen);
 
-/* Not collective. Hands out the next batch of this rank in *out.
- * Host batches (device -1): the crops are gathered and transformed on the
- * calling thread; `stream` is ignored.
- * Device batches: `stream` (a cudaStream_t of the loader's device; pass
- * the training stream, not the legacy default stream) is made to wait on
- * the batch's ready event; the call blocks on the host only while the
- * batch is not yet enqueued. With MPI_THREAD_MULTIPLE (or one node) a
- * loader thread produces ahead; otherwise the work, MPI_Get included, runs
- * inside this call. Pieces fetched with MPI_Get need the owning ranks to
- * make progress in MPI (they do while they call slabfeed_next).
- * Not thread safe on one loader. On failure the message is in
- * slabfeed_last_error. */
+/* slabfeed_next - hands out the next batch of this rank in *out (whose
+ * .size the caller has set).
+ * Collective no, but pieces fetched with MPI_Get from other nodes need the
+ *   owning ranks to make progress in MPI (they do while they call next).
+ * Threads: not thread safe on one loader. With MPI_THREAD_MULTIPLE, or
+ *   when the whole job is one node, a loader thread produces ahead;
+ *   otherwise the work runs inside this call.
+ * Device: host batches (device -1) are gathered and transformed on the
+ *   calling thread and `stream` is ignored. Device batches: `stream` (a
+ *   cudaStream_t of the loader's device; the training stream, not the legacy
+ *   default stream) is made to wait on the batch's ready event; the call
+ *   blocks on the host only while the batch is not yet enqueued. No
+ *   allocation, device synchronisation or default-stream work happens here.
+ * Failure: a status; the message is in slabfeed_last_error. *out is not
+ *   written.
+ * Lifetime: host batches stay valid until the prefetch-th following next
+ *   call; device batches may be used by work enqueued on `stream` until the
+ *   next call of next (the slot is reused only after that stream has passed
+ *   it). Both end at slabfeed_seek and slabfeed_close. */
 SLABFEED_API slabfeed_status slabfeed_next(slabfeed_loader *l,
                                            slabfeed_batch *out, void *stream);
 
-/* Local. Positions the loader so that the next slabfeed_next returns the batch
- * of (epoch, step). Call it at the same point on every rank. */
+/* slabfeed_seek - positions the loader so that the next slabfeed_next
+ * returns the batch of (epoch, step): exact resume.
+ * Collective no, but call it at the same point on every rank (the ranks'
+ *   batches form global batches).
+ * Threads: not thread safe on one loader.
+ * Device: waits for the loader's own streams only.
+ * Failure: SLABFEED_ERR_ARG when step >= slabfeed_steps_per_epoch; the
+ *   position is then unchanged.
+ * Lifetime: batches handed out before it are no longer valid. */
 SLABFEED_API slabfeed_status slabfeed_seek(slabfeed_loader *l, uint64_t epoch,
                                            uint64_t step);
 
-/* Local. Copies this rank's counters into *out. */
+/* slabfeed_tell - the position (epoch, step) of the batch the next
+ * slabfeed_next will return (what a checkpoint stores).
+ * Collective no. Threads: not with other calls on l. Device none.
+ * Failure: SLABFEED_ERR_ARG for NULL arguments. Lifetime: values. */
+SLABFEED_API slabfeed_status slabfeed_tell(const slabfeed_loader *l,
+                                           uint64_t *epoch, uint64_t *step);
+
+/* slabfeed_steps_per_epoch - steps per epoch in effect (from the config,
+ * or the default that covers the box once).
+ * Collective no. Threads safe. Device none. Failure: 0 for NULL l.
+ * Lifetime: a value. */
+SLABFEED_API uint64_t slabfeed_steps_per_epoch(const slabfeed_loader *l);
+
+/* slabfeed_stats_get - this rank's counters into *out (whose .size the
+ * caller has set); the fields are read consistently (under the lock the
+ * producer writes them with).
+ * Collective no. Threads: may be called while another thread is in
+ *   slabfeed_next. Device none.
+ * Failure: SLABFEED_ERR_ARG for NULL or a size too small. Lifetime: values. */
 SLABFEED_API slabfeed_status slabfeed_stats_get(const slabfeed_loader *l,
                                                 slabfeed_stats *out);
 
-/* Local. The message of the last failure on this loader ("" when none).
- * The string stays valid until the next call on l. NULL l gives "". */
+/* slabfeed_last_error - the message of the last failure on l ("" when none).
+ * Collective no. Threads: not with other calls on l. Device none.
+ * Failure: NULL l gives "".
+ * Lifetime: valid until the next call on l. */
 SLABFEED_API const char *slabfeed_last_error(const slabfeed_loader *l);
 
-/* Local. Steps per epoch in effect (from the config, or the default). */
-SLABFEED_API uint64_t slabfeed_steps_per_epoch(const slabfeed_loader *l);
-
-/* Collective. Stops the loader thread, waits for the loader's own streams,
- * and releases everything the loader holds (windows, device and pinned
- * memory, registrations). NULL is a no-op (then every rank must pass
- * NULL). In a forked child it does nothing: the parent owns the resources. */
-SLABFEED_API void slabfeed_close(slabfeed_loader *l);
-
-/* Not collective. Copies the contents of tensor t of a batch of l (host
- * or device memory) into host memory dst (t's element count times the
- * element size). For device batches it copies on the loader's private
- * stream and waits for that stream only (no device synchronisation); meant
- * for tools and tests, not for the training hot path. */
+/* slabfeed_copy_to_host - copies tensor t of a batch of l (host or device
+ * memory) into host memory dst (element count times element size). For
+ * tools and tests, not for the training hot path.
+ * Collective no. Threads: not with other calls on l.
+ * Device: device batches are copied on the loader's private stream, which
+ *   it then waits for (no device synchronisation).
+ * Failure: SLABFEED_ERR_ARG when t is not a live batch tensor of l.
+ * Lifetime: dst belongs to the caller. */
 SLABFEED_API slabfeed_status slabfeed_copy_to_host(slabfeed_loader *l,
                                                    const slabfeed_tensor *t,
                                                    void *dst);
 
-/* Bytes of one element of dtype d (4 or 2). */
+/* slabfeed_close - stops the loader thread, waits for the loader's own
+ * streams and releases everything the loader holds (windows, device and
+ * pinned memory, registrations, the communicator duplicate).
+ * Collective over the communicator of slabfeed_open (NULL on every rank is
+ *   a no-op).
+ * Threads: not with other calls on l. Device: waits for the loader's own
+ *   streams only.
+ * Failure: cannot fail. In a forked child it does nothing (the parent owns
+ *   the resources).
+ * Lifetime: l and every batch of it are invalid afterwards. */
+SLABFEED_API void slabfeed_close(slabfeed_loader *l);
+
+/* slabfeed_dtype_size - bytes of one element of d (4 or 2; 0 if unknown).
+ * Collective no. Threads safe. Device none. Failure: 0.
+ * Lifetime: a value. */
 SLABFEED_API size_t slabfeed_dtype_size(slabfeed_dtype d);
-
-/* Not collective, thread safe. The reference transform on the host: in is
- * one staged crop [channels][ext0][ext1][ext2] float32 (C order), out one
- * sample in out_layout and dtype after symmetry id `symmetry` (cubic crops
- * only unless symmetry is 0) and the vector groups. The GPU kernel matches
- * it bit for bit. Returns SLABFEED_ERR_ARG for bad arguments. */
-SLABFEED_API slabfeed_status slabfeed_transform_host(
-    const float *in, const int64_t ext[3], int channels, int symmetry,
-    int ngroups, const int (*groups)[3], slabfeed_dtype dtype,
-    slabfeed_out_layout out_layout, void *out);
-
-/* ---- Independent serial reference ----------------------------------------
- * A plain serial HDF5 reader that forms one crop straight from the file and
- * applies the reference transform: what slabfeed-check compares batches
- * against. Not collective; one reader per thread. */
-
-typedef struct slabfeed_reader slabfeed_reader;
-
-/* Opens path read-only (serial HDF5). On failure *out is NULL and errbuf
- * names the problem. */
-SLABFEED_API slabfeed_status slabfeed_reader_open(const char *path,
-                                                  slabfeed_reader **out,
-                                                  char *errbuf, size_t errlen);
-
-/* Forms the crop of `dataset` at origin (periodic) with extents crop,
- * applies symmetry id `symmetry` and the vector groups, converts to dtype
- * and writes one sample in out_layout to out (channels * crop volume
- * elements). On failure see slabfeed_reader_error. */
-SLABFEED_API slabfeed_status slabfeed_reader_crop(
-    slabfeed_reader *r, const char *dataset, slabfeed_file_layout layout,
-    const int64_t origin[3], const int64_t crop[3], int symmetry, int ngroups,
-    const int (*groups)[3], slabfeed_dtype dtype,
-    slabfeed_out_layout out_layout, void *out);
-
-/* The message of the reader's last failure ("" when none). */
-SLABFEED_API const char *slabfeed_reader_error(const slabfeed_reader *r);
-
-/* Closes the reader; NULL is a no-op. */
-SLABFEED_API void slabfeed_reader_close(slabfeed_reader *r);
-
-/* ---- Description of datasets ------------------------------------------- */
-
-typedef struct slabfeed_dataset_info {
-  int64_t dims[4];             /* as stored */
-  int64_t channels;            /* C */
-  int64_t shape[3];            /* Z,Y,X */
-  slabfeed_file_layout layout; /* CF or CL, after AUTO was resolved */
-  int type_bits;               /* 16, 32 or 64 */
-  int chunked;                 /* 1: chunked storage, chunk dims in chunk[] */
-  int64_t chunk[4];
-} slabfeed_dataset_info;
-
-/* Not collective (each rank may call it alone; serial HDF5). Opens path,
- * checks that `dataset` is a rank-4 floating-point dataset and resolves its
- * layout. On failure returns a status and writes a message into errbuf. */
-SLABFEED_API slabfeed_status slabfeed_describe(const char *path,
-                                               const char *dataset,
-                                               slabfeed_file_layout layout,
-                                               slabfeed_dataset_info *out,
-                                               char *errbuf, size_t errlen);
-
-/* Not collective. The z-slab [*z0, *z1) of rank r among P ranks for a box of
- * Z planes: the first Z % P ranks get one plane more. Returns SLABFEED_ERR_ARG
- * when P > Z, P < 1 or r is out of range. */
-SLABFEED_API slabfeed_status slabfeed_slab_plan(int64_t Z, int P, int r,
-                                                int64_t *z0, int64_t *z1);
-
-/* ---- Synthetic volumes -----------------------------------------------------
- */
-
-typedef enum {
-  SLABFEED_CONTENT_INDEX =
-      0, /* slabfeed_index_value: exact, recomputable by tests */
-  SLABFEED_CONTENT_FIELD =
-      1 /* smooth periodic random field (density, velocity) */
-} slabfeed_content;
-
-typedef struct slabfeed_gen_config {
-  const char *path;
-  const char *input;           /* default "Nbody" */
-  const char *target;          /* default "Hydro"; NULL: no target */
-  int64_t shape[3];            /* Z,Y,X; default 64^3 */
-  int input_channels;          /* default 4 */
-  int target_channels;         /* default 5 */
-  slabfeed_file_layout layout; /* CF (default) or CL */
-  int chunked;                 /* 0: contiguous (default); 1: chunked */
-  int64_t chunk[3];            /* spatial chunk edge; 0: min(64, shape) */
-  int float16;                 /* 1: store IEEE half instead of float32 */
-  slabfeed_content content;    /* default SLABFEED_CONTENT_INDEX */
-  uint64_t seed;               /* for SLABFEED_CONTENT_FIELD */
-  int progress;                /* 1: rank 0 prints progress for > 1 GB */
-} slabfeed_gen_config;
-
-/* Not collective. Fills *cfg with the defaults listed above. */
-SLABFEED_API void slabfeed_gen_config_init(slabfeed_gen_config *cfg);
-
-/* Collective over comm. Creates (truncates) cfg->path and writes the
- * datasets in parallel, each rank writing its z-slab collectively. On
- * failure all ranks return the same status and errbuf names the problem. */
-SLABFEED_API slabfeed_status slabfeed_generate(MPI_Comm comm,
-                                               const slabfeed_gen_config *cfg,
-                                               char *errbuf, size_t errlen);
-
-/* Not collective, thread safe. The value of SLABFEED_CONTENT_INDEX at dataset
- * `dataset` (0 input, 1 target), channel c, position (z,y,x):
- *   h = fmix64(((dataset*64 + c) << 48) ^ (z << 32) ^ (y << 16) ^ x)
- *   value = (double)(int64_t)(h % 2048) - 1024
- * (fmix64: the MurmurHash3 64-bit finaliser). An integer in [-1024, 1023],
- * exact in float16 and float32; coordinates must be < 65536. */
-SLABFEED_API float slabfeed_index_value(int dataset, int c, int64_t z,
-                                        int64_t y, int64_t x);
 
 #ifdef __cplusplus
 }

@@ -45,6 +45,12 @@ void sf__cu_device_count(int *n)
   (void)cudaGetLastError(); /* do not leave a sticky "no driver" behind */
 }
 
+slabfeed_status sf__cu_get_device(int *device, sf__err *e)
+{
+  SF_CU_CHECK(cudaGetDevice(device), e);
+  return SLABFEED_OK;
+}
+
 slabfeed_status sf__cu_set_device(int device, sf__err *e)
 {
   SF_CU_CHECK(cudaSetDevice(device), e);

@@ -33,6 +33,8 @@ slabfeed_status sf__cuda_fail(sf__err *e, cudaError_t rc, const char *what);
 
 /* Number of visible devices into *n (0 without a driver: not an error). */
 void sf__cu_device_count(int *n);
+/* The calling thread's current device into *device. */
+slabfeed_status sf__cu_get_device(int *device, sf__err *e);
 slabfeed_status sf__cu_set_device(int device, sf__err *e);
 slabfeed_status sf__cu_malloc(void **p, size_t bytes, sf__err *e);
 void sf__cu_free(void *p);

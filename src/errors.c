@@ -15,6 +15,18 @@ const char *slabfeed_strerror(slabfeed_status s)
   return "unknown status";
 }
 
+const char *slabfeed_status_name(slabfeed_status s)
+{
+  switch (s) {
+#define SF_STATUS_NAME(name, value, text)                                      \
+  case name:                                                                   \
+    return #name;
+    SLABFEED_STATUS_MAP(SF_STATUS_NAME)
+#undef SF_STATUS_NAME
+  }
+  return "SLABFEED_UNKNOWN";
+}
+
 unsigned slabfeed_version(void)
 {
   return SLABFEED_VERSION_NUMBER;
@@ -95,4 +107,18 @@ void sf__err_copy(const sf__err *e, char *buf, size_t len)
   if (buf == NULL || len == 0)
     return;
   snprintf(buf, len, "%s", e->msg);
+}
+
+int sf__sized_write(void *dst, const void *src, size_t src_size, size_t min)
+{
+  size_t have;
+  memcpy(&have, dst, sizeof have);
+  if (have < min)
+    return -1;
+  const size_t n = have < src_size ? have : src_size;
+  memcpy((char *)dst + sizeof have, (const char *)src + sizeof have,
+         n - sizeof have);
+  if (have > src_size)
+    memset((char *)dst + src_size, 0, have - src_size);
+  return 0;
 }

@@ -3,11 +3,12 @@
 #ifndef SF_ERRORS_H
 #define SF_ERRORS_H
 
-#include "slabfeed.h"
+#include "slabfeed_tools.h"
 
 #include <stdarg.h>
 
 #define SF_ERRLEN 768
+#define SF_MAX_DSETS 2 /* input and target */
 
 /* The outcome of an operation: status and a message naming the problem. */
 typedef struct sf__err {
@@ -36,6 +37,12 @@ slabfeed_status sf__agree(MPI_Comm comm, sf__err *e);
 /* Copies e->msg into buf (NUL-terminated, truncated to len) when buf != NULL.
  */
 void sf__err_copy(const sf__err *e, char *buf, size_t len);
+
+/* Writes src (a full struct of this library) into the caller's sized
+ * struct dst: only min(dst->size, sizeof) bytes, the caller's size kept,
+ * bytes past what this library knows zeroed. Both structs start with
+ * size_t size. Returns 0, or -1 when dst->size is smaller than min. */
+int sf__sized_write(void *dst, const void *src, size_t src_size, size_t min);
 
 /* Jump to `label` with an MPI failure recorded in *e when `call` fails. */
 #define SF_MPI_GOTO(call, e, label)                                            \

@@ -9,19 +9,26 @@
 
 #include "errors.h"
 #include "geometry.h"
-#include "h5slab.h"
+#include "h5.h"
 #include "sampler.h"
 
-void slabfeed_gen_config_init(slabfeed_gen_config *cfg)
+void slabfeed_gen_config_init_sized(slabfeed_gen_config *cfg, size_t size)
 {
-  memset(cfg, 0, sizeof *cfg);
-  cfg->input = "Nbody";
-  cfg->target = "Hydro";
-  cfg->shape[0] = cfg->shape[1] = cfg->shape[2] = 64;
-  cfg->input_channels = 4;
-  cfg->target_channels = 5;
-  cfg->layout = SLABFEED_LAYOUT_CF;
-  cfg->content = SLABFEED_CONTENT_INDEX;
+  if (cfg == NULL || size < sizeof(size_t))
+    return;
+  slabfeed_gen_config d;
+  memset(&d, 0, sizeof d);
+  d.size = size;
+  d.input = "Nbody";
+  d.target = "Hydro";
+  d.shape[0] = d.shape[1] = d.shape[2] = 64;
+  d.input_channels = 4;
+  d.target_channels = 5;
+  d.layout = SLABFEED_LAYOUT_CF;
+  d.content = SLABFEED_CONTENT_INDEX;
+  memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
+  if (size > sizeof d)
+    memset((char *)cfg + sizeof d, 0, size - sizeof d);
 }
 
 float slabfeed_index_value(int dataset, int c, int64_t z, int64_t y, int64_t x)
@@ -235,9 +242,9 @@ static slabfeed_status write_dataset(hid_t file, const slabfeed_gen_config *cfg,
   const int64_t plane = channels * cfg->shape[1] * cfg->shape[2];
   int64_t cap = ((int64_t)64 << 20) / plane;
   cap = cap < 1 ? 1 : cap;
-  const int64_t z0 = sf__slab_begin(Z, size, rank),
-                z1 = sf__slab_begin(Z, size, rank + 1);
-  const int64_t most = sf__slab_begin(Z, size, 1); /* rank 0 has the most */
+  const int64_t z0 = sf__split_begin(Z, size, rank),
+                z1 = sf__split_begin(Z, size, rank + 1);
+  const int64_t most = sf__split_begin(Z, size, 1); /* rank 0 has the most */
   const int64_t runs = (most + cap - 1) / cap;
   float *buf = malloc((size_t)(cap * plane) * sizeof *buf);
   const hid_t dset = create_dataset(file, cfg, name, channels);
@@ -276,11 +283,25 @@ static slabfeed_status write_dataset(hid_t file, const slabfeed_gen_config *cfg,
   return e->status;
 }
 
-slabfeed_status slabfeed_generate(MPI_Comm comm, const slabfeed_gen_config *cfg,
-                                  char *errbuf, size_t errlen)
+slabfeed_status slabfeed_generate(MPI_Comm comm,
+                                  const slabfeed_gen_config *user, char *errbuf,
+                                  size_t errlen)
 {
   sf__err e;
   sf__err_clear(&e);
+  /* The caller's struct may be shorter (older) than ours: missing fields
+   * take their defaults. */
+  slabfeed_gen_config own;
+  slabfeed_gen_config_init(&own);
+  const slabfeed_gen_config *cfg = &own;
+  if (user == NULL ||
+      user->size < offsetof(slabfeed_gen_config, path) + sizeof(const char *))
+    sf__fail(&e, SLABFEED_ERR_ARG,
+             "generator: the config is NULL or its size is too small "
+             "(initialise it with slabfeed_gen_config_init)");
+  else
+    memcpy(&own, user, user->size < sizeof own ? user->size : sizeof own);
+  own.size = sizeof own;
   int rank = 0, size = 1;
   if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
       MPI_Comm_size(comm, &size) != MPI_SUCCESS)

@@ -2,7 +2,7 @@
 
 #include <assert.h>
 
-#include "slabfeed.h"
+#include "slabfeed_tools.h"
 
 bool sf__mul64(int64_t a, int64_t b, int64_t *out)
 {
@@ -22,14 +22,14 @@ bool sf__prod4(int64_t a, int64_t b, int64_t c, int64_t d, int64_t *out)
          sf__mul64(abc, d, out);
 }
 
-int64_t sf__slab_begin(int64_t Z, int P, int r)
+int64_t sf__split_begin(int64_t Z, int P, int r)
 {
   assert(P >= 1 && r >= 0 && r <= P);
   const int64_t base = Z / P, rem = Z % P;
   return (int64_t)r * base + (r < rem ? r : rem);
 }
 
-int sf__slab_owner(int64_t Z, int P, int64_t z)
+int sf__split_owner(int64_t Z, int P, int64_t z)
 {
   assert(z >= 0 && z < Z);
   const int64_t base = Z / P, rem = Z % P;
@@ -44,8 +44,8 @@ slabfeed_status slabfeed_slab_plan(int64_t Z, int P, int r, int64_t *z0,
 {
   if (P < 1 || Z < 1 || (int64_t)P > Z || r < 0 || r >= P)
     return SLABFEED_ERR_ARG;
-  *z0 = sf__slab_begin(Z, P, r);
-  *z1 = sf__slab_begin(Z, P, r + 1);
+  *z0 = sf__split_begin(Z, P, r);
+  *z1 = sf__split_begin(Z, P, r + 1);
   return SLABFEED_OK;
 }
 

@@ -21,10 +21,10 @@ static inline int64_t sf__pmod(int64_t a, int64_t n)
 
 /* First plane of rank r in the split of Z planes over P ranks (r in [0,P]:
  * r == P gives Z). The first Z % P ranks hold one plane more. */
-int64_t sf__slab_begin(int64_t Z, int P, int r);
+int64_t sf__split_begin(int64_t Z, int P, int r);
 
 /* Rank whose slab holds plane z (0 <= z < Z) in the split over P ranks. */
-int sf__slab_owner(int64_t Z, int P, int64_t z);
+int sf__split_owner(int64_t Z, int P, int64_t z);
 
 /* A contiguous run [begin, begin+len) of one axis of the box, and the
  * offset of the run inside the crop. */

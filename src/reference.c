@@ -8,7 +8,7 @@
 
 #include "errors.h"
 #include "geometry.h"
-#include "h5slab.h"
+#include "h5.h"
 
 struct slabfeed_reader {
   hid_t file;

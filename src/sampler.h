@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "slabfeed.h"
+#include "slabfeed_tools.h"
 
 static inline uint64_t sf__fmix64(uint64_t h)
 {

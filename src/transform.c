@@ -5,7 +5,14 @@
 
 size_t slabfeed_dtype_size(slabfeed_dtype d)
 {
-  return d == SLABFEED_DTYPE_F32 ? 4 : 2;
+  switch (d) {
+  case SLABFEED_DTYPE_F32:
+    return 4;
+  case SLABFEED_DTYPE_F16:
+  case SLABFEED_DTYPE_BF16:
+    return 2;
+  }
+  return 0;
 }
 
 int64_t sf__xform_elems(const sf__xform *x)

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "slabfeed.h"
+#include "slabfeed_tools.h"
 
 typedef struct sf__xform {
   int64_t ext[3]; /* crop extents of the staged input (z,y,x) */

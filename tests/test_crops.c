@@ -101,7 +101,7 @@ static void run_case(const tcase *t, int rpn)
   int64_t bad = 0, checked = 0;
   int seen[48] = {0}, wraps[3] = {0, 0, 0}, crosses = 0;
   for (int s = 0; s < steps; s++) {
-    slabfeed_batch b;
+    slabfeed_batch b = SLABFEED_BATCH_INIT;
     if (slabfeed_next(l, &b, NULL) != SLABFEED_OK) {
       CHECK(0, "%s: slabfeed_next: %s", t->tag, slabfeed_last_error(l));
       break;
@@ -170,7 +170,7 @@ static void run_case(const tcase *t, int rpn)
   CHECK(bad == 0, "%s: %lld of %lld values differ", t->tag, (long long)bad,
         (long long)checked);
 
-  slabfeed_stats stats;
+  slabfeed_stats stats = SLABFEED_STATS_INIT;
   slabfeed_stats_get(l, &stats);
   int64_t planes_held, z0, z1;
   slabfeed_slab_plan(N[0], size, rank, &z0, &z1);

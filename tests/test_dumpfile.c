@@ -86,7 +86,7 @@ int main(int argc, char **argv)
         "read metadata");
   H5Fclose(f);
 
-  slabfeed_dataset_info info;
+  slabfeed_dataset_info info = SLABFEED_DATASET_INFO_INIT;
   char err[512];
   CHECK(slabfeed_describe(argv[1], "Nbody", SLABFEED_LAYOUT_AUTO, &info, err,
                           sizeof err) == SLABFEED_OK,

@@ -18,7 +18,7 @@ int main(int argc, char **argv)
   slabfeed_loader *l = NULL;
   CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
         "open: %s", err);
-  slabfeed_batch b;
+  slabfeed_batch b = SLABFEED_BATCH_INIT;
   CHECK(slabfeed_next(l, &b, NULL) == SLABFEED_OK, "next before fork");
   fflush(stdout);
   fflush(stderr);
@@ -26,7 +26,7 @@ int main(int argc, char **argv)
   if (pid == 0) {
     /* Child: no MPI here. Exit code bits name the failed checks. */
     int bad = 0;
-    slabfeed_stats st;
+    slabfeed_stats st = SLABFEED_STATS_INIT;
     bad |= (slabfeed_next(l, &b, NULL) != SLABFEED_ERR_FORKED) << 0;
     bad |= (strstr(slabfeed_last_error(l), "fork") == NULL) << 1;
     bad |= (slabfeed_seek(l, 0, 0) != SLABFEED_ERR_FORKED) << 2;

@@ -3,7 +3,7 @@
 
 #include "check.h"
 #include "geometry.h"
-#include "slabfeed.h"
+#include "slabfeed_tools.h"
 
 static void test_plan(void)
 {
@@ -17,7 +17,7 @@ static void test_plan(void)
         CHECK(z0 == next, "slabs must be contiguous: Z=%lld P=%d r=%d",
               (long long)Z, P, r);
         for (int64_t z = z0; z < z1; z++)
-          CHECK(sf__slab_owner(Z, P, z) == r, "owner of z=%lld (Z=%lld P=%d)",
+          CHECK(sf__split_owner(Z, P, z) == r, "owner of z=%lld (Z=%lld P=%d)",
                 (long long)z, (long long)Z, P);
         lo = z1 - z0 < lo ? z1 - z0 : lo;
         hi = z1 - z0 > hi ? z1 - z0 : hi;

@@ -63,7 +63,7 @@ static void stream_of_other_device(const char *path)
   CUDA_CHECK(cudaSetDevice(0));
   CUDA_CHECK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
   if (cpu != NULL && gpu != NULL) {
-    slabfeed_batch a, b;
+    slabfeed_batch a = SLABFEED_BATCH_INIT, b = SLABFEED_BATCH_INIT;
     const slabfeed_status st = slabfeed_next(gpu, &b, other);
     const char *msg = slabfeed_last_error(gpu);
     CHECK(st == SLABFEED_ERR_ARG && strstr(msg, "device 1") != NULL &&

@@ -66,14 +66,14 @@ static void compare(const char *path, slabfeed_dtype dt,
   slabfeed_loader *cpu, *gpu;
   if (!open_pair(&c, &cpu, &gpu))
     return;
-  slabfeed_stats st;
+  slabfeed_stats st = SLABFEED_STATS_INIT;
   slabfeed_stats_get(gpu, &st);
   CHECK(st.loader_thread == expect_thread, "loader thread %d, expected %d",
         st.loader_thread, expect_thread);
   const size_t es = slabfeed_dtype_size(dt);
   int64_t bad = 0;
   for (int step = 0; step < 10; step++) {
-    slabfeed_batch a, b;
+    slabfeed_batch a = SLABFEED_BATCH_INIT, b = SLABFEED_BATCH_INIT;
     CHECK(slabfeed_next(cpu, &a, NULL) == SLABFEED_OK, "cpu next: %s",
           slabfeed_last_error(cpu));
     CHECK(slabfeed_next(gpu, &b, s) == SLABFEED_OK, "gpu next: %s",
@@ -133,7 +133,7 @@ static void slow_consumer(const char *path, cudaStream_t s)
   char *want[N][2], *got[N][2];
   memset(got, 0, sizeof got);
   for (int n = 0; n < N; n++) {
-    slabfeed_batch a, b;
+    slabfeed_batch a = SLABFEED_BATCH_INIT, b = SLABFEED_BATCH_INIT;
     CHECK(slabfeed_next(cpu, &a, NULL) == SLABFEED_OK, "cpu next: %s",
           slabfeed_last_error(cpu));
     CHECK(slabfeed_next(gpu, &b, s) == SLABFEED_OK, "gpu next: %s",
@@ -185,7 +185,7 @@ static void quiet_steps(const char *path, cudaStream_t s)
   sf__cuda_counts before, after;
   sf__cuda_counts_get(&before);
   for (int i = 0; i < 200; i++) {
-    slabfeed_batch b;
+    slabfeed_batch b = SLABFEED_BATCH_INIT;
     CHECK(slabfeed_next(l, &b, s) == SLABFEED_OK, "next %d: %s", i,
           slabfeed_last_error(l));
   }

@@ -56,7 +56,7 @@ int main(int argc, char **argv)
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   int bad = 0;
   for (int step = 0; step < 200 && cpu && gpu; step++) {
-    slabfeed_batch a, b;
+    slabfeed_batch a = SLABFEED_BATCH_INIT, b = SLABFEED_BATCH_INIT;
     CHECK(slabfeed_next(gpu, &b, s) == SLABFEED_OK, "gpu next: %s",
           slabfeed_last_error(gpu));
     CHECK(ncclAllReduce(b.input.data, sum, n, ncclFloat, ncclSum, nc, s) ==

@@ -1,9 +1,9 @@
 /* Parallel slab read: every voxel of every rank's slab and halo equals the
  * index function, for uneven splits, both layouts, float16 and chunking. */
 #include "geometry.h"
-#include "h5slab.h"
+#include "h5.h"
 #include "testutil.h"
-#include "window.h"
+#include "slab.h"
 
 static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                        slabfeed_file_layout layout, int chunked, int f16,
@@ -35,7 +35,7 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                        rank_per_node, &e) == SLABFEED_OK,
         "store: %s", e.msg);
   for (int k = 0; k < 2 && e.status == SLABFEED_OK; k++)
-    sf__store_read(&s, k, d[k], path, names[k], &info[k], &e);
+    sf__slab_read(&s, k, d[k], path, names[k], &info[k], &e);
   CHECK(sf__agree(MPI_COMM_WORLD, &e) == SLABFEED_OK, "read: %s", e.msg);
   if (e.status == SLABFEED_OK)
     sf__store_publish(&s, &e);
@@ -69,7 +69,7 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
   for (int r = 0; r < s.size; r++)
     if (s.peer[r] != NULL && r != s.rank) {
       const float *seg = (const float *)s.peer[r];
-      const int64_t z0 = sf__slab_begin(Z, s.size, r);
+      const int64_t z0 = sf__split_begin(Z, s.size, r);
       CHECK(seg[0] == slabfeed_index_value(0, 0, sf__pmod(z0 - halo, Z), 0, 0),
             "peer %d segment readable", r);
     }

@@ -39,7 +39,7 @@ int main(int argc, char **argv)
   float *saved = malloc(bytes);
   int64_t my_first = -1;
   for (int s = 0; s < steps; s++) {
-    slabfeed_batch b;
+    slabfeed_batch b = SLABFEED_BATCH_INIT;
     CHECK(slabfeed_next(l, &b, NULL) == SLABFEED_OK, "next: %s",
           slabfeed_last_error(l));
     const uint64_t epoch = (uint64_t)s / 3, step = (uint64_t)s % 3;
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
   }
   /* Resume: seek to (1, 1) (= loop step 4) and get the same bytes. */
   CHECK(slabfeed_seek(l, 1, 1) == SLABFEED_OK, "seek");
-  slabfeed_batch b;
+  slabfeed_batch b = SLABFEED_BATCH_INIT;
   CHECK(slabfeed_next(l, &b, NULL) == SLABFEED_OK, "next after seek");
   CHECK(b.epoch == 1 && b.step == 1 && memcmp(saved, b.input.data, bytes) == 0,
         "slabfeed_seek resumes the exact stream");

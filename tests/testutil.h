@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "slabfeed.h"
+#include "slabfeed_tools.h"
 
 /* A whole dataset read serially, in the file's own layout. */
 typedef struct whole {

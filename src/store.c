@@ -1,16 +1,15 @@
-#include "window.h"
+#include "store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "geometry.h"
-#include "h5slab.h"
 
 int64_t sf__store_planes(const sf__store *s, int r)
 {
-  return sf__slab_begin(s->shape[0], s->size, r + 1) -
-         sf__slab_begin(s->shape[0], s->size, r) + 2 * s->halo;
+  return sf__split_begin(s->shape[0], s->size, r + 1) -
+         sf__split_begin(s->shape[0], s->size, r) + 2 * s->halo;
 }
 
 int64_t sf__store_plane_bytes(const sf__store *s)
@@ -57,6 +56,8 @@ static slabfeed_status make_windows(sf__store *s, int rank_per_node, sf__err *e)
   SF_MPI_GOTO(MPI_Win_allocate_shared((MPI_Aint)s->bytes, 1, info, s->node,
                                       &s->base, &s->shm_win),
               e, out);
+  /* Window errors become return codes, not the end of the job. */
+  SF_MPI_GOTO(MPI_Win_set_errhandler(s->shm_win, MPI_ERRORS_RETURN), e, out);
   /* The world window exists only when there is more than one node: with
    * one node every piece is reached through the shared window, and some
    * MPI builds cannot create a window on one process (Debian's Open MPI
@@ -82,6 +83,8 @@ static slabfeed_status make_windows(sf__store *s, int rank_per_node, sf__err *e)
       s->world_win = MPI_WIN_NULL;
       goto out;
     }
+    SF_MPI_GOTO(MPI_Win_set_errhandler(s->world_win, MPI_ERRORS_RETURN), e,
+                out);
   }
   SF_MPI_GOTO(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->shm_win), e, out);
   s->shm_locked = 1;
@@ -156,8 +159,8 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
     sf__fail(e, SLABFEED_ERR_ARG, "halo %lld must be in [0, Z=%lld]",
              (long long)halo, (long long)shape[0]);
   if (e->status == SLABFEED_OK) {
-    s->z0 = sf__slab_begin(shape[0], s->size, s->rank);
-    s->z1 = sf__slab_begin(shape[0], s->size, s->rank + 1);
+    s->z0 = sf__split_begin(shape[0], s->size, s->rank);
+    s->z1 = sf__split_begin(shape[0], s->size, s->rank + 1);
     s->bytes = segment_bytes(s, s->rank);
     if (s->bytes < 0)
       sf__fail(e, SLABFEED_ERR_ARG, "slab size of rank %d overflows 64 bits",
@@ -171,54 +174,11 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   return e->status;
 }
 
-/* Runs of rank r's store: planes q in [0, planes) hold global z0 - H + q
- * (mod Z); cut where the global index wraps and every `cap` planes. Writes
- * up to max runs into runs (when not NULL); returns the count. */
-static int store_runs(const sf__store *s, int r, int64_t cap, sf__h5_run *runs,
-                      int max)
+const float *sf__store_segment(const sf__store *s, int r, int d)
 {
-  const int64_t Z = s->shape[0];
-  const int64_t planes = sf__store_planes(s, r);
-  int n = 0;
-  int64_t q = 0;
-  while (q < planes) {
-    const int64_t z = sf__pmod(sf__slab_begin(Z, s->size, r) - s->halo + q, Z);
-    int64_t len = planes - q;
-    if (len > Z - z)
-      len = Z - z;
-    if (len > cap)
-      len = cap;
-    if (runs != NULL && n < max)
-      runs[n] = (sf__h5_run){z, len, q};
-    n++;
-    q += len;
-  }
-  return n;
-}
-
-slabfeed_status sf__store_read(sf__store *s, int d, hid_t dset,
-                               const char *path, const char *name,
-                               const slabfeed_dataset_info *info, sf__err *e)
-{
-  /* One channel's read stays below 1 GiB: large MPI-IO requests overflow
-   * int counts in some MPI-IO stacks. */
-  int64_t cap = ((int64_t)1 << 30) / sf__store_plane_bytes(s);
-  if (cap < 1)
-    cap = 1;
-  int max_runs = 0;
-  for (int r = 0; r < s->size; r++) {
-    const int n = store_runs(s, r, cap, NULL, 0);
-    max_runs = n > max_runs ? n : max_runs;
-  }
-  sf__h5_run *runs = calloc((size_t)max_runs, sizeof *runs);
-  if (runs == NULL)
-    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the read plan");
-  store_runs(s, s->rank, cap, runs, max_runs); /* the rest stay empty */
-  float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d));
-  sf__h5_read(dset, path, name, info, runs, max_runs, dst,
-              sf__store_planes(s, s->rank), e);
-  free(runs);
-  return e->status;
+  if (s->peer[r] == NULL)
+    return NULL;
+  return (const float *)(s->peer[r] + sf__store_offset(s, r, d));
 }
 
 slabfeed_status sf__store_publish(sf__store *s, sf__err *e)

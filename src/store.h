@@ -1,14 +1,10 @@
 /* The slab store: every rank's z-slab (plus halo) of every dataset, in the
  * node's MPI-3 shared-memory window, also exposed through one window over
  * all ranks for MPI_Get between nodes. */
-#ifndef SF_WINDOW_H
-#define SF_WINDOW_H
-
-#include <hdf5.h>
+#ifndef SF_STORE_H
+#define SF_STORE_H
 
 #include "errors.h"
-
-#define SF_MAX_DSETS 2
 
 typedef struct sf__store {
   int open;      /* set by sf__store_open, cleared by sf__store_close */
@@ -46,11 +42,9 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
                                const int64_t channels[], const int64_t shape[3],
                                int64_t halo, int rank_per_node, sf__err *e);
 
-/* Collective. Reads the slab plus halo of dataset d (opened as dset, with
- * *info) into this rank's segment, in runs of at most ~1 GiB per call. */
-slabfeed_status sf__store_read(sf__store *s, int d, hid_t dset,
-                               const char *path, const char *name,
-                               const slabfeed_dataset_info *info, sf__err *e);
+/* Dataset d of rank r's segment when this process can address it (rank
+ * r is on this node), else NULL (reach it with MPI_Get on world_win). */
+const float *sf__store_segment(const sf__store *s, int r, int d);
 
 /* Collective. Makes every rank's segment visible to all (memory sync and a
  * barrier) and opens the passive-target epoch of the world window for the

@@ -1,4 +1,6 @@
-#include "h5slab.h"
+#include "h5.h"
+
+#include <stddef.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -89,6 +91,7 @@ static slabfeed_status describe(hid_t dset, const char *path, const char *name,
                                 slabfeed_dataset_info *info, sf__err *e)
 {
   memset(info, 0, sizeof *info);
+  info->size = sizeof *info;
   const hid_t type = H5Dget_type(dset);
   const H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
   const size_t tsize = type >= 0 ? H5Tget_size(type) : 0;
@@ -265,23 +268,35 @@ slabfeed_status slabfeed_describe(const char *path, const char *dataset,
 {
   sf__err e;
   sf__err_clear(&e);
+  const size_t min =
+      offsetof(slabfeed_dataset_info, shape) + 3 * sizeof(int64_t);
   if (path == NULL || dataset == NULL || out == NULL) {
     sf__fail(&e, SLABFEED_ERR_ARG,
              "slabfeed_describe: path, dataset and out are required");
+  } else if (out->size < min) {
+    sf__fail(&e, SLABFEED_ERR_ARG,
+             "slabfeed_describe: out->size %zu is too small (at least %zu): "
+             "declare it with SLABFEED_DATASET_INFO_INIT",
+             out->size, min);
+  }
+  if (e.status != SLABFEED_OK) {
     sf__err_copy(&e, errbuf, errlen);
     return e.status;
   }
   sf__h5_quiet q;
   sf__h5_quiet_begin(&q);
+  slabfeed_dataset_info info;
   hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file < 0) {
     sf__fail(&e, SLABFEED_ERR_IO, "cannot open HDF5 file '%s'", path);
     sf__h5_detail(&e);
   } else {
     hid_t dset;
-    if (sf__h5_dataset(file, path, dataset, layout, &dset, out, &e) ==
-        SLABFEED_OK)
+    if (sf__h5_dataset(file, path, dataset, layout, &dset, &info, &e) ==
+        SLABFEED_OK) {
       H5Dclose(dset);
+      sf__sized_write(out, &info, sizeof info, min);
+    }
     H5Fclose(file);
   }
   sf__h5_quiet_end(&q);

@@ -1,39 +1,39 @@
-/* The GPU pipeline: crops go from the node's registered shared window (or,
+/* The GPU back end: crops go from the node's registered shared window (or,
  * from other nodes, MPI_Get into pinned staging) to device staging with
  * cudaMemcpy3DAsync on the copy stream, through the fused kernel on the
  * compute stream into a ring of K batch slots. A loader thread produces
- * ahead; slabfeed_next hands out a slot and makes the caller's stream wait on
- * its ready event. All memory, streams and events are taken in sf__gpu_open;
- * nothing after it allocates, registers or synchronises the device. */
-#include "pipeline.h"
-
+ * ahead; next hands out a slot and makes the caller's stream wait on its
+ * ready event. All memory, streams and events are taken at open; nothing
+ * after it allocates, registers or synchronises the device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "cudart.h"
-#include "loader.h"
 #include "nvtx.h"
 #include "transform_gpu.h"
 
 #ifndef SF_STAGES
 #define SF_STAGES 2 /* crop staging buffers per dataset */
 #endif
+#define SF_MAX_SLOTS 64
 
-struct sf__gpu {
+struct sf__backend {
+  sf__context ctx;
   int device;
+  int K;
   cudaStream_t copy, compute, aux;
   float *dstage[SF_STAGES][SF_MAX_DSETS]; /* device crop staging */
   float *hstage[SF_STAGES][SF_MAX_DSETS]; /* pinned, for MPI_Get */
   cudaEvent_t staged[SF_STAGES], consumed[SF_STAGES], h2d_done[SF_STAGES];
   int h2d_pending[SF_STAGES];
   int stage;
-  int K;
-  void *slot[64][SF_MAX_DSETS];
-  cudaEvent_t ready[64], released[64];
-  int release_pending[64]; /* released[k] was recorded and not yet waited
-                              for by the producer */
-  void *reg[64];           /* registered host ranges */
+  void *slot[SF_MAX_SLOTS][SF_MAX_DSETS];
+  cudaEvent_t ready[SF_MAX_SLOTS], released[SF_MAX_SLOTS];
+  int release_pending[SF_MAX_SLOTS]; /* released[k] was recorded and not
+                                        yet waited for by the producer */
+  void *reg[SF_MAX_SLOTS];           /* registered host ranges */
   int nreg;
 
   /* ring state, under mu */
@@ -44,7 +44,7 @@ struct sf__gpu {
   uint64_t produced, released_upto, next;
   uint64_t start_epoch, start_step; /* position of batch 0 */
   sf__err err;
-  cudaStream_t last_stream;
+  cudaStream_t last_stream; /* the stream that received batch next - 1 */
   int have_last;
 };
 
@@ -54,10 +54,9 @@ struct sf__gpu {
 /* Registers the segments of every rank of the node (the crop sources) so
  * the copy engine reads them directly. One range when the window maps them
  * contiguously, else one per segment. */
-static slabfeed_status register_window(slabfeed_loader *l, sf__gpu *g,
-                                       sf__err *e)
+static slabfeed_status register_window(sf__backend *g, sf__err *e)
 {
-  const sf__store *s = &l->store;
+  const sf__store *s = g->ctx.store;
   char *lo = NULL, *hi = NULL;
   int64_t total = 0;
   for (int r = 0; r < s->size; r++)
@@ -75,16 +74,17 @@ static slabfeed_status register_window(slabfeed_loader *l, sf__gpu *g,
     return SLABFEED_OK;
   }
   for (int r = 0; r < s->size && e->status == SLABFEED_OK; r++)
-    if (s->peer[r] != NULL && s->peer_bytes[r] > 0 && g->nreg < 64 &&
+    if (s->peer[r] != NULL && s->peer_bytes[r] > 0 && g->nreg < SF_MAX_SLOTS &&
         sf__cu_host_register(s->peer[r], (size_t)s->peer_bytes[r], e) ==
             SLABFEED_OK)
       g->reg[g->nreg++] = s->peer[r];
   return e->status;
 }
 
-static slabfeed_status create_objects(slabfeed_loader *l, sf__gpu *g,
-                                      sf__err *e)
+static slabfeed_status create_objects(sf__backend *g, sf__err *e)
 {
+  const sf__batch_plan *p = g->ctx.plan;
+  slabfeed_stats mem = {.staging_bytes = 0};
   if (sf__cu_stream_create(&g->copy, e) ||
       sf__cu_stream_create(&g->compute, e) || sf__cu_stream_create(&g->aux, e))
     return e->status;
@@ -98,64 +98,74 @@ static slabfeed_status create_objects(slabfeed_loader *l, sf__gpu *g,
         sf__cu_event_create(&g->released[k], e))
       return e->status;
   for (int i = 0; i < SF_STAGES; i++)
-    for (int d = 0; d < l->ndsets; d++) {
-      const size_t bytes = (size_t)sf__sample_elems(l, d) * sizeof(float);
+    for (int d = 0; d < p->ndsets; d++) {
+      const size_t bytes = (size_t)sf__batch_sample_elems(p, d) * sizeof(float);
       if (sf__cu_malloc((void **)&g->dstage[i][d], bytes, e))
         return e->status;
-      l->stats.staging_bytes += bytes;
-      if (l->store.nodes > 1) {
+      mem.staging_bytes += bytes;
+      if (g->ctx.store->nodes > 1) {
         if (sf__cu_host_alloc((void **)&g->hstage[i][d], bytes, e))
           return e->status;
-        l->stats.staging_bytes += bytes;
+        mem.staging_bytes += bytes;
       }
     }
   for (int k = 0; k < g->K; k++)
-    for (int d = 0; d < l->ndsets; d++) {
-      const size_t bytes =
-          (size_t)l->cfg.batch * (size_t)sf__sample_bytes(l, d);
+    for (int d = 0; d < p->ndsets; d++) {
+      const size_t bytes = (size_t)p->B * (size_t)sf__batch_sample_bytes(p, d);
       if (sf__cu_malloc(&g->slot[k][d], bytes, e))
         return e->status;
-      l->stats.staging_bytes += bytes;
+      mem.staging_bytes += bytes;
     }
+  sf__stats_add(g->ctx.stats, &mem);
   return SLABFEED_OK;
 }
 
-static void *loader_thread(void *arg);
-
-slabfeed_status sf__gpu_open(slabfeed_loader *l, sf__err *e)
+static slabfeed_status gpu_open(const sf__context *ctx, sf__backend **out,
+                                sf__err *e)
 {
-  sf__gpu *g = calloc(1, sizeof *g);
+  const sf__batch_plan *p = ctx->plan;
+  for (int d = 0; d < p->ndsets; d++)
+    if (sf__batch_sample_elems(p, d) >= ((int64_t)1 << 31))
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: one sample of '%s' has %lld elements; device "
+                      "batches need fewer than 2^31 per sample (smaller "
+                      "crop)",
+                      sf__config_dataset(ctx->cfg, d),
+                      (long long)sf__batch_sample_elems(p, d));
+  sf__backend *g = calloc(1, sizeof *g);
+  *out = g;
   if (g == NULL)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the GPU state");
-  l->gpu = g;
-  g->device = l->cfg.device;
-  g->K = l->cfg.prefetch;
+  g->ctx = *ctx;
+  g->device = ctx->cfg->pub.device;
+  g->K = p->K;
   pthread_mutex_init(&g->mu, NULL);
   pthread_cond_init(&g->cv, NULL);
   sf__err_clear(&g->err);
   int count = 0;
   sf__cu_device_count(&count);
-  if (l->cfg.device >= count)
+  if (g->device >= count)
     return sf__fail(e, SLABFEED_ERR_CUDA,
                     "device %d requested but %d CUDA device(s) are visible",
-                    l->cfg.device, count);
-  if (sf__cu_set_device(g->device, e) || register_window(l, g, e) ||
-      create_objects(l, g, e))
+                    g->device, count);
+  /* The caller's current device is put back: open must not change it. */
+  int caller = 0;
+  if (sf__cu_get_device(&caller, e) || sf__cu_set_device(g->device, e))
     return e->status;
-  g->start_epoch = l->epoch;
-  g->start_step = l->step;
+  if (register_window(g, e) == SLABFEED_OK)
+    create_objects(g, e);
+  sf__err restore;
+  sf__err_clear(&restore);
+  sf__cu_set_device(caller, e->status == SLABFEED_OK ? e : &restore);
   /* The thread makes MPI calls only when pieces come from other nodes. */
-  g->threaded = l->thread_level == MPI_THREAD_MULTIPLE || l->store.nodes == 1;
-  l->stats.loader_thread = g->threaded;
-  if (g->threaded) {
-    if (pthread_create(&g->thread, NULL, loader_thread, l) != 0)
-      return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot start the loader thread");
-    g->running = 1;
-  }
-  return SLABFEED_OK;
+  g->threaded =
+      ctx->thread_level == MPI_THREAD_MULTIPLE || ctx->store->nodes == 1;
+  const slabfeed_stats mode = {.loader_thread = g->threaded};
+  sf__stats_add(ctx->stats, &mode);
+  return e->status;
 }
 
-static void stop_thread(sf__gpu *g)
+static void stop_thread(sf__backend *g)
 {
   if (!g->running)
     return;
@@ -168,9 +178,8 @@ static void stop_thread(sf__gpu *g)
   g->stop = 0;
 }
 
-void sf__gpu_close(slabfeed_loader *l)
+static void gpu_close(sf__backend *g)
 {
-  sf__gpu *g = l->gpu;
   if (g == NULL)
     return;
   stop_thread(g);
@@ -204,37 +213,33 @@ void sf__gpu_close(slabfeed_loader *l)
   pthread_mutex_destroy(&g->mu);
   pthread_cond_destroy(&g->cv);
   free(g);
-  l->gpu = NULL;
 }
 
 /* ---- Producing a batch -----------------------------------------------------
  */
 
-/* cudaMemcpy3DAsync of channel c of piece p from a host array laid out
- * [C][depth][rows][row] (floats) at (z, y, x) into the device crop. */
-static slabfeed_status copy_piece(const slabfeed_loader *l, const float *src,
-                                  int64_t depth, int64_t rows, int64_t row,
-                                  int64_t z, int64_t y, int64_t x, int64_t c,
-                                  const sf__piece *p, float *dst,
-                                  cudaStream_t s, sf__err *e)
+/* cudaMemcpy3DAsync of channel c of piece p from view v (host memory) into
+ * its place in the device crop dst. */
+static slabfeed_status copy_piece(const sf__view *v, int64_t c,
+                                  const sf__piece *p, const int64_t crop[3],
+                                  float *dst, cudaStream_t s, sf__err *e)
 {
-  const int64_t *cr = l->cfg.crop;
   struct cudaMemcpy3DParms m;
   memset(&m, 0, sizeof m);
-  m.srcPtr.ptr = (void *)src;
-  m.srcPtr.pitch = (size_t)row * sizeof(float);
-  m.srcPtr.xsize = (size_t)row;
-  m.srcPtr.ysize = (size_t)rows;
-  m.srcPos.x = (size_t)x * sizeof(float);
-  m.srcPos.y = (size_t)y;
-  m.srcPos.z = (size_t)(c * depth + z);
+  m.srcPtr.ptr = (void *)v->base;
+  m.srcPtr.pitch = (size_t)v->dims[2] * sizeof(float);
+  m.srcPtr.xsize = (size_t)v->dims[2];
+  m.srcPtr.ysize = (size_t)v->dims[1];
+  m.srcPos.x = (size_t)v->at[2] * sizeof(float);
+  m.srcPos.y = (size_t)v->at[1];
+  m.srcPos.z = (size_t)(c * v->dims[0] + v->at[0]);
   m.dstPtr.ptr = dst;
-  m.dstPtr.pitch = (size_t)cr[2] * sizeof(float);
-  m.dstPtr.xsize = (size_t)cr[2];
-  m.dstPtr.ysize = (size_t)cr[1];
+  m.dstPtr.pitch = (size_t)crop[2] * sizeof(float);
+  m.dstPtr.xsize = (size_t)crop[2];
+  m.dstPtr.ysize = (size_t)crop[1];
   m.dstPos.x = (size_t)p->d[2] * sizeof(float);
   m.dstPos.y = (size_t)p->d[1];
-  m.dstPos.z = (size_t)(c * cr[0] + p->d[0]);
+  m.dstPos.z = (size_t)(c * crop[0] + p->d[0]);
   m.extent.width = (size_t)p->n[2] * sizeof(float);
   m.extent.height = (size_t)p->n[1];
   m.extent.depth = (size_t)p->n[0];
@@ -244,112 +249,95 @@ static slabfeed_status copy_piece(const slabfeed_loader *l, const float *src,
 
 /* Pieces from other nodes: MPI_Get into the pinned stage (once the DMA
  * that last read it is done), completed before the copies are enqueued. */
-static slabfeed_status get_remote(slabfeed_loader *l, sf__gpu *g, int st, int n,
-                                  sf__err *e)
+static slabfeed_status get_remote(sf__backend *g, int st, int n, sf__err *e)
 {
-  sf__store *s = &l->store;
+  sf__batch_plan *p = g->ctx.plan;
+  sf__store *s = g->ctx.store;
   int any = 0;
   for (int i = 0; i < n; i++)
-    any |= s->peer[l->pieces[i].src] == NULL;
+    any |= sf__store_segment(s, p->pieces[i].src, 0) == NULL;
   if (!any)
     return SLABFEED_OK;
   SF_RANGE_PUSH("get");
   if (g->h2d_pending[st])
     sf__cu_event_sync(g->h2d_done[st], e);
   for (int i = 0; i < n && e->status == SLABFEED_OK; i++)
-    if (s->peer[l->pieces[i].src] == NULL)
-      for (int d = 0; d < l->ndsets && e->status == SLABFEED_OK; d++)
-        sf__gather_get(s, d, &l->pieces[i], l->cfg.crop, g->hstage[st][d], e);
+    if (sf__store_segment(s, p->pieces[i].src, 0) == NULL)
+      for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++)
+        sf__gather_get(s, d, &p->pieces[i], p->crop, g->hstage[st][d], e);
   if (e->status == SLABFEED_OK)
     sf__gather_complete(s, e);
   SF_RANGE_POP();
   return e->status;
 }
 
-static slabfeed_status stage_crop(slabfeed_loader *l, sf__gpu *g, int slot,
-                                  int b, int st, sf__err *e)
+/* Stages sample i of slot `slot` into device staging st. */
+static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
+                                  slabfeed_stats *delta, sf__err *e)
 {
-  sf__store *s = &l->store;
-  const size_t i = (size_t)slot * (size_t)l->cfg.batch + (size_t)b;
+  sf__batch_plan *p = g->ctx.plan;
+  sf__store *s = g->ctx.store;
   SF_RANGE_PUSH("plan");
-  const int n =
-      sf__crop_pieces(s, &l->origin[3 * i], l->cfg.crop, l->pieces, l->zruns);
+  const int n = sf__batch_pieces(p, slot, i);
   SF_RANGE_POP();
-  if (get_remote(l, g, st, n, e) != SLABFEED_OK)
+  if (get_remote(g, st, n, e) != SLABFEED_OK)
     return e->status;
   SF_RANGE_PUSH("h2d");
-  const double t0 = MPI_Wtime();
-  sf__gather_bytes gb = {0, 0, 0};
+  const double t0 = sf__now();
+  const uint64_t remote0 = delta->bytes_remote;
   for (int k = 0; k < n && e->status == SLABFEED_OK; k++) {
-    const sf__piece *p = &l->pieces[k];
-    for (int d = 0; d < l->ndsets && e->status == SLABFEED_OK; d++) {
-      const int64_t C = s->channels[d];
-      for (int64_t c = 0; c < C && e->status == SLABFEED_OK; c++) {
-        if (s->peer[p->src] != NULL) {
-          const float *seg =
-              (const float *)(s->peer[p->src] + sf__store_offset(s, p->src, d));
-          copy_piece(l, seg, sf__store_planes(s, p->src), s->shape[1],
-                     s->shape[2], p->q, p->y, p->x, c, p, g->dstage[st][d],
-                     g->copy, e);
-        } else {
-          copy_piece(l, g->hstage[st][d], l->cfg.crop[0], l->cfg.crop[1],
-                     l->cfg.crop[2], p->d[0], p->d[1], p->d[2], c, p,
-                     g->dstage[st][d], g->copy, e);
-        }
-      }
-      sf__piece_account(s, d, p, &gb);
+    const sf__piece *pc = &p->pieces[k];
+    for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++) {
+      sf__view v;
+      const sf__from from =
+          sf__gather_source(s, d, pc, g->hstage[st][d], p->crop, &v);
+      for (int64_t c = 0; c < s->channels[d] && e->status == SLABFEED_OK; c++)
+        copy_piece(&v, c, pc, p->crop, g->dstage[st][d], g->copy, e);
+      sf__gather_account(s, d, pc, from, delta);
     }
   }
-  sf__loader_count(l, &gb);
-  if (e->status == SLABFEED_OK && gb.remote > 0 &&
+  if (e->status == SLABFEED_OK && delta->bytes_remote > remote0 &&
       sf__cu_record(g->h2d_done[st], g->copy, e) == SLABFEED_OK)
     g->h2d_pending[st] = 1;
-  l->stats.t_h2d += MPI_Wtime() - t0;
+  delta->t_h2d += sf__now() - t0;
   SF_RANGE_POP();
   return e->status;
 }
 
-/* Position (epoch, step) of batch n of the current generation. */
-static void position(const slabfeed_loader *l, const sf__gpu *g, uint64_t n,
-                     uint64_t *epoch, uint64_t *step)
+/* Produces batch n of the current generation into its slot. */
+static slabfeed_status produce(sf__backend *g, uint64_t n, sf__err *e)
 {
-  const uint64_t s = g->start_step + n;
-  *epoch = g->start_epoch + s / l->steps_per_epoch;
-  *step = s % l->steps_per_epoch;
-}
-
-static slabfeed_status produce(slabfeed_loader *l, uint64_t n, sf__err *e)
-{
-  sf__gpu *g = l->gpu;
+  sf__batch_plan *p = g->ctx.plan;
   const int slot = (int)(n % (uint64_t)g->K);
+  slabfeed_stats delta = {.batches = 0};
   uint64_t epoch, step;
-  position(l, g, n, &epoch, &step);
-  double t = MPI_Wtime();
-  sf__loader_plan(l, epoch, step, slot);
-  l->stats.t_plan += MPI_Wtime() - t;
+  sf__batch_position(p, g->start_epoch, g->start_step, n, &epoch, &step);
+  double t = sf__now();
+  sf__batch_plan_slot(p, slot, epoch, step);
+  delta.t_plan = sf__now() - t;
   /* The slot's last batch must be released by the consumer's stream. */
   if (g->release_pending[slot]) {
     if (sf__cu_wait(g->compute, g->released[slot], e))
       return e->status;
     g->release_pending[slot] = 0;
   }
-  for (int b = 0; b < l->cfg.batch && e->status == SLABFEED_OK; b++) {
+  for (int i = 0; i < p->B && e->status == SLABFEED_OK; i++) {
     const int st = g->stage;
     g->stage = (g->stage + 1) % SF_STAGES;
     /* Staging st is free once the transform that last read it is done. */
     if (sf__cu_wait(g->copy, g->consumed[st], e) ||
-        stage_crop(l, g, slot, b, st, e) ||
+        stage_crop(g, slot, i, st, &delta, e) ||
         sf__cu_record(g->staged[st], g->copy, e) ||
         sf__cu_wait(g->compute, g->staged[st], e))
       break;
     SF_RANGE_PUSH("transform");
-    t = MPI_Wtime();
-    const int32_t sym = l->sym[(size_t)slot * (size_t)l->cfg.batch + (size_t)b];
-    for (int d = 0; d < l->ndsets && e->status == SLABFEED_OK; d++) {
+    t = sf__now();
+    const int32_t sym = sf__batch_symmetry(p, slot, i);
+    for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++) {
       sf__kparams k;
-      sf__kparams_make(&l->xf[d], sym, &k);
-      char *out =
-          (char *)g->slot[slot][d] + (size_t)b * (size_t)sf__sample_bytes(l, d);
+      sf__kparams_make(&p->xf[d], sym, &k);
+      char *out = (char *)g->slot[slot][d] +
+                  (size_t)i * (size_t)sf__batch_sample_bytes(p, d);
       const cudaError_t rc =
           sf__transform_launch(&k, g->dstage[st][d], out, g->compute);
       if (rc != cudaSuccess)
@@ -357,20 +345,20 @@ static slabfeed_status produce(slabfeed_loader *l, uint64_t n, sf__err *e)
       else
         sf__cu_launched("transform kernel", e);
     }
-    l->stats.t_transform += MPI_Wtime() - t;
+    delta.t_transform += sf__now() - t;
     SF_RANGE_POP();
     if (e->status == SLABFEED_OK)
       sf__cu_record(g->consumed[st], g->compute, e);
   }
   if (e->status == SLABFEED_OK)
     sf__cu_record(g->ready[slot], g->compute, e);
+  sf__stats_add(g->ctx.stats, &delta);
   return e->status;
 }
 
 static void *loader_thread(void *arg)
 {
-  slabfeed_loader *l = arg;
-  sf__gpu *g = l->gpu;
+  sf__backend *g = arg;
   sf__err e;
   sf__err_clear(&e);
   if (sf__cu_set_device(g->device, &e) != SLABFEED_OK) {
@@ -390,7 +378,7 @@ static void *loader_thread(void *arg)
     pthread_mutex_unlock(&g->mu);
     if (stop)
       break;
-    produce(l, n, &e);
+    produce(g, n, &e);
     pthread_mutex_lock(&g->mu);
     if (e.status != SLABFEED_OK) {
       g->err = e;
@@ -410,41 +398,41 @@ static void *loader_thread(void *arg)
 /* ---- Handing out ------------------------------------------------------------
  */
 
-slabfeed_status sf__gpu_next(slabfeed_loader *l, slabfeed_batch *out,
-                             void *stream)
+/* The caller's stream must live on the loader's device: events cannot be
+ * recorded across devices. */
+static slabfeed_status check_stream(const sf__backend *g, cudaStream_t s,
+                                    sf__err *e)
 {
-  sf__gpu *g = l->gpu;
-  sf__err e;
-  sf__err_clear(&e);
+  int dev = -1;
+  if (s == NULL || sf__cu_stream_device(s, &dev, e) != SLABFEED_OK)
+    return e->status;
+  if (dev != g->device)
+    sf__fail(e, SLABFEED_ERR_ARG,
+             "slabfeed_next: the stream belongs to device %d but the "
+             "loader's batches live on device %d",
+             dev, g->device);
+  return e->status;
+}
+
+static slabfeed_status gpu_next(sf__backend *g, void *stream,
+                                slabfeed_batch *out, sf__err *e)
+{
+  sf__batch_plan *p = g->ctx.plan;
   cudaStream_t s = (cudaStream_t)stream;
   const uint64_t n = g->next;
-  /* The caller's stream must live on the loader's device: events cannot
-   * be recorded across devices. Checked once per new stream. */
-  if (!g->have_last || s != g->last_stream) {
-    int dev = -1;
-    if (s != NULL && sf__cu_stream_device(s, &dev, &e) != SLABFEED_OK)
-      return sf__loader_error(l, &e);
-    if (s != NULL && dev != g->device) {
-      sf__fail(
-          &e, SLABFEED_ERR_ARG,
-          "slabfeed_next: the stream belongs to device %d but the loader's "
-          "batches live on device %d",
-          dev, g->device);
-      return sf__loader_error(l, &e);
-    }
-  }
-  /* The previous batch is released once `s` gets past this point; the
-   * producer waits for that before it writes the slot again. */
+  if ((!g->have_last || s != g->last_stream) && check_stream(g, s, e))
+    return e->status;
+  /* Batch n - 1 is released once the stream that received it gets past
+   * this point; the producer waits for that before it writes the slot
+   * again. */
   if (g->have_last) {
     const uint64_t prev = (n - 1) % (uint64_t)g->K;
-    if (sf__cu_record(g->released[prev], s, &e))
-      return sf__loader_error(l, &e);
+    if (sf__cu_record(g->released[prev], g->last_stream, e))
+      return e->status;
     g->release_pending[prev] = 1;
   }
-  g->last_stream = s;
-  g->have_last = 1;
   SF_RANGE_PUSH("wait");
-  const double t0 = MPI_Wtime();
+  const double t0 = sf__now();
   pthread_mutex_lock(&g->mu);
   g->released_upto = n;
   pthread_cond_broadcast(&g->cv);
@@ -453,7 +441,7 @@ slabfeed_status sf__gpu_next(slabfeed_loader *l, slabfeed_batch *out,
       pthread_cond_wait(&g->cv, &g->mu);
   } else {
     while (!g->failed && g->produced < g->released_upto + (uint64_t)g->K) {
-      if (produce(l, g->produced, &g->err) != SLABFEED_OK)
+      if (produce(g, g->produced, &g->err) != SLABFEED_OK)
         g->failed = 1;
       else
         g->produced++;
@@ -461,46 +449,44 @@ slabfeed_status sf__gpu_next(slabfeed_loader *l, slabfeed_batch *out,
   }
   const int failed = g->failed;
   if (failed)
-    e = g->err;
+    *e = g->err;
   pthread_mutex_unlock(&g->mu);
-  l->stats.t_wait += MPI_Wtime() - t0;
+  slabfeed_stats delta = {.t_wait = sf__now() - t0};
   SF_RANGE_POP();
   if (failed)
-    return sf__loader_error(l, &e);
+    return e->status;
   const int slot = (int)(n % (uint64_t)g->K);
-  if (sf__cu_wait(s, g->ready[slot], &e))
-    return sf__loader_error(l, &e);
+  if (sf__cu_wait(s, g->ready[slot], e))
+    return e->status;
+  g->last_stream = s;
+  g->have_last = 1;
   uint64_t epoch, step;
-  position(l, g, n, &epoch, &step);
-  sf__loader_describe(l, slot, g->slot[slot], epoch, step, out);
+  sf__batch_position(p, g->start_epoch, g->start_step, n, &epoch, &step);
+  sf__batch_describe(p, slot, g->slot[slot], epoch, step, out);
   out->ready_event = g->ready[slot];
   g->next = n + 1;
-  for (int d = 0; d < l->ndsets; d++)
-    l->stats.bytes_out += (uint64_t)(l->cfg.batch * sf__sample_bytes(l, d));
-  l->stats.batches++;
-  l->stats.samples += (uint64_t)l->cfg.batch;
-  /* Keep the host-side position in step for slabfeed_seek/slabfeed_next
-   * callers. */
-  position(l, g, n + 1, &l->epoch, &l->step);
+  delta.batches = 1;
+  delta.samples = (uint64_t)p->B;
+  for (int d = 0; d < p->ndsets; d++)
+    delta.bytes_out += (uint64_t)p->B * (uint64_t)sf__batch_sample_bytes(p, d);
+  sf__stats_add(g->ctx.stats, &delta);
   return SLABFEED_OK;
 }
 
-slabfeed_status sf__gpu_seek(slabfeed_loader *l, uint64_t epoch, uint64_t step)
+static slabfeed_status gpu_start(sf__backend *g, uint64_t epoch, uint64_t step,
+                                 sf__err *e)
 {
-  sf__gpu *g = l->gpu;
-  sf__err e;
-  sf__err_clear(&e);
   stop_thread(g);
   if (g->failed) {
-    snprintf(l->last_error, sizeof l->last_error, "%s", g->err.msg);
-    return g->err.status;
+    *e = g->err;
+    return e->status;
   }
   /* Every slot produced so far is released once the consumer's stream
    * passes this point; the next generation waits on that. */
   if (g->have_last)
     for (int k = 0; k < g->K; k++) {
-      if (sf__cu_record(g->released[k], g->last_stream, &e))
-        return sf__loader_error(l, &e);
+      if (sf__cu_record(g->released[k], g->last_stream, e))
+        return e->status;
       g->release_pending[k] = 1;
     }
   g->start_epoch = epoch;
@@ -508,39 +494,37 @@ slabfeed_status sf__gpu_seek(slabfeed_loader *l, uint64_t epoch, uint64_t step)
   g->produced = g->released_upto = g->next = 0;
   /* Batch numbers restart at 0; there is no previous batch to release. */
   g->have_last = 0;
-  l->epoch = epoch;
-  l->step = step;
   if (g->threaded) {
-    if (pthread_create(&g->thread, NULL, loader_thread, l) != 0) {
-      snprintf(l->last_error, sizeof l->last_error,
-               "cannot restart the loader thread");
-      return SLABFEED_ERR_NOMEM;
-    }
+    if (pthread_create(&g->thread, NULL, loader_thread, g) != 0)
+      return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot start the loader thread");
     g->running = 1;
   }
   return SLABFEED_OK;
 }
 
-slabfeed_status sf__gpu_copy_to_host(slabfeed_loader *l, const void *src,
-                                     size_t bytes, void *dst)
+static slabfeed_status gpu_copy_to_host(sf__backend *g,
+                                        const slabfeed_tensor *t, size_t bytes,
+                                        void *dst, sf__err *e)
 {
-  sf__gpu *g = l->gpu;
-  const char *p = src;
+  const sf__batch_plan *p = g->ctx.plan;
+  const char *q = t->data;
   for (int k = 0; k < g->K; k++)
-    for (int d = 0; d < l->ndsets; d++) {
+    for (int d = 0; d < p->ndsets; d++) {
       const char *base = g->slot[k][d];
-      const size_t size = (size_t)l->cfg.batch * (size_t)sf__sample_bytes(l, d);
-      if (p < base || p + bytes > base + size)
+      const size_t size = (size_t)p->B * (size_t)sf__batch_sample_bytes(p, d);
+      if (q < base || q + bytes > base + size)
         continue;
-      sf__err e;
-      sf__err_clear(&e);
-      if (sf__cu_wait(g->aux, g->ready[k], &e) ||
-          sf__cu_copy(dst, src, bytes, cudaMemcpyDeviceToHost, g->aux, &e) ||
-          sf__cu_stream_sync(g->aux, &e))
-        return sf__loader_error(l, &e);
+      if (sf__cu_wait(g->aux, g->ready[k], e) ||
+          sf__cu_copy(dst, q, bytes, cudaMemcpyDeviceToHost, g->aux, e) ||
+          sf__cu_stream_sync(g->aux, e))
+        return e->status;
       return SLABFEED_OK;
     }
-  snprintf(l->last_error, sizeof l->last_error,
-           "slabfeed_copy_to_host: the tensor is not a batch of this loader");
-  return SLABFEED_ERR_ARG;
+  return sf__fail(e, SLABFEED_ERR_ARG,
+                  "slabfeed_copy_to_host: the tensor is not a batch of this "
+                  "loader");
 }
+
+const sf__backend_ops sf__gpu_backend = {
+    "gpu", gpu_open, gpu_start, gpu_next, gpu_copy_to_host, gpu_close,
+};

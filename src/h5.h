@@ -1,7 +1,7 @@
 /* Parallel HDF5: open a file on all ranks, validate 4-D float datasets,
  * read runs of z-planes of every channel into a channels-first buffer. */
-#ifndef SF_H5SLAB_H
-#define SF_H5SLAB_H
+#ifndef SF_H5_H
+#define SF_H5_H
 
 #include <hdf5.h>
 

@@ -1,0 +1,175 @@
+/*
+ * slabfeed tools: what tests, apps and users' checks need beside the loader
+ * (slabfeed.h): a parallel generator of synthetic volumes, an independent
+ * serial reference reader, the host reference of the crop transform, the
+ * exact values of generated "index" volumes, dataset description and the
+ * slab plan. Same contract blocks and sized-struct rule as slabfeed.h.
+ */
+#ifndef SLABFEED_TOOLS_H
+#define SLABFEED_TOOLS_H
+
+#include "slabfeed.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Host reference transform ------------------------------------------ */
+
+/* slabfeed_transform_host - the reference transform on the host: `in` is one
+ * staged crop [channels][ext0][ext1][ext2] float32 (C order), `out` receives
+ * one sample in out_layout and dtype after symmetry id `symmetry` (cubic
+ * crops only unless symmetry is 0) and the vector groups. The GPU kernel
+ * matches it bit for bit.
+ * Collective no. Threads safe. Device none.
+ * Failure: SLABFEED_ERR_ARG for bad arguments; out is then not written.
+ * Lifetime: in and out belong to the caller. */
+SLABFEED_API slabfeed_status slabfeed_transform_host(
+    const float *in, const int64_t ext[3], int channels, int symmetry,
+    int ngroups, const int (*groups)[3], slabfeed_dtype dtype,
+    slabfeed_out_layout out_layout, void *out);
+
+/* ---- Description of datasets --------------------------------------------- */
+
+/* What slabfeed_describe finds. Declare it with SLABFEED_DATASET_INFO_INIT
+ * (or set .size). */
+typedef struct slabfeed_dataset_info {
+  size_t size;                 /* sizeof(slabfeed_dataset_info) of the caller */
+  int64_t dims[4];             /* as stored */
+  int64_t channels;            /* C */
+  int64_t shape[3];            /* Z,Y,X */
+  slabfeed_file_layout layout; /* CF or CL, after AUTO was resolved */
+  int type_bits;               /* 16, 32 or 64 */
+  int chunked;                 /* 1: chunked storage, chunk dims in chunk[] */
+  int64_t chunk[4];
+} slabfeed_dataset_info;
+
+#define SLABFEED_DATASET_INFO_INIT SLABFEED_SIZED_INIT(slabfeed_dataset_info)
+
+/* slabfeed_describe - opens path (serial HDF5), checks that `dataset` is a
+ * rank-4 floating-point dataset and resolves its layout into *out (whose
+ * .size the caller has set).
+ * Collective no: any rank may call it alone. Threads: HDF5 is not thread
+ *   safe unless built so; call from one thread. Device none.
+ * Failure: a status, errbuf (when not NULL) names the problem; *out is
+ *   unspecified.
+ * Lifetime: values. */
+SLABFEED_API slabfeed_status slabfeed_describe(const char *path,
+                                               const char *dataset,
+                                               slabfeed_file_layout layout,
+                                               slabfeed_dataset_info *out,
+                                               char *errbuf, size_t errlen);
+
+/* slabfeed_slab_plan - the z-slab [*z0, *z1) of rank r among P ranks for a
+ * box of Z planes: the first Z % P ranks get one plane more.
+ * Collective no. Threads safe. Device none.
+ * Failure: SLABFEED_ERR_ARG when P > Z, P < 1 or r is out of range.
+ * Lifetime: values. */
+SLABFEED_API slabfeed_status slabfeed_slab_plan(int64_t Z, int P, int r,
+                                                int64_t *z0, int64_t *z1);
+
+/* ---- Independent serial reference reader ----------------------------------
+ * A plain serial HDF5 reader that forms one crop straight from the file and
+ * applies the reference transform: what slabfeed-check compares batches
+ * against. */
+
+typedef struct slabfeed_reader slabfeed_reader;
+
+/* slabfeed_reader_open - opens path read-only with serial HDF5.
+ * Collective no. Threads: one reader per thread, HDF5 permitting.
+ * Device none.
+ * Failure: *out is NULL and errbuf (when not NULL) names the problem.
+ * Lifetime: *out until slabfeed_reader_close. */
+SLABFEED_API slabfeed_status slabfeed_reader_open(const char *path,
+                                                  slabfeed_reader **out,
+                                                  char *errbuf, size_t errlen);
+
+/* slabfeed_reader_crop - forms the crop of `dataset` at origin (periodic)
+ * with extents crop, applies symmetry id `symmetry` and the vector groups,
+ * converts to dtype and writes one sample in out_layout to out (channels *
+ * crop volume elements).
+ * Collective no. Threads: not with other calls on r. Device none.
+ * Failure: a status; the message is in slabfeed_reader_error.
+ * Lifetime: out belongs to the caller. */
+SLABFEED_API slabfeed_status slabfeed_reader_crop(
+    slabfeed_reader *r, const char *dataset, slabfeed_file_layout layout,
+    const int64_t origin[3], const int64_t crop[3], int symmetry, int ngroups,
+    const int (*groups)[3], slabfeed_dtype dtype,
+    slabfeed_out_layout out_layout, void *out);
+
+/* slabfeed_reader_error - the message of r's last failure ("" when none).
+ * Collective no. Threads: not with other calls on r. Device none.
+ * Failure: NULL r gives "". Lifetime: until the next call on r. */
+SLABFEED_API const char *slabfeed_reader_error(const slabfeed_reader *r);
+
+/* slabfeed_reader_close - closes the reader.
+ * Collective no. Threads: not with other calls on r. Device none.
+ * Failure: cannot fail; NULL is a no-op. Lifetime: r is invalid after. */
+SLABFEED_API void slabfeed_reader_close(slabfeed_reader *r);
+
+/* ---- Synthetic volumes ------------------------------------------------------
+ */
+
+typedef enum {
+  SLABFEED_CONTENT_INDEX = 0, /* slabfeed_index_value: exact, recomputable */
+  SLABFEED_CONTENT_FIELD = 1  /* smooth periodic random field */
+} slabfeed_content;
+
+/* Generator options. Fill with slabfeed_gen_config_init, then set fields. */
+typedef struct slabfeed_gen_config {
+  size_t size; /* sizeof(slabfeed_gen_config) of the caller */
+  const char *path;
+  const char *input;           /* default "Nbody" */
+  const char *target;          /* default "Hydro"; NULL: no target */
+  int64_t shape[3];            /* Z,Y,X; default 64^3 */
+  int input_channels;          /* default 4 */
+  int target_channels;         /* default 5 */
+  slabfeed_file_layout layout; /* CF (default) or CL */
+  int chunked;                 /* 0: contiguous (default); 1: chunked */
+  int64_t chunk[3];            /* spatial chunk edge; 0: min(64, shape) */
+  int float16;                 /* 1: store IEEE half instead of float32 */
+  slabfeed_content content;    /* default SLABFEED_CONTENT_INDEX */
+  uint64_t seed;               /* for SLABFEED_CONTENT_FIELD */
+  int progress;                /* 1: rank 0 prints progress for > 1 GB */
+} slabfeed_gen_config;
+
+/* slabfeed_gen_config_init_sized - fills the first `size` bytes of *cfg with
+ * the defaults above and sets cfg->size; call it through
+ * slabfeed_gen_config_init.
+ * Collective no. Threads safe on distinct structs. Device none.
+ * Failure: does nothing for NULL or size < sizeof(size_t).
+ * Lifetime: the caller owns *cfg. */
+SLABFEED_API void slabfeed_gen_config_init_sized(slabfeed_gen_config *cfg,
+                                                 size_t size);
+
+static inline void slabfeed_gen_config_init(slabfeed_gen_config *cfg)
+{
+  slabfeed_gen_config_init_sized(cfg, sizeof *cfg);
+}
+
+/* slabfeed_generate - creates (truncates) cfg->path and writes the datasets
+ * in parallel, each rank writing its z-slab collectively.
+ * Collective over comm. Threads: MPI initialised; not concurrent with other
+ *   HDF5 use. Device none.
+ * Failure: every rank returns the same status and errbuf (when not NULL)
+ *   names the problem.
+ * Lifetime: the file is the caller's. */
+SLABFEED_API slabfeed_status slabfeed_generate(MPI_Comm comm,
+                                               const slabfeed_gen_config *cfg,
+                                               char *errbuf, size_t errlen);
+
+/* slabfeed_index_value - the value of SLABFEED_CONTENT_INDEX at dataset
+ * `dataset` (0 input, 1 target), channel c, position (z,y,x):
+ *   h = fmix64(((dataset*64 + c) << 48) ^ (z << 32) ^ (y << 16) ^ x)
+ *   value = (double)(int64_t)(h % 2048) - 1024
+ * (fmix64: the MurmurHash3 64-bit finaliser). An integer in [-1024, 1023],
+ * exact in float16 and float32; coordinates must be < 65536.
+ * Collective no. Threads safe. Device none. Failure: cannot fail.
+ * Lifetime: a value. */
+SLABFEED_API float slabfeed_index_value(int dataset, int c, int64_t z,
+                                        int64_t y, int64_t x);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLABFEED_TOOLS_H */

@@ -1,0 +1,154 @@
+/* The host back end: the caller's thread plans, gathers (memcpy from the
+ * node window, MPI_Get from other nodes) and transforms each batch with the
+ * reference transform into a ring of host batches. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "nvtx.h"
+
+struct sf__backend {
+  sf__context ctx;
+  float *staging[SF_MAX_DSETS]; /* one staged crop per dataset */
+  void *ring[SF_MAX_DSETS];     /* K host batches per dataset */
+  int slot;                     /* next ring slot */
+  uint64_t epoch, step;         /* position of the next batch */
+};
+
+static void host_close(sf__backend *h)
+{
+  if (h == NULL)
+    return;
+  for (int d = 0; d < SF_MAX_DSETS; d++) {
+    free(h->staging[d]);
+    free(h->ring[d]);
+  }
+  free(h);
+}
+
+static slabfeed_status host_open(const sf__context *ctx, sf__backend **out,
+                                 sf__err *e)
+{
+  sf__backend *h = calloc(1, sizeof *h);
+  *out = h;
+  if (h == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the host loader");
+  h->ctx = *ctx;
+  const sf__batch_plan *p = ctx->plan;
+  slabfeed_stats mem = {.staging_bytes = 0};
+  for (int d = 0; d < p->ndsets; d++) {
+    const size_t stage = (size_t)sf__batch_sample_elems(p, d) * sizeof(float);
+    const size_t ring =
+        (size_t)p->K * (size_t)p->B * (size_t)sf__batch_sample_bytes(p, d);
+    h->staging[d] = malloc(stage);
+    h->ring[d] = malloc(ring);
+    if (h->staging[d] == NULL || h->ring[d] == NULL)
+      return sf__fail(e, SLABFEED_ERR_NOMEM,
+                      "cannot allocate %zu bytes of staging and host batches",
+                      stage + ring);
+    mem.staging_bytes += stage + ring;
+  }
+  sf__stats_add(ctx->stats, &mem);
+  return SLABFEED_OK;
+}
+
+static slabfeed_status host_start(sf__backend *h, uint64_t epoch, uint64_t step,
+                                  sf__err *e)
+{
+  (void)e;
+  h->epoch = epoch;
+  h->step = step;
+  return SLABFEED_OK;
+}
+
+/* Gathers sample i of slot `slot` into the staged crops: node pieces by
+ * memcpy, remote pieces by MPI_Get straight into place. */
+static slabfeed_status gather(sf__backend *h, int slot, int i,
+                              slabfeed_stats *delta, sf__err *e)
+{
+  sf__batch_plan *p = h->ctx.plan;
+  sf__store *s = h->ctx.store;
+  const int n = sf__batch_pieces(p, slot, i);
+  int remote = 0;
+  for (int d = 0; d < p->ndsets; d++)
+    for (int k = 0; k < n && e->status == SLABFEED_OK; k++) {
+      const sf__piece *pc = &p->pieces[k];
+      sf__view v;
+      const sf__from from =
+          sf__gather_source(s, d, pc, h->staging[d], p->crop, &v);
+      if (from == SF__FROM_REMOTE) {
+        sf__gather_get(s, d, pc, p->crop, h->staging[d], e);
+        remote = 1;
+      } else {
+        sf__gather_copy(&v, s->channels[d], pc, p->crop, h->staging[d]);
+      }
+      sf__gather_account(s, d, pc, from, delta);
+    }
+  if (e->status == SLABFEED_OK && remote)
+    sf__gather_complete(s, e);
+  return e->status;
+}
+
+static slabfeed_status host_next(sf__backend *h, void *stream,
+                                 slabfeed_batch *out, sf__err *e)
+{
+  (void)stream;
+  sf__batch_plan *p = h->ctx.plan;
+  const int slot = h->slot;
+  slabfeed_stats delta = {.batches = 1, .samples = (uint64_t)p->B};
+  double t = sf__now();
+  SF_RANGE_PUSH("plan");
+  sf__batch_plan_slot(p, slot, h->epoch, h->step);
+  SF_RANGE_POP();
+  double now = sf__now();
+  delta.t_plan = now - t;
+  void *data[SF_MAX_DSETS];
+  for (int d = 0; d < p->ndsets; d++)
+    data[d] = (char *)h->ring[d] + (size_t)slot * (size_t)p->B *
+                                       (size_t)sf__batch_sample_bytes(p, d);
+  for (int i = 0; i < p->B; i++) {
+    t = now;
+    if (gather(h, slot, i, &delta, e) != SLABFEED_OK)
+      return e->status;
+    now = sf__now();
+    delta.t_gather += now - t;
+    t = now;
+    const int32_t g = sf__batch_symmetry(p, slot, i);
+    for (int d = 0; d < p->ndsets; d++)
+      sf__transform_ref(&p->xf[d], g, h->staging[d],
+                        (char *)data[d] +
+                            (size_t)i * (size_t)sf__batch_sample_bytes(p, d));
+    now = sf__now();
+    delta.t_transform += now - t;
+  }
+  for (int d = 0; d < p->ndsets; d++)
+    delta.bytes_out += (uint64_t)p->B * (uint64_t)sf__batch_sample_bytes(p, d);
+  sf__batch_describe(p, slot, data, h->epoch, h->step, out);
+  sf__stats_add(h->ctx.stats, &delta);
+  h->slot = (slot + 1) % p->K;
+  sf__batch_position(p, h->epoch, h->step, 1, &h->epoch, &h->step);
+  return SLABFEED_OK;
+}
+
+static slabfeed_status host_copy_to_host(sf__backend *h,
+                                         const slabfeed_tensor *t, size_t bytes,
+                                         void *dst, sf__err *e)
+{
+  const sf__batch_plan *p = h->ctx.plan;
+  for (int d = 0; d < p->ndsets; d++) {
+    const char *base = h->ring[d], *q = t->data;
+    const size_t size =
+        (size_t)p->K * (size_t)p->B * (size_t)sf__batch_sample_bytes(p, d);
+    if (q >= base && q + bytes <= base + size) {
+      memcpy(dst, t->data, bytes);
+      return SLABFEED_OK;
+    }
+  }
+  return sf__fail(e, SLABFEED_ERR_ARG,
+                  "slabfeed_copy_to_host: the tensor is not a batch of this "
+                  "loader");
+}
+
+const sf__backend_ops sf__host_backend = {
+    "host", host_open, host_start, host_next, host_copy_to_host, host_close,
+};

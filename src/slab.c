@@ -1,0 +1,56 @@
+#include "slab.h"
+
+#include <stdlib.h>
+
+#include "geometry.h"
+#include "h5.h"
+
+/* Runs of rank r's store: planes q in [0, planes) hold global z0 - H + q
+ * (mod Z); cut where the global index wraps and every `cap` planes. Writes
+ * up to max runs into runs (when not NULL); returns the count. */
+static int store_runs(const sf__store *s, int r, int64_t cap, sf__h5_run *runs,
+                      int max)
+{
+  const int64_t Z = s->shape[0];
+  const int64_t planes = sf__store_planes(s, r);
+  int n = 0;
+  int64_t q = 0;
+  while (q < planes) {
+    const int64_t z = sf__pmod(sf__split_begin(Z, s->size, r) - s->halo + q, Z);
+    int64_t len = planes - q;
+    if (len > Z - z)
+      len = Z - z;
+    if (len > cap)
+      len = cap;
+    if (runs != NULL && n < max)
+      runs[n] = (sf__h5_run){z, len, q};
+    n++;
+    q += len;
+  }
+  return n;
+}
+
+slabfeed_status sf__slab_read(sf__store *s, int d, hid_t dset, const char *path,
+                              const char *name,
+                              const slabfeed_dataset_info *info, sf__err *e)
+{
+  /* One channel's read stays below 1 GiB: large MPI-IO requests overflow
+   * int counts in some MPI-IO stacks. */
+  int64_t cap = ((int64_t)1 << 30) / sf__store_plane_bytes(s);
+  if (cap < 1)
+    cap = 1;
+  int max_runs = 0;
+  for (int r = 0; r < s->size; r++) {
+    const int n = store_runs(s, r, cap, NULL, 0);
+    max_runs = n > max_runs ? n : max_runs;
+  }
+  sf__h5_run *runs = calloc((size_t)max_runs, sizeof *runs);
+  if (runs == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the read plan");
+  store_runs(s, s->rank, cap, runs, max_runs); /* the rest stay empty */
+  float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d));
+  sf__h5_read(dset, path, name, info, runs, max_runs, dst,
+              sf__store_planes(s, s->rank), e);
+  free(runs);
+  return e->status;
+}
