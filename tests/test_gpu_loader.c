@@ -169,6 +169,87 @@ static void slow_consumer(const char *path, cudaStream_t s)
   slabfeed_close(gpu);
 }
 
+/* Two consumer streams, alternating: batch n goes to stream A when n is
+ * even (held 3 ms, then copied out) and to stream B when n is odd (copied
+ * at once). The slot of batch n must stay untouched until the stream that
+ * received it, not the one passed to the next call, has passed: recording
+ * the release on the next call's stream (the fast B) lets the loader
+ * overwrite A's batch before A copies it. */
+static void two_streams(const char *path, cudaStream_t a_stream)
+{
+  enum { N = 12 };
+  slabfeed_config c;
+  base_config(&c, path, 16);
+  c.seed = 33;
+  c.prefetch = 2;
+  slabfeed_loader *cpu, *gpu;
+  if (!open_pair(&c, &cpu, &gpu))
+    return;
+  cudaStream_t b_stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&b_stream, cudaStreamNonBlocking));
+  size_t bytes = 0;
+  char *want[N], *got[N];
+  memset(got, 0, sizeof got);
+  for (int n = 0; n < N; n++) {
+    cudaStream_t s = n % 2 == 0 ? a_stream : b_stream;
+    slabfeed_batch a = SLABFEED_BATCH_INIT, b = SLABFEED_BATCH_INIT;
+    CHECK(slabfeed_next(cpu, &a, NULL) == SLABFEED_OK, "cpu next: %s",
+          slabfeed_last_error(cpu));
+    CHECK(slabfeed_next(gpu, &b, s) == SLABFEED_OK, "gpu next: %s",
+          slabfeed_last_error(gpu));
+    if (s == a_stream)
+      CUDA_CHECK(cudaLaunchHostFunc(s, nap, NULL));
+    bytes = (size_t)a.input.strides[0] * (size_t)c.batch * sizeof(float);
+    want[n] = malloc(bytes);
+    memcpy(want[n], a.input.data, bytes);
+    CUDA_CHECK(cudaMallocHost((void **)&got[n], bytes));
+    if (got[n] != NULL)
+      CUDA_CHECK(cudaMemcpyAsync(got[n], b.input.data, bytes,
+                                 cudaMemcpyDeviceToHost, s));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(a_stream));
+  CUDA_CHECK(cudaStreamSynchronize(b_stream));
+  int bad = 0;
+  for (int n = 0; n < N; n++) {
+    bad += got[n] == NULL || memcmp(got[n], want[n], bytes) != 0;
+    free(want[n]);
+    cudaFreeHost(got[n]);
+  }
+  CHECK(bad == 0, "two streams: %d of %d batches overwritten or wrong", bad, N);
+  if (rank == 0 && bad == 0)
+    printf("gpu.loader: two consumer streams alternating (A held 3 ms per "
+           "batch, K = 2): %d batches equal the host path\n",
+           N);
+  CUDA_CHECK(cudaStreamDestroy(b_stream));
+  slabfeed_close(cpu);
+  slabfeed_close(gpu);
+}
+
+/* slabfeed_open must leave the calling thread's current device as it was,
+ * also when the loader's device is another one. */
+static void device_restored(const char *path)
+{
+  const int n = gpu_count();
+  const int other = n > 1 ? (rank + 1) % n : 0;
+  CUDA_CHECK(cudaSetDevice(other));
+  slabfeed_config c;
+  base_config(&c, path, 8);
+  c.device = rank % n;
+  slabfeed_loader *l = NULL;
+  char err[1024];
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
+        "open: %s", err);
+  int now = -1;
+  CUDA_CHECK(cudaGetDevice(&now));
+  CHECK(now == other, "open changed the current device from %d to %d", other,
+        now);
+  slabfeed_close(l);
+  CUDA_CHECK(cudaSetDevice(rank % n));
+  if (rank == 0)
+    printf("gpu.loader: open on device %d left the current device %d\n",
+           c.device, other);
+}
+
 /* 200 steps after open: the CUDA layer's counters must not move. */
 static void quiet_steps(const char *path, cudaStream_t s)
 {
@@ -242,6 +323,8 @@ int main(int argc, char **argv)
       compare(path, (slabfeed_dtype)dt, (slabfeed_out_layout)lay,
               dt == 1 ? 3 : 0, s, expect_thread);
   slow_consumer(path, s);
+  two_streams(path, s);
+  device_restored(path);
   quiet_steps(path, s);
   cudaStreamDestroy(s);
   return check_finish("gpu.loader");
