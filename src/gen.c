@@ -1,5 +1,6 @@
 /* Synthetic volumes written in parallel: each rank writes its z-slab with
  * collective hyperslab writes, in runs that bound its memory. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "errors.h"
 #include "geometry.h"
 #include "h5.h"
+#include "inject.h"
 #include "sampler.h"
 
 void slabfeed_gen_config_init_sized(slabfeed_gen_config *cfg, size_t size)
@@ -115,6 +117,26 @@ static hid_t make_file_type(int float16)
   return t;
 }
 
+/* Records the layout ("cf" or "cl") as a string attribute, so that layout
+ * auto never has to guess from the shape for the generator's output. */
+static herr_t write_layout(hid_t dset, int cf)
+{
+  const hid_t t = H5Tcopy(H5T_C_S1);
+  const hid_t sp = H5Screate(H5S_SCALAR);
+  hid_t a = H5I_INVALID_HID;
+  herr_t rc = t < 0 || sp < 0 || H5Tset_size(t, 2) < 0 ? -1 : 0;
+  if (rc >= 0)
+    a = H5Acreate2(dset, SF_LAYOUT_ATTR, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+  rc = a < 0 ? -1 : H5Awrite(a, t, cf ? "cf" : "cl");
+  if (a >= 0)
+    H5Aclose(a);
+  if (sp >= 0)
+    H5Sclose(sp);
+  if (t >= 0)
+    H5Tclose(t);
+  return rc;
+}
+
 static hid_t create_dataset(hid_t file, const slabfeed_gen_config *cfg,
                             const char *name, int64_t channels)
 {
@@ -138,6 +160,10 @@ static hid_t create_dataset(hid_t file, const slabfeed_gen_config *cfg,
       H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
       (!cfg->chunked || H5Pset_chunk(dcpl, 4, chunk) >= 0))
     dset = H5Dcreate2(file, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  if (dset >= 0 && write_layout(dset, cf) < 0) {
+    H5Dclose(dset);
+    dset = H5I_INVALID_HID;
+  }
   if (type >= 0)
     H5Tclose(type);
   if (dcpl >= 0)
@@ -231,39 +257,41 @@ static slabfeed_status check_gen_config(const slabfeed_gen_config *cfg,
 }
 
 /* Writes one dataset: runs of planes sized so that one run of the file
- * layout holds at most ~256 MiB, padded with empty writes to the count of
- * the rank with the most runs (collective writes). */
+ * layout holds at most ~64 MiB (buf, `cap` planes), padded with empty
+ * writes to the count of the rank with the most runs (collective writes).
+ * Every rank creates the dataset and makes every write, also after a
+ * local failure (then with nothing to write), so collective calls match. */
 static slabfeed_status write_dataset(hid_t file, const slabfeed_gen_config *cfg,
                                      const field *f, int d, const char *name,
-                                     int64_t channels, int rank, int size,
-                                     double *done, double total, sf__err *e)
+                                     int64_t channels, float *buf, int64_t cap,
+                                     int rank, int size, double *done,
+                                     double total, sf__err *e)
 {
   const int64_t Z = cfg->shape[0];
   const int64_t plane = channels * cfg->shape[1] * cfg->shape[2];
-  int64_t cap = ((int64_t)64 << 20) / plane;
-  cap = cap < 1 ? 1 : cap;
   const int64_t z0 = sf__split_begin(Z, size, rank),
                 z1 = sf__split_begin(Z, size, rank + 1);
   const int64_t most = sf__split_begin(Z, size, 1); /* rank 0 has the most */
   const int64_t runs = (most + cap - 1) / cap;
-  float *buf = malloc((size_t)(cap * plane) * sizeof *buf);
   const hid_t dset = create_dataset(file, cfg, name, channels);
   const hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-  if (buf == NULL)
-    sf__fail(e, SLABFEED_ERR_NOMEM, "generator: cannot allocate %lld bytes",
-             (long long)(cap * plane * 4));
-  else if (dset < 0 || dxpl < 0)
+  if (dset < 0 || dxpl < 0)
     sf__fail(e, SLABFEED_ERR_IO,
              "generator: cannot create dataset '%s' in '%s'", name, cfg->path);
 #ifdef H5_HAVE_PARALLEL
   else if (H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0)
     sf__fail(e, SLABFEED_ERR_IO, "generator: cannot request collective writes");
 #endif
-  for (int64_t i = 0; i < runs && e->status == SLABFEED_OK; i++) {
+  for (int64_t i = 0; i < runs && dset >= 0 && dxpl >= 0; i++) {
+    if (d == 0 && i == 0 && sf__inject("gen.write", rank))
+      sf__fail(e, SLABFEED_ERR_IO, "injected failure at stage 'gen.write'");
     const int64_t z = z0 + i * cap;
-    const int64_t n = z >= z1 ? 0 : (z1 - z < cap ? z1 - z : cap);
-    fill_run(cfg, f, d, channels, z, n, buf);
-    if (write_run(dset, cfg, channels, z, n, dxpl, buf) < 0) {
+    int64_t n = z >= z1 ? 0 : (z1 - z < cap ? z1 - z : cap);
+    n = e->status == SLABFEED_OK ? n : 0;
+    if (n > 0)
+      fill_run(cfg, f, d, channels, z, n, buf);
+    if (write_run(dset, cfg, channels, z, n, dxpl, buf) < 0 &&
+        e->status == SLABFEED_OK) {
       sf__fail(e, SLABFEED_ERR_IO,
                "generator: writing planes [%lld,%lld) of '%s' failed",
                (long long)z, (long long)(z + n), name);
@@ -279,8 +307,28 @@ static slabfeed_status write_dataset(hid_t file, const slabfeed_gen_config *cfg,
     H5Pclose(dxpl);
   if (dset >= 0 && H5Dclose(dset) < 0)
     sf__fail(e, SLABFEED_ERR_IO, "generator: closing '%s' failed", name);
-  free(buf);
   return e->status;
+}
+
+/* The name the generator writes to; renamed to the final path only when
+ * every rank has written everything. */
+static void temp_name(const char *path, char *out, size_t len)
+{
+  snprintf(out, len, "%s.slabfeed-partial", path);
+}
+
+/* Planes per write run: one run of the larger dataset holds ~64 MiB, and
+ * no more planes than a rank has. */
+static int64_t run_planes(const slabfeed_gen_config *cfg, int size)
+{
+  int64_t ch = cfg->input_channels;
+  if (cfg->target != NULL && cfg->target_channels > ch)
+    ch = cfg->target_channels;
+  const int64_t plane = ch * cfg->shape[1] * cfg->shape[2];
+  const int64_t most = (cfg->shape[0] + size - 1) / size; /* planes of rank 0 */
+  int64_t cap = ((int64_t)64 << 20) / plane;
+  cap = cap < most ? cap : most;
+  return cap < 1 ? 1 : cap;
 }
 
 slabfeed_status slabfeed_generate(MPI_Comm comm,
@@ -306,12 +354,32 @@ slabfeed_status slabfeed_generate(MPI_Comm comm,
   if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
       MPI_Comm_size(comm, &size) != MPI_SUCCESS)
     sf__fail(&e, SLABFEED_ERR_MPI, "generator: MPI_Comm_rank/size failed");
-  if (e.status == SLABFEED_OK)
-    check_gen_config(cfg, size, &e);
+  if (e.status == SLABFEED_OK && check_gen_config(cfg, size, &e) == SLABFEED_OK)
+    sf__h5_preflight(cfg->path, 1, &e);
+  /* Memory first: a rank that cannot allocate fails before any file is
+   * touched (an existing file of that name is left as it was). */
+  const int writer = sf__h5_is_parallel() || rank == 0;
+  const int64_t cap = e.status == SLABFEED_OK ? run_planes(cfg, size) : 0;
+  float *buf = NULL;
+  if (e.status == SLABFEED_OK && writer) {
+    const int64_t ch =
+        cfg->target != NULL && cfg->target_channels > cfg->input_channels
+            ? cfg->target_channels
+            : cfg->input_channels;
+    const size_t bytes =
+        (size_t)(cap * ch * cfg->shape[1] * cfg->shape[2]) * sizeof *buf;
+    buf = sf__inject("gen.alloc", rank) ? NULL : malloc(bytes);
+    if (buf == NULL)
+      sf__fail(&e, SLABFEED_ERR_NOMEM,
+               "generator: cannot allocate %zu bytes of write buffer", bytes);
+  }
   if (sf__agree(comm, &e) != SLABFEED_OK) {
+    free(buf);
     sf__err_copy(&e, errbuf, errlen);
     return e.status;
   }
+  char tmp[4200];
+  temp_name(cfg->path, tmp, sizeof tmp);
   sf__h5_quiet q;
   sf__h5_quiet_begin(&q);
   field f;
@@ -322,35 +390,48 @@ slabfeed_status slabfeed_generate(MPI_Comm comm,
                     H5Pset_coll_metadata_write(fapl, 1) < 0))
     sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot set the MPI-IO driver");
   hid_t file = e.status == SLABFEED_OK
-                   ? H5Fcreate(cfg->path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
+                   ? H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
                    : H5I_INVALID_HID;
 #else
   /* Serial HDF5: rank 0 writes everything, the others wait. */
-  hid_t file =
-      rank == 0 ? H5Fcreate(cfg->path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : 0;
+  hid_t file = rank == 0 ? H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : 0;
   size = 1; /* the writer (rank 0) covers the whole box */
 #endif
   if (e.status == SLABFEED_OK && file < 0) {
-    sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot create '%s'", cfg->path);
+    sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot create '%s'", tmp);
     sf__h5_detail(&e);
   }
-  const int64_t vox = cfg->shape[0] * cfg->shape[1] * cfg->shape[2];
-  const double total =
-      (double)vox * 4.0 *
-      (cfg->input_channels + (cfg->target ? cfg->target_channels : 0));
-  double done = 0;
-  const int writer = sf__h5_is_parallel() || rank == 0;
-  if (e.status == SLABFEED_OK && writer)
-    write_dataset(file, cfg, &f, 0, cfg->input, cfg->input_channels, rank, size,
-                  &done, total, &e);
-  if (e.status == SLABFEED_OK && writer && cfg->target != NULL)
-    write_dataset(file, cfg, &f, 1, cfg->target, cfg->target_channels, rank,
-                  size, &done, total, &e);
+  if (sf__inject("gen.create", rank))
+    sf__fail(&e, SLABFEED_ERR_IO, "injected failure at stage 'gen.create'");
+  /* Ranks that have the file open write (or, after a local failure, make
+   * the same collective calls with nothing to write). */
+  if (sf__agree(comm, &e) == SLABFEED_OK) {
+    const int64_t vox = cfg->shape[0] * cfg->shape[1] * cfg->shape[2];
+    const double total =
+        (double)vox * 4.0 *
+        (cfg->input_channels + (cfg->target ? cfg->target_channels : 0));
+    double done = 0;
+    if (writer)
+      write_dataset(file, cfg, &f, 0, cfg->input, cfg->input_channels, buf, cap,
+                    rank, size, &done, total, &e);
+    if (writer && cfg->target != NULL)
+      write_dataset(file, cfg, &f, 1, cfg->target, cfg->target_channels, buf,
+                    cap, rank, size, &done, total, &e);
+  }
   if (file > 0 && writer && H5Fclose(file) < 0)
-    sf__fail(&e, SLABFEED_ERR_IO, "generator: closing '%s' failed", cfg->path);
+    sf__fail(&e, SLABFEED_ERR_IO, "generator: closing '%s' failed", tmp);
   if (fapl >= 0)
     H5Pclose(fapl);
   sf__h5_quiet_end(&q);
+  free(buf);
+  /* Complete everywhere: the partial file takes the final name. Else it
+   * goes, and any earlier file of that name stays intact. */
+  if (sf__agree(comm, &e) == SLABFEED_OK && rank == 0 &&
+      rename(tmp, cfg->path) != 0)
+    sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot rename '%s' to '%s': %s",
+             tmp, cfg->path, strerror(errno));
+  if (e.status != SLABFEED_OK && rank == 0)
+    remove(tmp);
   sf__agree(comm, &e);
   sf__err_copy(&e, errbuf, errlen);
   return e.status;

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "cudart.h"
+#include "inject.h"
 #include "nvtx.h"
 #include "transform_gpu.h"
 
@@ -132,6 +133,7 @@ static slabfeed_status gpu_open(const sf__context *ctx, sf__backend **out,
                       "crop)",
                       sf__config_dataset(ctx->cfg, d),
                       (long long)sf__batch_sample_elems(p, d));
+  const int rank = ctx->store->rank;
   sf__backend *g = calloc(1, sizeof *g);
   *out = g;
   if (g == NULL)
@@ -152,7 +154,9 @@ static slabfeed_status gpu_open(const sf__context *ctx, sf__backend **out,
   int caller = 0;
   if (sf__cu_get_device(&caller, e) || sf__cu_set_device(g->device, e))
     return e->status;
-  if (register_window(g, e) == SLABFEED_OK)
+  if (register_window(g, e) == SLABFEED_OK && sf__inject("register", rank))
+    sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'register'");
+  if (e->status == SLABFEED_OK)
     create_objects(g, e);
   sf__err restore;
   sf__err_clear(&restore);

@@ -1,6 +1,10 @@
 #include "h5.h"
 
+#include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -48,6 +52,93 @@ void sf__h5_detail(sf__err *e)
     snprintf(e->msg + used, sizeof e->msg - used, " (HDF5: %s)", desc);
 }
 
+/* Open MPI 4.1's sharedfp/lockedfile component copies the file name into
+ * a fixed buffer and aborts the process ("buffer overflow detected") for
+ * paths of 245 bytes and more; HDF5's MPI-IO open reaches it. */
+#define SF_OMPI_PATH_LIMIT 245
+
+static int is_open_mpi(void)
+{
+  char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  int n = 0;
+  return MPI_Get_library_version(v, &n) == MPI_SUCCESS &&
+         strstr(v, "Open MPI") != NULL;
+}
+
+static slabfeed_status check_path_length(const char *path, sf__err *e)
+{
+  if (!sf__h5_is_parallel() || strlen(path) < SF_OMPI_PATH_LIMIT ||
+      !is_open_mpi())
+    return SLABFEED_OK;
+  const char *fp = getenv("OMPI_MCA_sharedfp");
+  if (fp != NULL && strstr(fp, "^") == fp && strstr(fp, "lockedfile") != NULL)
+    return SLABFEED_OK;
+  return sf__fail(e, SLABFEED_ERR_ARG,
+                  "path of %zu bytes: Open MPI's sharedfp/lockedfile "
+                  "component aborts the process for MPI-IO paths of %d bytes "
+                  "and more; set OMPI_MCA_sharedfp=^lockedfile in the "
+                  "environment (slabfeed does not use shared file pointers), "
+                  "or use a shorter path: '%.60s...'",
+                  strlen(path), SF_OMPI_PATH_LIMIT, path);
+}
+
+slabfeed_status sf__h5_preflight(const char *path, int for_write, sf__err *e)
+{
+  if (check_path_length(path, e) != SLABFEED_OK)
+    return e->status;
+  struct stat st;
+  if (!for_write) {
+    if (stat(path, &st) != 0)
+      return sf__fail(e, SLABFEED_ERR_IO, "cannot open HDF5 file '%s': %s",
+                      path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+      return sf__fail(e, SLABFEED_ERR_IO,
+                      "'%s' is not a regular file (an HDF5 file is needed)",
+                      path);
+    if (access(path, R_OK) != 0)
+      return sf__fail(e, SLABFEED_ERR_IO, "cannot read '%s': %s", path,
+                      strerror(errno));
+    return SLABFEED_OK;
+  }
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "'%s' is a directory; give a file name to write", path);
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash == NULL)
+    snprintf(dir, sizeof dir, ".");
+  else if (slash == dir)
+    dir[1] = '\0';
+  else
+    *slash = '\0';
+  if (access(dir, W_OK | X_OK) != 0)
+    return sf__fail(e, SLABFEED_ERR_IO, "cannot write into directory '%s': %s",
+                    dir, strerror(errno));
+  return SLABFEED_OK;
+}
+
+slabfeed_status sf__h5_check_size(hid_t file, const char *path, sf__err *e)
+{
+  haddr_t eoa = 0;
+  struct stat st;
+  if (H5Fget_eoa(file, &eoa) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return SLABFEED_OK; /* not known: nothing to compare */
+  }
+  if (stat(path, &st) != 0)
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "'%s' disappeared while it was read: %s", path,
+                    strerror(errno));
+  if ((uint64_t)st.st_size < (uint64_t)eoa)
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "'%s' is %lld bytes but its HDF5 metadata needs %llu: the "
+                    "file was truncated or is still being written (its data "
+                    "would read as zeros)",
+                    path, (long long)st.st_size, (unsigned long long)eoa);
+  return SLABFEED_OK;
+}
+
 slabfeed_status sf__h5_open(MPI_Comm comm, const char *path, hid_t *file,
                             sf__err *e)
 {
@@ -75,15 +166,50 @@ slabfeed_status sf__h5_open(MPI_Comm comm, const char *path, hid_t *file,
 }
 
 /* Decides the layout of dims: channels-first when dims[0] is smaller than
- * every other extent, channels-last when dims[3] is; anything else (both or
- * neither) is ambiguous. */
+ * every other extent and dims[3] is not smaller than both middle ones;
+ * channels-last the other way round. When both ends are smaller than the
+ * middle extents ((3,16,16,4): 3 channels of 16x16x4, or 4 channels of
+ * 3x16x16?) or neither is, it is ambiguous. */
 static slabfeed_file_layout guess_layout(const int64_t d[4])
 {
-  const int cf = d[0] < d[1] && d[0] < d[2] && d[0] < d[3];
-  const int cl = d[3] < d[0] && d[3] < d[1] && d[3] < d[2];
-  if (cf == cl)
+  const int64_t mid = d[1] < d[2] ? d[1] : d[2];
+  const int first = d[0] < mid && d[0] < d[3];
+  const int last = d[3] < mid && d[3] < d[0];
+  const int first_small = d[0] < mid, last_small = d[3] < mid;
+  if (first_small && last_small)
     return SLABFEED_LAYOUT_AUTO;
-  return cf ? SLABFEED_LAYOUT_CF : SLABFEED_LAYOUT_CL;
+  if (first && !last)
+    return SLABFEED_LAYOUT_CF;
+  if (last && !first)
+    return SLABFEED_LAYOUT_CL;
+  return SLABFEED_LAYOUT_AUTO;
+}
+
+/* The layout recorded in the dataset's "layout" attribute ("cf" or "cl",
+ * written by slabfeed-gen), or AUTO when there is none. */
+static slabfeed_file_layout recorded_layout(hid_t dset)
+{
+  slabfeed_file_layout lay = SLABFEED_LAYOUT_AUTO;
+  if (H5Aexists(dset, SF_LAYOUT_ATTR) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return lay;
+  }
+  const hid_t a = H5Aopen(dset, SF_LAYOUT_ATTR, H5P_DEFAULT);
+  const hid_t t = H5Tcopy(H5T_C_S1);
+  char v[8] = "";
+  if (a >= 0 && t >= 0 && H5Tset_size(t, sizeof v - 1) >= 0 &&
+      H5Aread(a, t, v) >= 0) {
+    if (strncmp(v, "cf", 2) == 0)
+      lay = SLABFEED_LAYOUT_CF;
+    else if (strncmp(v, "cl", 2) == 0)
+      lay = SLABFEED_LAYOUT_CL;
+  }
+  if (t >= 0)
+    H5Tclose(t);
+  if (a >= 0)
+    H5Aclose(a);
+  H5Eclear2(H5E_DEFAULT);
+  return lay;
 }
 
 static slabfeed_status describe(hid_t dset, const char *path, const char *name,
@@ -126,6 +252,8 @@ static slabfeed_status describe(hid_t dset, const char *path, const char *name,
                       name, path, (long long)info->dims[a], a);
 
   slabfeed_file_layout lay = want;
+  if (lay == SLABFEED_LAYOUT_AUTO)
+    lay = recorded_layout(dset);
   if (lay == SLABFEED_LAYOUT_AUTO)
     lay = guess_layout(info->dims);
   if (lay == SLABFEED_LAYOUT_AUTO)
@@ -173,11 +301,7 @@ slabfeed_status sf__h5_dataset(hid_t file, const char *path, const char *name,
     sf__h5_detail(e);
     return e->status;
   }
-  if (describe(*dset, path, name, want, info, e) != SLABFEED_OK) {
-    H5Dclose(*dset);
-    *dset = H5I_INVALID_HID;
-  }
-  return e->status;
+  return describe(*dset, path, name, want, info, e);
 }
 
 /* File selection of planes [z, z+n) of channel c. */
@@ -203,6 +327,31 @@ static herr_t select_file(hid_t space, const slabfeed_dataset_info *in,
   return H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
 }
 
+/* Independent I/O for datasets whose storage is not fully allocated:
+ * HDF5 1.10's collective read of unwritten chunks fails with MPI_ERR_TYPE
+ * on one rank and hangs on several. */
+static int fully_allocated(hid_t dset)
+{
+  H5D_space_status_t st = H5D_SPACE_STATUS_ERROR;
+  if (H5Dget_space_status(dset, &st) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return 0;
+  }
+  return st == H5D_SPACE_STATUS_ALLOCATED;
+}
+
+/* Selects planes [off, off+n) of channel c of the memory buffer, or nothing
+ * when n == 0. */
+static herr_t select_mem(hid_t space, const hsize_t mdims[4], int64_t c,
+                         int64_t off, int64_t n)
+{
+  if (n == 0)
+    return H5Sselect_none(space);
+  const hsize_t start[4] = {(hsize_t)c, (hsize_t)off, 0, 0};
+  const hsize_t count[4] = {1, (hsize_t)n, mdims[2], mdims[3]};
+  return H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
+}
+
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
@@ -210,48 +359,43 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
 {
   const hsize_t mdims[4] = {(hsize_t)info->channels, (hsize_t)planes,
                             (hsize_t)info->shape[1], (hsize_t)info->shape[2]};
-  hid_t fspace = H5Dget_space(dset);
-  hid_t mspace = H5Screate_simple(4, mdims, NULL);
-  hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-  if (fspace < 0 || mspace < 0 || dxpl < 0) {
+  const hid_t fspace = H5Dget_space(dset);
+  const hid_t mspace = H5Screate_simple(4, mdims, NULL);
+  const hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+  const int collective = fully_allocated(dset);
+  if (fspace < 0 || mspace < 0 || dxpl < 0)
     sf__fail(e, SLABFEED_ERR_IO, "cannot set up the read of '%s' in '%s'", name,
              path);
-    goto out;
-  }
 #ifdef H5_HAVE_PARALLEL
-  if (H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0) {
-    sf__fail(e, SLABFEED_ERR_IO, "cannot request collective reads of '%s'",
-             name);
-    goto out;
-  }
+  else if (H5Pset_dxpl_mpio(dxpl, collective ? H5FD_MPIO_COLLECTIVE
+                                             : H5FD_MPIO_INDEPENDENT) < 0)
+    sf__fail(e, SLABFEED_ERR_IO, "cannot set the transfer mode of '%s'", name);
 #endif
-  for (int i = 0; i < n_runs; i++) {
-    const sf__h5_run *r = &runs[i];
+  const int can_read = fspace >= 0 && mspace >= 0 && dxpl >= 0;
+  /* Every rank makes n_runs * channels calls; after a local failure they
+   * transfer nothing, so that collective calls keep matching. Independent
+   * reads of a failed rank are simply skipped. */
+  const sf__h5_run none = {0, 0, 0};
+  for (int i = 0; i < n_runs && can_read; i++) {
+    const sf__h5_run *r = runs != NULL ? &runs[i] : &none;
     for (int64_t c = 0; c < info->channels; c++) {
-      herr_t rc = select_file(fspace, info, c, r->z, r->n);
-      if (r->n == 0) {
-        rc = rc < 0 ? rc : H5Sselect_none(mspace);
-      } else {
-        const hsize_t start[4] = {(hsize_t)c, (hsize_t)r->off, 0, 0};
-        const hsize_t count[4] = {1, (hsize_t)r->n, mdims[2], mdims[3]};
-        rc = rc < 0 ? rc
-                    : H5Sselect_hyperslab(mspace, H5S_SELECT_SET, start, NULL,
-                                          count, NULL);
-      }
+      const int64_t n = e->status == SLABFEED_OK ? r->n : 0;
+      if (n == 0 && !collective)
+        continue;
+      herr_t rc = select_file(fspace, info, c, r->z, n);
+      rc = rc < 0 ? rc : select_mem(mspace, mdims, c, r->off, n);
       if (rc >= 0)
         rc = H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, dst);
-      if (rc < 0) {
+      if (rc < 0 && e->status == SLABFEED_OK) {
         sf__fail(e, SLABFEED_ERR_IO,
                  "reading planes [%lld, %lld) of channel %lld of '%s' in "
                  "'%s' failed",
                  (long long)r->z, (long long)(r->z + r->n), (long long)c, name,
                  path);
         sf__h5_detail(e);
-        goto out;
       }
     }
   }
-out:
   if (dxpl >= 0)
     H5Pclose(dxpl);
   if (mspace >= 0)

@@ -18,15 +18,34 @@ typedef struct sf__h5_quiet {
 void sf__h5_quiet_begin(sf__h5_quiet *q);
 void sf__h5_quiet_end(const sf__h5_quiet *q);
 
+/* Local checks of a file about to be opened collectively, so that a
+ * failure on one rank (missing on a node-local path, no permission, not a
+ * regular file, a path that Open MPI's lockedfile component cannot take)
+ * is found before any collective HDF5 call. `for_write`: the file will be
+ * created (its directory must be writable). */
+slabfeed_status sf__h5_preflight(const char *path, int for_write, sf__err *e);
+
+/* Fails when the file on disk is shorter than HDF5's end of allocation:
+ * a file truncated (or still being written) would otherwise read zeros.
+ * Local; call after the slabs are read. */
+slabfeed_status sf__h5_check_size(hid_t file, const char *path, sf__err *e);
+
 /* Collective over comm when HDF5 is parallel (MPI-IO driver, collective
  * metadata reads); otherwise every rank opens the file on its own. Opens
  * `path` read-only into *file. */
 slabfeed_status sf__h5_open(MPI_Comm comm, const char *path, hid_t *file,
                             sf__err *e);
 
+/* Name and values of the attribute that records a dataset's layout
+ * (written by slabfeed-gen; AUTO follows it instead of the shape). */
+#define SF_LAYOUT_ATTR "layout"
+
 /* Opens dataset `name` of `file` and checks it: rank 4, floating point,
- * layout resolved from `want` (AUTO decides from the shape). On success
- * *dset is open and *info filled. Same outcome on every rank. */
+ * layout resolved from `want` (AUTO follows the "layout" attribute, else
+ * decides from the shape and refuses ambiguous shapes). On success *dset
+ * is open and *info filled. When the dataset exists, *dset stays open even
+ * if a check fails, so that collective calls keep matching; the caller
+ * closes it. */
 slabfeed_status sf__h5_dataset(hid_t file, const char *path, const char *name,
                                slabfeed_file_layout want, hid_t *dset,
                                slabfeed_dataset_info *info, sf__err *e);
@@ -39,7 +58,12 @@ typedef struct sf__h5_run {
 } sf__h5_run;
 
 /* Collective when HDF5 is parallel: every rank calls it with the same
- * n_runs (pad with n == 0 runs). Reads the runs of dataset dset. */
+ * n_runs (pad with n == 0 runs). Reads the runs of dataset dset. A rank
+ * whose *e already holds a failure, or that fails on the way, goes on with
+ * empty transfers so that every rank makes the same collective calls.
+ * Datasets whose storage is not fully allocated (chunks never written,
+ * read as the fill value) are read with independent I/O: collective reads
+ * of them hang or fail in HDF5 1.10. runs == NULL: n_runs empty runs. */
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "h5.h"
+#include "inject.h"
 #include "nvtx.h"
 #include "slab.h"
 
@@ -79,17 +80,35 @@ static slabfeed_status forked_error(slabfeed_loader *l)
 /* ---- Open ------------------------------------------------------------------
  */
 
-/* Opens the file and datasets and checks them against the options. All
- * ranks agree on the outcome. */
+/* A local failure injected for tests at `stage` (inject.h). */
+static void injected(const slabfeed_loader *l, const char *stage, sf__err *e)
+{
+  if (sf__inject(stage, l->rank))
+    sf__fail(e, SLABFEED_ERR_IO, "injected failure at stage '%s' (test)",
+             stage);
+}
+
+/* Opens the file and datasets and checks them against the options. Local
+ * checks of the file come first and are agreed on, so that a failure on
+ * one rank is found before any collective HDF5 call; after the collective
+ * open every rank opens every dataset (collective metadata reads), failed
+ * or not, and all agree at the end. */
 static slabfeed_status open_datasets(slabfeed_loader *l, hid_t *file,
                                      hid_t dsets[],
                                      slabfeed_dataset_info info[], sf__err *e)
 {
   const sf__config *c = &l->cfg;
-  if (sf__h5_open(l->comm, c->path, file, e) == SLABFEED_OK)
-    for (int d = 0; d < c->ndsets && e->status == SLABFEED_OK; d++)
-      sf__h5_dataset(*file, c->path, sf__config_dataset(c, d), c->pub.layout,
-                     &dsets[d], &info[d], e);
+  sf__h5_preflight(c->path, 0, e);
+  if (sf__agree(l->comm, e) != SLABFEED_OK)
+    return e->status;
+  sf__h5_open(l->comm, c->path, file, e);
+  injected(l, "open", e);
+  if (sf__agree(l->comm, e) != SLABFEED_OK)
+    return e->status;
+  for (int d = 0; d < c->ndsets; d++)
+    sf__h5_dataset(*file, c->path, sf__config_dataset(c, d), c->pub.layout,
+                   &dsets[d], &info[d], e);
+  injected(l, "dataset", e);
   if (e->status == SLABFEED_OK)
     sf__config_check_data(c, info, e);
   return sf__agree(l->comm, e);
@@ -104,17 +123,23 @@ static void close_datasets(hid_t file, hid_t dsets[], int n)
     H5Fclose(file);
 }
 
-/* Reads every dataset's slab into the store, then publishes it. */
-static slabfeed_status read_slabs(slabfeed_loader *l, hid_t dsets[],
+/* Reads every dataset's slab into the store (every rank takes part in
+ * every read, with empty transfers after a local failure), checks that
+ * the file did not shrink meanwhile, then publishes the store. */
+static slabfeed_status read_slabs(slabfeed_loader *l, hid_t file, hid_t dsets[],
                                   const slabfeed_dataset_info info[],
                                   sf__err *e)
 {
   const sf__config *c = &l->cfg;
   SF_RANGE_PUSH("read");
   const double t0 = sf__now();
-  for (int d = 0; d < c->ndsets && e->status == SLABFEED_OK; d++)
+  for (int d = 0; d < c->ndsets; d++) {
+    injected(l, d == 0 ? "read.input" : "read.target", e);
     sf__slab_read(&l->store, d, dsets[d], c->path, sf__config_dataset(c, d),
                   &info[d], e);
+  }
+  if (e->status == SLABFEED_OK)
+    sf__h5_check_size(file, c->path, e);
   SF_RANGE_POP();
   if (sf__agree(l->comm, e) == SLABFEED_OK)
     sf__store_publish(&l->store, e);
@@ -136,7 +161,7 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
     const int64_t ch[2] = {info[0].channels, info[1].channels};
     if (sf__store_open(&l->store, l->comm, l->cfg.ndsets, ch, info[0].shape,
                        l->cfg.pub.halo, l->cfg.rank_per_node, e) == SLABFEED_OK)
-      read_slabs(l, dsets, info, e);
+      read_slabs(l, file, dsets, info, e);
   }
   close_datasets(file, dsets, l->cfg.ndsets);
   sf__h5_quiet_end(&q);
@@ -144,11 +169,13 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
     return e->status;
 
   sf__batch_init(&l->plan, &l->cfg, info, &l->store, e);
+  injected(l, "plan", e);
   l->ops = l->cfg.pub.device >= 0 ? &sf__gpu_backend : &sf__host_backend;
   const sf__context ctx = {&l->cfg, &l->store, &l->plan, &l->stats,
                            l->thread_level};
   if (e->status == SLABFEED_OK)
     l->ops->open(&ctx, &l->backend, e);
+  injected(l, "backend", e);
   if (sf__agree(l->comm, e) == SLABFEED_OK)
     l->ops->start(l->backend, 0, 0, e);
   return sf__agree(l->comm, e);

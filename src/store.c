@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "geometry.h"
+#include "inject.h"
 
 int64_t sf__store_planes(const sf__store *s, int r)
 {
@@ -58,6 +59,16 @@ static slabfeed_status make_windows(sf__store *s, int rank_per_node, sf__err *e)
               e, out);
   /* Window errors become return codes, not the end of the job. */
   SF_MPI_GOTO(MPI_Win_set_errhandler(s->shm_win, MPI_ERRORS_RETURN), e, out);
+  /* Open MPI returns success even when its mmap of this rank's segment
+   * failed; this rank then goes on with an empty segment through the
+   * collective calls below, and the store's agreement reports it. */
+  if ((s->bytes > 0 && s->base == NULL) || sf__inject("alloc", s->rank)) {
+    sf__fail(e, SLABFEED_ERR_NOMEM,
+             "cannot map %lld bytes of the node's shared window for the slab "
+             "(/dev/shm full, or memory limits)",
+             (long long)s->bytes);
+    s->base = NULL;
+  }
   /* The world window exists only when there is more than one node: with
    * one node every piece is reached through the shared window, and some
    * MPI builds cannot create a window on one process (Debian's Open MPI
@@ -68,8 +79,9 @@ static slabfeed_status make_windows(sf__store *s, int rank_per_node, sf__err *e)
       out);
   s->nodes = leaders;
   if (s->nodes > 1) {
-    const int rc = MPI_Win_create(s->base, (MPI_Aint)s->bytes, 1, MPI_INFO_NULL,
-                                  s->comm, &s->world_win);
+    const MPI_Aint bytes = s->base != NULL ? (MPI_Aint)s->bytes : 0;
+    const int rc = MPI_Win_create(s->base, bytes, 1, MPI_INFO_NULL, s->comm,
+                                  &s->world_win);
     if (rc != MPI_SUCCESS) {
       sf__fail_mpi(e, rc,
                    "MPI_Win_create over all ranks (for MPI_Get between "
@@ -169,6 +181,8 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   if (sf__agree(comm, e) == SLABFEED_OK &&
       make_windows(s, rank_per_node, e) == SLABFEED_OK)
     map_peers(s, e);
+  if (sf__inject("window", s->rank))
+    sf__fail(e, SLABFEED_ERR_MPI, "injected failure at stage 'window' (test)");
   if (sf__agree(comm, e) != SLABFEED_OK)
     sf__store_close(s);
   return e->status;

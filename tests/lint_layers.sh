@@ -11,7 +11,7 @@ src=${1:?usage: lint_layers.sh SRC_DIR}
 
 declare -A layer=(
   # 0: base, no project includes but the public headers and each other below
-  [geometry]=0 [symmetry]=0 [convert]=0 [nvtx]=0 [transform_gpu]=0
+  [geometry]=0 [inject]=0 [symmetry]=0 [convert]=0 [nvtx]=0 [transform_gpu]=0
   [errors]=0 [stats]=0
   # 1: leaves over the base
   [sampler]=1 [transform]=1 [cudart]=1 [h5]=1 [store]=1 [config]=1

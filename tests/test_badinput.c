@@ -95,7 +95,7 @@ int main(int argc, char **argv)
   expect_fail("integer dataset", &b, SLABFEED_ERR_FORMAT, "not floating point");
 
   snprintf(path, sizeof path, "bad_np%d_shape.h5", size);
-  const hsize_t t4[4] = {5, 8, 8, 6};
+  const hsize_t t4[4] = {5, 10, 10, 12};
   write_raw(path, "Nbody", 4, H5T_IEEE_F32LE, d4, "Hydro", t4);
   b = c;
   b.path = path;

@@ -1,0 +1,167 @@
+/* A failure on exactly one rank, at every collective stage of
+ * slabfeed_open and slabfeed_generate (the test-only injection point of
+ * src/inject.h), gives every rank the same status and the same message,
+ * naming the failing rank and the stage, within seconds: no hang (the
+ * CTest timeout would catch one), no abort. After a failed generator run
+ * the earlier file of that name is intact and no partial file is left. A
+ * good open afterwards still works: a failed stage leaks nothing that
+ * breaks the next collective calls. */
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static int rank, size;
+
+static double now(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Every rank holds the same status and message; returns 1 if so. */
+static int agreed(slabfeed_status st, const char *msg)
+{
+  int lo = (int)st, hi = (int)st;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  char first[1024];
+  snprintf(first, sizeof first, "%s", msg);
+  MPI_Bcast(first, sizeof first, MPI_CHAR, 0, MPI_COMM_WORLD);
+  int same = strcmp(first, msg) == 0, all = 0;
+  MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return lo == hi && all;
+}
+
+/* Slowest rank's elapsed time. */
+static double slowest(double t)
+{
+  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return t;
+}
+
+static void inject(const char *stage, int victim)
+{
+  char v[64];
+  snprintf(v, sizeof v, "%s@%d", stage, victim);
+  setenv("SLABFEED_TEST_FAIL", v, 1);
+}
+
+/* What the message of a stage must say: the injected stages name
+ * themselves; an allocation failure is reported as what it is. */
+static void stage_words(const char *stage, char *what, size_t n)
+{
+  if (strcmp(stage, "alloc") == 0)
+    snprintf(what, n, "cannot map");
+  else if (strcmp(stage, "gen.alloc") == 0)
+    snprintf(what, n, "cannot allocate");
+  else
+    snprintf(what, n, "stage '%s'", stage);
+}
+
+static void expect_stage(const char *stage, int victim, const char *msg,
+                         slabfeed_status st, double t)
+{
+  char who[32], what[96];
+  snprintf(who, sizeof who, "rank %d:", victim);
+  stage_words(stage, what, sizeof what);
+  CHECK(st != SLABFEED_OK, "%s: injected failure not reported", stage);
+  CHECK(agreed(st, msg), "%s: ranks disagree (this rank: %s)", stage, msg);
+  CHECK(strstr(msg, who) != NULL && strstr(msg, what) != NULL,
+        "%s: message '%s' should name %s and %s", stage, msg, who, what);
+  const double dt = slowest(t);
+  CHECK(dt < 10.0, "%s: the error took %.1f s to reach every rank", stage, dt);
+  if (rank == 0 && st != SLABFEED_OK)
+    printf("  %-12s failing rank %d -> every rank: %s (%s) in %.3f s\n", stage,
+           victim, slabfeed_status_name(st), msg, dt);
+}
+
+static void open_stage(const slabfeed_config *c, const char *stage, int victim)
+{
+  inject(stage, victim);
+  slabfeed_loader *l = NULL;
+  char err[1024] = "";
+  const double t0 = now();
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
+  const double t = now() - t0;
+  unsetenv("SLABFEED_TEST_FAIL");
+  CHECK(l == NULL, "%s: a failed open returned a loader", stage);
+  expect_stage(stage, victim, err, st, t);
+  if (l != NULL)
+    slabfeed_close(l);
+}
+
+/* The generator's stages, over an existing file that must survive. */
+static void gen_stage(const char *path, off_t size_before, const char *stage,
+                      int victim)
+{
+  inject(stage, victim);
+  slabfeed_gen_config g;
+  slabfeed_gen_config_init(&g);
+  g.path = path;
+  g.shape[0] = 12, g.shape[1] = 8, g.shape[2] = 8;
+  g.seed = 99;
+  g.content = SLABFEED_CONTENT_FIELD;
+  char err[1024] = "";
+  const double t0 = now();
+  const slabfeed_status st =
+      slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err);
+  const double t = now() - t0;
+  unsetenv("SLABFEED_TEST_FAIL");
+  expect_stage(stage, victim, err, st, t);
+  struct stat sb;
+  char partial[128];
+  snprintf(partial, sizeof partial, "%s.slabfeed-partial", path);
+  CHECK(stat(path, &sb) == 0 && sb.st_size == size_before,
+        "%s: the earlier '%s' was changed", stage, path);
+  CHECK(access(partial, F_OK) != 0, "%s: '%s' was left behind", stage, partial);
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  char path[64];
+  snprintf(path, sizeof path, "inject_np%d.h5", size);
+  if (make_file(path, 12, 8, 8, SLABFEED_LAYOUT_CF, 0, 0, 1) != 0)
+    return check_finish("inject");
+  struct stat sb;
+  const off_t before = stat(path, &sb) == 0 ? sb.st_size : -1;
+
+  slabfeed_config c;
+  slabfeed_config_init(&c);
+  c.path = path;
+  c.input = "Nbody";
+  c.target = "Hydro";
+  c.crop[0] = c.crop[1] = c.crop[2] = 4;
+  c.halo = 1;
+  const char *stages[] = {"open",       "dataset",     "alloc", "window",
+                          "read.input", "read.target", "plan",  "backend"};
+  const int nst = (int)(sizeof stages / sizeof *stages);
+  if (rank == 0)
+    printf("inject: one rank fails at each stage of slabfeed_open (%d "
+           "ranks)\n",
+           size);
+  for (int i = 0; i < nst; i++)
+    open_stage(&c, stages[i], (i % 2) ? size - 1 : 0);
+  if (rank == 0)
+    printf("inject: one rank fails at each stage of slabfeed_generate\n");
+  const char *gstages[] = {"gen.alloc", "gen.create", "gen.write"};
+  for (int i = 0; i < 3; i++)
+    gen_stage(path, before, gstages[i], size - 1);
+
+  /* Nothing left broken: a good open reads the (intact) file. */
+  slabfeed_loader *l = NULL;
+  char err[1024] = "";
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
+        "good open after the failures: %s", err);
+  slabfeed_batch b = SLABFEED_BATCH_INIT;
+  CHECK(l != NULL && slabfeed_next(l, &b, NULL) == SLABFEED_OK,
+        "a batch after the failures");
+  slabfeed_close(l);
+  return check_finish("inject");
+}
