@@ -22,6 +22,10 @@ typedef struct sf__context {
 
 typedef struct sf__backend_ops {
   const char *name;
+  /* Bytes of pageable host memory open will take (checked against the
+   * node's available memory before open, so that an impossible request
+   * fails there instead of meeting the OOM killer later). */
+  uint64_t (*host_bytes)(const sf__context *ctx);
   /* Takes all memory and every resource the back end will need; nothing
    * after it allocates. Called on every rank at open; the facade agrees on
    * the outcome. On failure *out may be set and is then closed. */

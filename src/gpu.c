@@ -529,6 +529,15 @@ static slabfeed_status gpu_copy_to_host(sf__backend *g,
                   "loader");
 }
 
+/* Device batches take pinned and device memory only (whose allocations
+ * fail cleanly), no pageable host memory. */
+static uint64_t gpu_host_bytes(const sf__context *ctx)
+{
+  (void)ctx;
+  return 0;
+}
+
 const sf__backend_ops sf__gpu_backend = {
-    "gpu", gpu_open, gpu_start, gpu_next, gpu_copy_to_host, gpu_close,
+    "gpu",    gpu_host_bytes,   gpu_open,  gpu_start,
+    gpu_next, gpu_copy_to_host, gpu_close,
 };

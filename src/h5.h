@@ -25,10 +25,11 @@ void sf__h5_quiet_end(const sf__h5_quiet *q);
  * created (its directory must be writable). */
 slabfeed_status sf__h5_preflight(const char *path, int for_write, sf__err *e);
 
-/* Fails when the file on disk is shorter than HDF5's end of allocation:
- * a file truncated (or still being written) would otherwise read zeros.
- * Local; call after the slabs are read. */
-slabfeed_status sf__h5_check_size(hid_t file, const char *path, sf__err *e);
+/* Fails when the file on disk ends before the storage of dataset dset
+ * (`name`): a file truncated, or still being written, would otherwise read
+ * zeros. Local; call after the slabs are read. */
+slabfeed_status sf__h5_check_size(hid_t dset, const char *path,
+                                  const char *name, sf__err *e);
 
 /* Collective over comm when HDF5 is parallel (MPI-IO driver, collective
  * metadata reads); otherwise every rank opens the file on its own. Opens

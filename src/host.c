@@ -26,6 +26,25 @@ static void host_close(sf__backend *h)
   free(h);
 }
 
+/* Bytes of one staged crop and of the ring of dataset d. */
+static void host_sizes(const sf__batch_plan *p, int d, size_t *stage,
+                       size_t *ring)
+{
+  *stage = (size_t)sf__batch_sample_elems(p, d) * sizeof(float);
+  *ring = (size_t)p->K * (size_t)p->B * (size_t)sf__batch_sample_bytes(p, d);
+}
+
+static uint64_t host_bytes(const sf__context *ctx)
+{
+  uint64_t total = 0;
+  for (int d = 0; d < ctx->plan->ndsets; d++) {
+    size_t stage, ring;
+    host_sizes(ctx->plan, d, &stage, &ring);
+    total += stage + ring;
+  }
+  return total;
+}
+
 static slabfeed_status host_open(const sf__context *ctx, sf__backend **out,
                                  sf__err *e)
 {
@@ -150,5 +169,6 @@ static slabfeed_status host_copy_to_host(sf__backend *h,
 }
 
 const sf__backend_ops sf__host_backend = {
-    "host", host_open, host_start, host_next, host_copy_to_host, host_close,
+    "host",    host_bytes,        host_open,  host_start,
+    host_next, host_copy_to_host, host_close,
 };

@@ -126,7 +126,7 @@ static void close_datasets(hid_t file, hid_t dsets[], int n)
 /* Reads every dataset's slab into the store (every rank takes part in
  * every read, with empty transfers after a local failure), checks that
  * the file did not shrink meanwhile, then publishes the store. */
-static slabfeed_status read_slabs(slabfeed_loader *l, hid_t file, hid_t dsets[],
+static slabfeed_status read_slabs(slabfeed_loader *l, hid_t dsets[],
                                   const slabfeed_dataset_info info[],
                                   sf__err *e)
 {
@@ -138,8 +138,8 @@ static slabfeed_status read_slabs(slabfeed_loader *l, hid_t file, hid_t dsets[],
     sf__slab_read(&l->store, d, dsets[d], c->path, sf__config_dataset(c, d),
                   &info[d], e);
   }
-  if (e->status == SLABFEED_OK)
-    sf__h5_check_size(file, c->path, e);
+  for (int d = 0; d < c->ndsets && e->status == SLABFEED_OK; d++)
+    sf__h5_check_size(dsets[d], c->path, sf__config_dataset(c, d), e);
   SF_RANGE_POP();
   if (sf__agree(l->comm, e) == SLABFEED_OK)
     sf__store_publish(&l->store, e);
@@ -147,6 +147,46 @@ static slabfeed_status read_slabs(slabfeed_loader *l, hid_t file, hid_t dsets[],
                                .slab_bytes = (uint64_t)l->store.bytes};
   sf__stats_add(&l->stats, &read);
   return sf__agree(l->comm, e);
+}
+
+/* Available memory of this node (MemAvailable of /proc/meminfo), bytes;
+ * 0 when unknown. */
+static uint64_t mem_available(void)
+{
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (f == NULL)
+    return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+      break;
+  fclose(f);
+  return (uint64_t)kb * 1024;
+}
+
+/* The back ends of all ranks of this node together must fit in the
+ * node's available memory: malloc succeeds lazily (overcommit), so an
+ * impossible request would otherwise end in the OOM killer at the first
+ * batches instead of an error here. */
+static slabfeed_status check_host_memory(slabfeed_loader *l,
+                                         const sf__context *ctx, sf__err *e)
+{
+  uint64_t mine = l->ops->host_bytes != NULL ? l->ops->host_bytes(ctx) : 0;
+  uint64_t node = 0;
+  SF_MPI_GOTO(
+      MPI_Allreduce(&mine, &node, 1, MPI_UINT64_T, MPI_SUM, l->store.node), e,
+      out);
+  const uint64_t avail = mem_available();
+  if (avail > 0 && node > avail - avail / 10)
+    sf__fail(e, SLABFEED_ERR_NOMEM,
+             "the loaders of this node need %.2f GB of host memory for "
+             "batches and staging (this rank %.2f GB) but the node has "
+             "%.2f GB available: use a smaller batch, crop or prefetch "
+             "depth",
+             (double)node / 1e9, (double)mine / 1e9, (double)avail / 1e9);
+out:
+  return e->status;
 }
 
 /* Store, slabs, plan and back end, each stage agreed on by all ranks. */
@@ -161,7 +201,7 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
     const int64_t ch[2] = {info[0].channels, info[1].channels};
     if (sf__store_open(&l->store, l->comm, l->cfg.ndsets, ch, info[0].shape,
                        l->cfg.pub.halo, l->cfg.rank_per_node, e) == SLABFEED_OK)
-      read_slabs(l, file, dsets, info, e);
+      read_slabs(l, dsets, info, e);
   }
   close_datasets(file, dsets, l->cfg.ndsets);
   sf__h5_quiet_end(&q);
@@ -173,7 +213,8 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
   l->ops = l->cfg.pub.device >= 0 ? &sf__gpu_backend : &sf__host_backend;
   const sf__context ctx = {&l->cfg, &l->store, &l->plan, &l->stats,
                            l->thread_level};
-  if (e->status == SLABFEED_OK)
+  if (sf__agree(l->comm, e) == SLABFEED_OK &&
+      check_host_memory(l, &ctx, e) == SLABFEED_OK)
     l->ops->open(&ctx, &l->backend, e);
   injected(l, "backend", e);
   if (sf__agree(l->comm, e) == SLABFEED_OK)

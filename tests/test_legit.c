@@ -1,0 +1,285 @@
+/* Legitimate files that used to break the loader, and requests that must
+ * fail at open instead of later:
+ *  - a chunked dataset whose chunks are partly unwritten (they read as the
+ *    fill value) works on any rank count: every sample equals the serial
+ *    reference reader's;
+ *  - a channels-last file with Z < C: slabfeed-gen's output (with its
+ *    layout attribute) is read right under layout auto; the same shape
+ *    without the attribute is refused as ambiguous;
+ *  - a path of 245+ bytes with Open MPI: a clear message naming the cause
+ *    and the workaround, never an abort (mpi.legit.longpath runs the same
+ *    path with the workaround set and must open it);
+ *  - a file that shrinks after it was opened: an error, never zeros;
+ *  - host batches larger than the node's memory: SLABFEED_ERR_NOMEM at
+ *    open. */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "h5.h"
+#include "testutil.h"
+
+static int rank, size;
+
+/* Every sample of `steps` batches equals the serial reference's crop. */
+static void compare_reader(const slabfeed_config *c, int steps,
+                           const char *what)
+{
+  slabfeed_loader *l = NULL;
+  char err[1024] = "";
+  CHECK(slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err) == SLABFEED_OK,
+        "%s: open: %s", what, err);
+  slabfeed_reader *r = NULL;
+  CHECK(slabfeed_reader_open(c->path, &r, err, sizeof err) == SLABFEED_OK,
+        "%s: reader: %s", what, err);
+  if (l == NULL || r == NULL) {
+    slabfeed_reader_close(r);
+    slabfeed_close(l);
+    return;
+  }
+  const int64_t n = c->crop[0] * c->crop[1] * c->crop[2] * 16;
+  float *want = malloc((size_t)n * sizeof *want);
+  int64_t bad = 0, checked = 0;
+  for (int s = 0; s < steps; s++) {
+    slabfeed_batch b = SLABFEED_BATCH_INIT;
+    CHECK(slabfeed_next(l, &b, NULL) == SLABFEED_OK, "%s: next: %s", what,
+          slabfeed_last_error(l));
+    const int64_t per = b.input.strides[0];
+    for (int i = 0; i < c->batch; i++) {
+      CHECK(slabfeed_reader_crop(r, c->input, c->layout, &b.origin[3 * i],
+                                 c->crop, b.symmetry[i], 0, NULL,
+                                 SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW,
+                                 want) == SLABFEED_OK,
+            "%s: reference crop: %s", what, slabfeed_reader_error(r));
+      bad += memcmp(want, (const float *)b.input.data + i * per,
+                    (size_t)per * sizeof(float)) != 0;
+      checked++;
+    }
+  }
+  CHECK(bad == 0, "%s: %lld of %lld samples differ from the serial reader",
+        what, (long long)bad, (long long)checked);
+  if (rank == 0 && bad == 0)
+    printf("  %s: %lld samples per rank equal the serial reader\n", what,
+           (long long)checked);
+  free(want);
+  slabfeed_reader_close(r);
+  slabfeed_close(l);
+}
+
+/* (4,16,12,10) channels-first, chunks (1,4,12,10), fill value 7.5, only
+ * planes z < 8 written: the chunks of z >= 8 are never allocated. */
+static void partly_written(const char *path)
+{
+  if (rank == 0) {
+    const hsize_t dims[4] = {4, 16, 12, 10}, chunk[4] = {1, 4, 12, 10};
+    const hsize_t half[4] = {4, 8, 12, 10};
+    const float fill = 7.5f;
+    float *v = malloc(4 * 8 * 12 * 10 * sizeof *v);
+    for (int c = 0; c < 4; c++)
+      for (int z = 0; z < 8; z++)
+        for (int y = 0; y < 12; y++)
+          for (int x = 0; x < 10; x++)
+            v[((c * 8 + z) * 12 + y) * 10 + x] =
+                slabfeed_index_value(0, c, z, y, x);
+    const hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t sp = H5Screate_simple(4, dims, NULL);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 4, chunk);
+    H5Pset_fill_value(dcpl, H5T_NATIVE_FLOAT, &fill);
+    const hid_t d = H5Dcreate2(f, "Nbody", H5T_IEEE_F32LE, sp, H5P_DEFAULT,
+                               dcpl, H5P_DEFAULT);
+    const hsize_t start[4] = {0, 0, 0, 0};
+    const hid_t mem = H5Screate_simple(4, half, NULL);
+    H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, half, NULL);
+    CHECK(H5Dwrite(d, H5T_NATIVE_FLOAT, mem, sp, H5P_DEFAULT, v) >= 0,
+          "write the first planes");
+    H5Sclose(mem);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+    free(v);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  slabfeed_config c;
+  slabfeed_config_init(&c);
+  c.path = path;
+  c.input = "Nbody";
+  c.layout = SLABFEED_LAYOUT_CF;
+  c.crop[0] = c.crop[1] = c.crop[2] = 8;
+  c.batch = 3;
+  c.halo = 2;
+  compare_reader(&c, 4, "partly written chunked dataset (fill 7.5)");
+}
+
+/* Channels-last with Z = 3 < C = 4. */
+static void thin_channels_last(const char *path, const char *raw)
+{
+  slabfeed_gen_config g;
+  slabfeed_gen_config_init(&g);
+  g.path = path;
+  g.target = NULL;
+  g.shape[0] = 3, g.shape[1] = 16, g.shape[2] = 16;
+  g.layout = SLABFEED_LAYOUT_CL;
+  char err[1024] = "";
+  CHECK(slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err) == SLABFEED_OK,
+        "generate: %s", err);
+  slabfeed_dataset_info info = SLABFEED_DATASET_INFO_INIT;
+  CHECK(slabfeed_describe(path, "Nbody", SLABFEED_LAYOUT_AUTO, &info, err,
+                          sizeof err) == SLABFEED_OK &&
+            info.layout == SLABFEED_LAYOUT_CL && info.channels == 4 &&
+            info.shape[0] == 3,
+        "auto follows the recorded layout: layout %d, %lld channels, Z %lld "
+        "(%s)",
+        (int)info.layout, (long long)info.channels, (long long)info.shape[0],
+        err);
+  slabfeed_config c;
+  slabfeed_config_init(&c);
+  c.path = path;
+  c.input = "Nbody";
+  c.crop[0] = 3, c.crop[1] = 8, c.crop[2] = 8;
+  c.symmetries = SLABFEED_SYM_NONE;
+  c.batch = 2;
+  compare_reader(&c, 3, "channels-last Z=3 < C=4 from slabfeed-gen");
+
+  /* The same shape without the attribute: ambiguous, refused. */
+  if (rank == 0) {
+    const hsize_t dims[4] = {3, 16, 16, 4};
+    const hid_t f = H5Fcreate(raw, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t sp = H5Screate_simple(4, dims, NULL);
+    const hid_t d = H5Dcreate2(f, "Nbody", H5T_IEEE_F32LE, sp, H5P_DEFAULT,
+                               H5P_DEFAULT, H5P_DEFAULT);
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5Fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  c.path = raw;
+  slabfeed_loader *l = NULL;
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
+  CHECK(st == SLABFEED_ERR_FORMAT && strstr(err, "layout auto") != NULL,
+        "(3,16,16,4) without a layout attribute must be refused: %s", err);
+  slabfeed_close(l);
+}
+
+/* A file path of 250 bytes (nested directories). */
+static void long_path(char *path, size_t len)
+{
+  char dir[300] = "longpath";
+  if (rank == 0)
+    mkdir(dir, 0755);
+  while (strlen(dir) < 230) {
+    strcat(dir, "/directory_with_a_long_name_");
+    if (rank == 0)
+      mkdir(dir, 0755);
+  }
+  snprintf(path, len, "%s/vol_np%d.h5", dir, size);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void long_path_case(int expect_ok)
+{
+  char path[400];
+  long_path(path, sizeof path);
+  slabfeed_gen_config g;
+  slabfeed_gen_config_init(&g);
+  g.path = path;
+  g.shape[0] = 8, g.shape[1] = 8, g.shape[2] = 8;
+  char err[1024] = "";
+  const slabfeed_status st =
+      slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err);
+  if (expect_ok) {
+    CHECK(st == SLABFEED_OK, "a %zu-byte path with the workaround: %s",
+          strlen(path), err);
+    slabfeed_config c;
+    slabfeed_config_init(&c);
+    c.path = path;
+    c.input = "Nbody";
+    c.crop[0] = c.crop[1] = c.crop[2] = 4;
+    compare_reader(&c, 2, "250-byte path (OMPI_MCA_sharedfp=^lockedfile)");
+  } else {
+    CHECK(st == SLABFEED_ERR_ARG && strstr(err, "OMPI_MCA_sharedfp") != NULL,
+          "a %zu-byte path: a clear message with the workaround, got %s",
+          strlen(path), err);
+    if (rank == 0 && st == SLABFEED_ERR_ARG)
+      printf("  %zu-byte path: %s\n", strlen(path), err);
+  }
+}
+
+/* A file truncated after it was opened: the size check finds it. */
+static void shrinking(const char *path)
+{
+  make_file(path, 12, 8, 8, SLABFEED_LAYOUT_CF, 0, 0, 1);
+  sf__err e;
+  sf__err_clear(&e);
+  hid_t f = H5I_INVALID_HID, d = H5I_INVALID_HID;
+  slabfeed_dataset_info info;
+  sf__h5_open(MPI_COMM_WORLD, path, &f, &e);
+  sf__h5_dataset(f, path, "Hydro", SLABFEED_LAYOUT_AUTO, &d, &info, &e);
+  CHECK(e.status == SLABFEED_OK &&
+            sf__h5_check_size(d, path, "Hydro", &e) == SLABFEED_OK,
+        "intact file: %s", e.msg);
+  MPI_Barrier(MPI_COMM_WORLD);
+  struct stat st;
+  if (rank == 0 && stat(path, &st) == 0)
+    CHECK(truncate(path, st.st_size / 2) == 0, "truncate");
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(sf__h5_check_size(d, path, "Hydro", &e) == SLABFEED_ERR_IO &&
+            strstr(e.msg, "truncated") != NULL,
+        "a file that shrank must be an error: %s", e.msg);
+  if (rank == 0 && e.status == SLABFEED_ERR_IO)
+    printf("  file truncated after open: %s\n", e.msg);
+  if (d >= 0)
+    H5Dclose(d);
+  if (f >= 0)
+    H5Fclose(f);
+}
+
+/* Host batches that cannot fit: NOMEM at open on every rank. */
+static void too_big(const char *path)
+{
+  slabfeed_config c;
+  slabfeed_config_init(&c);
+  c.path = path;
+  c.input = "Nbody";
+  c.target = "Hydro";
+  c.layout = SLABFEED_LAYOUT_CF;
+  c.crop[0] = c.crop[1] = c.crop[2] = 8;
+  c.batch = 4000000; /* 2 x 4e6 x 9 x 512 x 4 B = 147 GB of host ring */
+  slabfeed_loader *l = NULL;
+  char err[1024] = "";
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
+  CHECK(st == SLABFEED_ERR_NOMEM && strstr(err, "host memory") != NULL,
+        "an impossible batch must fail at open with NOMEM: %s (%s)",
+        slabfeed_status_name(st), err);
+  if (rank == 0 && st == SLABFEED_ERR_NOMEM)
+    printf("  batch of 4e6 crops: %s\n", err);
+  slabfeed_close(l);
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (argc > 1 && strcmp(argv[1], "longpath") == 0) {
+    long_path_case(1);
+    return check_finish("legit.longpath");
+  }
+  char a[64], b[64], c[64];
+  snprintf(a, sizeof a, "legit_np%d_partial.h5", size);
+  partly_written(a);
+  snprintf(a, sizeof a, "legit_np%d_thin.h5", size);
+  snprintf(b, sizeof b, "legit_np%d_thinraw.h5", size);
+  thin_channels_last(a, b);
+  const char *fp = getenv("OMPI_MCA_sharedfp");
+  if (sf__h5_is_parallel() && fp == NULL)
+    long_path_case(0);
+  snprintf(c, sizeof c, "legit_np%d_shrink.h5", size);
+  shrinking(c);
+  snprintf(c, sizeof c, "legit_np%d_big.h5", size);
+  make_file(c, 12, 8, 8, SLABFEED_LAYOUT_CF, 0, 0, 1);
+  too_big(c);
+  return check_finish("legit");
+}
