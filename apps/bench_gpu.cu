@@ -9,6 +9,8 @@
 
 namespace {
 
+// GB/s of reps copies of `bytes` on a fresh stream after one warm-up copy
+// (CUDA event time); -1 on any CUDA error.
 double copy_rate(void *dst, const void *src, size_t bytes, int reps,
                  cudaMemcpyKind kind)
 {
@@ -32,6 +34,8 @@ double copy_rate(void *dst, const void *src, size_t bytes, int reps,
   return ok ? (double)bytes * reps / (ms * 1e-3) / 1e9 : -1;
 }
 
+// Keeps one thread busy for ns nanoseconds of the global timer: the
+// simulated training step.
 __global__ void spin(uint64_t ns)
 {
   uint64_t t0, t;
@@ -43,6 +47,7 @@ __global__ void spin(uint64_t ns)
 
 } // namespace
 
+// Pinned host to device copies of `bytes` (see bench_gpu.h).
 extern "C" double bench_h2d_pinned(size_t bytes, int reps)
 {
   void *h = nullptr, *d = nullptr;
@@ -55,6 +60,7 @@ extern "C" double bench_h2d_pinned(size_t bytes, int reps)
   return r;
 }
 
+// The loader's per-channel 3D copy from random origins (see bench_gpu.h).
 extern "C" double bench_h2d_pitched(size_t row_bytes, size_t rows,
                                     size_t planes, size_t src_pitch,
                                     double *enqueue_us)
@@ -123,6 +129,7 @@ extern "C" double bench_h2d_pitched(size_t row_bytes, size_t rows,
   return r;
 }
 
+// Pageable (malloc) host to device copies, pages touched first.
 extern "C" double bench_h2d_pageable(size_t bytes, int reps)
 {
   char *h = static_cast<char *>(malloc(bytes));
@@ -138,6 +145,7 @@ extern "C" double bench_h2d_pageable(size_t bytes, int reps)
   return r;
 }
 
+// Device to device copies: the device memory ceiling.
 extern "C" double bench_d2d(size_t bytes, int reps)
 {
   void *a = nullptr, *b = nullptr;
@@ -150,18 +158,21 @@ extern "C" double bench_d2d(size_t bytes, int reps)
   return r;
 }
 
+// Enqueues the spin kernel for ms milliseconds on stream.
 extern "C" int bench_busy(void *stream, double ms)
 {
   spin<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>((uint64_t)(ms * 1e6));
   return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
+// A timing event, or NULL on error.
 extern "C" void *bench_event_create(void)
 {
   cudaEvent_t e = nullptr;
   return cudaEventCreate(&e) == cudaSuccess ? e : nullptr;
 }
 
+// Records ev on stream; 0 or -1.
 extern "C" int bench_event_record(void *ev, void *stream)
 {
   return cudaEventRecord(static_cast<cudaEvent_t>(ev),
@@ -170,6 +181,7 @@ extern "C" int bench_event_record(void *ev, void *stream)
              : -1;
 }
 
+// Milliseconds from a to b after b completed; -1 on error.
 extern "C" double bench_event_ms(void *a, void *b)
 {
   float ms = -1;
@@ -180,6 +192,7 @@ extern "C" double bench_event_ms(void *a, void *b)
   return ms;
 }
 
+// Visible CUDA devices, 0 without a driver.
 extern "C" int bench_device_count(void)
 {
   int n = 0;
@@ -188,6 +201,7 @@ extern "C" int bench_device_count(void)
   return n;
 }
 
+// Makes device current and creates a non-blocking stream on it.
 extern "C" void *bench_stream_create(int device)
 {
   cudaStream_t s = nullptr;
@@ -197,6 +211,7 @@ extern "C" void *bench_stream_create(int device)
   return s;
 }
 
+// Waits for stream; 0 or -1.
 extern "C" int bench_stream_sync(void *stream)
 {
   return cudaStreamSynchronize(static_cast<cudaStream_t>(stream)) == cudaSuccess
@@ -204,11 +219,13 @@ extern "C" int bench_stream_sync(void *stream)
              : -1;
 }
 
+// Destroys a stream of bench_stream_create.
 extern "C" void bench_stream_destroy(void *stream)
 {
   cudaStreamDestroy(static_cast<cudaStream_t>(stream));
 }
 
+// Bytes of device memory in use (total - free) on the current device.
 extern "C" double bench_device_used(void)
 {
   size_t free_b = 0, total = 0;
@@ -217,6 +234,7 @@ extern "C" double bench_device_used(void)
   return (double)(total - free_b);
 }
 
+// Pinned host memory for the full-copy baseline, or NULL.
 extern "C" void *bench_host_pinned(size_t bytes)
 {
   void *p = nullptr;
@@ -225,12 +243,14 @@ extern "C" void *bench_host_pinned(size_t bytes)
              : nullptr;
 }
 
+// Device memory for the full-copy baseline, or NULL.
 extern "C" void *bench_device_alloc(size_t bytes)
 {
   void *p = nullptr;
   return cudaMalloc(&p, bytes) == cudaSuccess ? p : nullptr;
 }
 
+// Asynchronous host to device copy on stream; 0 or -1.
 extern "C" int bench_copy_h2d(void *dst, const void *src, size_t bytes,
                               void *stream)
 {
@@ -238,4 +258,18 @@ extern "C" int bench_copy_h2d(void *dst, const void *src, size_t bytes,
                          static_cast<cudaStream_t>(stream)) == cudaSuccess
              ? 0
              : -1;
+}
+
+// Frees pinned memory of bench_host_pinned.
+extern "C" void bench_host_free(void *p)
+{
+  if (p != nullptr)
+    cudaFreeHost(p);
+}
+
+// Frees device memory of bench_device_alloc.
+extern "C" void bench_device_free(void *p)
+{
+  if (p != nullptr)
+    cudaFree(p);
 }

@@ -45,6 +45,9 @@ double bench_device_used(void);
 void *bench_host_pinned(size_t bytes);
 void *bench_device_alloc(size_t bytes);
 int bench_copy_h2d(void *dst, const void *src, size_t bytes, void *stream);
+/* Frees what bench_host_pinned / bench_device_alloc returned (NULL: no-op). */
+void bench_host_free(void *p);
+void bench_device_free(void *p);
 
 #ifdef __cplusplus
 }

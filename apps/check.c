@@ -6,37 +6,52 @@
 #include <string.h>
 
 #include "cli.h"
+#include "slabfeed_tools.h"
 
 static const char *prog = "slabfeed-check";
 
+/* What the check's own options fill. */
+typedef struct check_args {
+  int64_t steps;
+} check_args;
+
+static const cli_option options[] = {{.name = "--steps",
+                                      .kind = CLI_INT64,
+                                      .at = offsetof(check_args, steps),
+                                      .min = 1,
+                                      .max = INT64_MAX,
+                                      .metavar = "K",
+                                      .help = "steps to run and check"},
+                                     {.name = NULL}};
+
+/* Parses the options (before MPI: the thread level depends on --device),
+ * runs the loader for K steps, compares every sample with the serial
+ * reference and prints traffic and memory per rank. */
 int main(int argc, char **argv)
 {
+  slabfeed_config cfg;
+  slabfeed_config_init(&cfg);
+  check_args a = {.steps = 4};
+  const cli_app app = {
+      prog,
+      "Runs the loader for K steps and verifies every sample against an "
+      "independent serial read of the file; prints the bytes taken from the "
+      "own slab, the node window and MPI_Get, and the memory of every rank.",
+      {{"loader options", cli_loader_options, &cfg},
+       {"check options", options, &a}}};
+  cli_result parsed;
+  cli_scan(&app, argc, argv, &parsed);
   /* Device batches: MPI_THREAD_MULTIPLE lets the loader thread make the
    * MPI calls; host batches need no more than the caller's thread. */
-  int provided, device = -1;
-  for (int i = 1; i + 1 < argc; i++)
-    if (strcmp(argv[i], "--device") == 0)
-      device = atoi(argv[i + 1]);
+  int provided;
   MPI_Init_thread(&argc, &argv,
-                  device >= 0 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED,
+                  cfg.device >= 0 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED,
                   &provided);
+  cli_settle(&app, &parsed);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  char usage[2048];
-  snprintf(usage, sizeof usage, "%s --steps K", cli_loader_usage);
-  slabfeed_config cfg;
-  slabfeed_config_init(&cfg);
-  int64_t steps = 4;
-  for (int i = 1; i < argc; i++) {
-    if (cli_loader_option(prog, usage, argc, argv, &i, &cfg))
-      continue;
-    if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc &&
-        !cli_int64(argv[i + 1], &steps) && steps >= 1)
-      i++;
-    else
-      cli_usage_fail(prog, usage, "unknown or bad option %s", argv[i]);
-  }
+  const int64_t steps = a.steps;
 
   char err[1024];
   slabfeed_loader *l = NULL;
@@ -57,7 +72,7 @@ int main(int argc, char **argv)
   const double t0 = MPI_Wtime();
   double t_loader = 0;
   for (int64_t s = 0; s < steps; s++) {
-    slabfeed_batch b;
+    slabfeed_batch b = SLABFEED_BATCH_INIT;
     const double ta = MPI_Wtime();
     if ((st = slabfeed_next(l, &b, NULL)) != SLABFEED_OK)
       cli_fail(prog, st, slabfeed_last_error(l));
@@ -94,13 +109,13 @@ int main(int argc, char **argv)
     }
   }
   const double dt = MPI_Wtime() - t0;
-  slabfeed_stats stats;
+  slabfeed_stats stats = SLABFEED_STATS_INIT;
   slabfeed_stats_get(l, &stats);
 
   /* Whole-volume size for the memory comparison. */
   double volume = 0;
   for (int d = 0; d < nd; d++) {
-    slabfeed_dataset_info in;
+    slabfeed_dataset_info in = SLABFEED_DATASET_INFO_INIT;
     if (slabfeed_describe(cfg.path, names[d], cfg.layout, &in, err,
                           sizeof err) == SLABFEED_OK)
       volume += (double)in.channels * (double)in.shape[0] *

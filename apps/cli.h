@@ -1,32 +1,149 @@
-/* Small command-line helpers shared by the apps (public API only). */
+/* Command-line handling shared by the apps (public API only).
+ *
+ * Every app describes its options in tables of cli_option; one parser walks
+ * argv with them and the same tables generate the usage line and the --help
+ * text, so the two cannot disagree. The loader options (dump, check, bench)
+ * are one table, cli_loader_options, reused by the three apps.
+ *
+ * An option writes to `base + at`, where base is the struct of its group
+ * (cli_group.base): tables are static and const, and a table can be reused
+ * for any struct of its type. Accepted forms: `--name value`,
+ * `--name=value`, `-x value` for options with a short name; flags take no
+ * value. Numbers are decimal and strict: no leading space, no trailing junk,
+ * no sign on unsigned values, and within the range of the destination type
+ * (or the option's own range). A bad value or an unknown option is a usage
+ * error: exit status 2, a one-line message and the usage on stderr.
+ *
+ * Every app also takes -h/--help (usage and options on stdout, exit 0) and
+ * --version ("slabfeed-gen (slabfeed) 0.2.0", exit 0). Output goes through
+ * rank 0 of MPI_COMM_WORLD only, and every rank leaves with the same status
+ * after MPI_Finalize.
+ */
 #ifndef SF_APPS_CLI_H
 #define SF_APPS_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "slabfeed.h"
 
-/* Prints the message on rank 0 of MPI_COMM_WORLD, finalises MPI and exits
- * with status 2 (usage errors) on every rank. */
-void cli_usage_fail(const char *prog, const char *usage, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4), noreturn));
+/* How an option's value is read and where it goes. */
+typedef enum cli_kind {
+  CLI_FLAG,   /* no value: stores 1 in an int */
+  CLI_INT,    /* int; within [min, max] when min < max */
+  CLI_INT64,  /* int64_t; within [min, max] when min < max */
+  CLI_U64,    /* uint64_t: digits only, no sign */
+  CLI_DOUBLE, /* finite double; within [min, max] when min < max */
+  CLI_STRING, /* const char *, pointing into argv; not "" (CLI_EMPTY_OK) */
+  CLI_TRIPLE, /* int64_t[3]: "A,B,C", "AxBxC", or "A" for all three */
+  CLI_VECTOR, /* int[max][3]: appends "K0,K1,K2"; count (int) at count_at */
+  CLI_ENUM,   /* one of `choices` by name: stores its value in an int/enum */
+  CLI_CALL    /* calls set(); takes a value when metavar is not NULL */
+} cli_kind;
 
-/* Prints "prog: rank R: message" on every rank that failed, finalises MPI
- * and exits 1. */
+/* One name of a CLI_ENUM option and the value it stores. */
+typedef struct cli_choice {
+  const char *name;
+  int value;
+} cli_choice;
+
+/* A CLI_CALL option's action: value is NULL for an option without a
+ * metavar. Returns 0, or -1 after writing the reason (without the option's
+ * name, which the parser adds) to err. */
+typedef int (*cli_setter)(void *base, const char *value, char *err,
+                          size_t errlen);
+
+/* cli_option.flags */
+enum {
+  CLI_REQUIRED = 1, /* a usage error when not given */
+  CLI_EMPTY_OK = 2  /* CLI_STRING: "" is a value (else a usage error) */
+};
+
+/* One option. Tables end with an entry whose name is NULL. */
+typedef struct cli_option {
+  const char *name;          /* "--file" */
+  char short_name;           /* 'f' for -f, or 0 */
+  cli_kind kind;             /* how the value is read */
+  size_t at;                 /* offsetof the destination in the base struct */
+  size_t count_at;           /* CLI_VECTOR: offsetof its int count */
+  int64_t min, max;          /* ranges (see kinds); CLI_VECTOR: max entries */
+  const cli_choice *choices; /* CLI_ENUM: ends with a NULL name */
+  cli_setter set;            /* CLI_CALL */
+  const char *metavar;       /* the value in the usage: "F", "Z,Y,X" */
+  const char *help;          /* one sentence for --help */
+  unsigned flags;            /* CLI_REQUIRED, CLI_EMPTY_OK */
+} cli_option;
+
+/* A table and the struct its offsets refer to. */
+typedef struct cli_group {
+  const char *title;         /* heading in --help, e.g. "loader options" */
+  const cli_option *options; /* NULL ends an app's list of groups */
+  void *base;
+} cli_group;
+
+#define CLI_MAX_GROUPS 4
+
+/* One app: its name, what it does, its options. When two groups define the
+ * same name, the later group's wins (bench's --device, which also takes
+ * "local", replaces the loader's). */
+typedef struct cli_app {
+  const char *prog;    /* "slabfeed-gen" */
+  const char *summary; /* one or two sentences for --help */
+  cli_group groups[CLI_MAX_GROUPS];
+} cli_app;
+
+/* What cli_scan found. */
+typedef enum cli_action {
+  CLI_RUN,     /* options stored: go on */
+  CLI_HELP,    /* -h or --help given */
+  CLI_VERSION, /* --version given */
+  CLI_ERROR    /* a usage error, described in cli_result.error */
+} cli_action;
+
+typedef struct cli_result {
+  cli_action action;
+  char error[512];
+} cli_result;
+
+/* Walks argv with app's tables and stores the values; needs no MPI and
+ * prints nothing (so an app can choose its MPI thread level from the
+ * options). --help and --version win over errors anywhere in argv; then
+ * the first error is reported. Returns res->action. */
+cli_action cli_scan(const cli_app *app, int argc, char **argv, cli_result *res);
+
+/* Acts on a cli_scan result once MPI is initialised: returns for CLI_RUN;
+ * otherwise rank 0 prints the help (stdout), the version (stdout) or the
+ * error and the usage (stderr), and every rank calls MPI_Finalize and exits
+ * with 0 (help, version) or 2 (error). */
+void cli_settle(const cli_app *app, const cli_result *res);
+
+/* cli_scan then cli_settle: for apps that initialise MPI first. */
+void cli_parse(const cli_app *app, int argc, char **argv);
+
+/* A usage error found after parsing: rank 0 prints "prog: message" and the
+ * usage on stderr; every rank calls MPI_Finalize and exits with 2. */
+void cli_usage_fail(const cli_app *app, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+/* A run-time failure: prints "prog: [rank R] status: message" on every rank
+ * that calls it, calls MPI_Finalize and exits 1. */
 void cli_fail(const char *prog, slabfeed_status st, const char *msg)
     __attribute__((noreturn));
 
-/* Parsers: return 0 on success, -1 on malformed text. */
-int cli_int64(const char *s, int64_t *out);
-int cli_u64(const char *s, uint64_t *out);
-/* "A,B,C" or "A" (then all three equal). */
-int cli_triple(const char *s, int64_t out[3]);
-int cli_vector(const char *s, int out[3]);
-int cli_layout(const char *s, slabfeed_file_layout *out);
-int cli_symmetries(const char *s, slabfeed_symmetries *out);
-int cli_dtype(const char *s, slabfeed_dtype *out);
-int cli_out_layout(const char *s, slabfeed_out_layout *out);
+/* Strict parsers for CLI_CALL setters: return 0, or -1 with the reason in
+ * err. cli_parse_int: a decimal integer in [min, max]. cli_parse_triple:
+ * "A,B,C", "AxBxC" or "A" (all three equal), each an int64_t. */
+int cli_parse_int(const char *s, int64_t min, int64_t max, int64_t *out,
+                  char *err, size_t errlen);
+int cli_parse_triple(const char *s, int64_t out[3], char *err, size_t errlen);
 
+/* The loader options of dump, check and bench, over a slabfeed_config:
+ * --file --input --target --layout --crop --batch --seed --symmetries
+ * --input-vector --target-vector --dtype --out-layout --device --halo
+ * --prefetch --rank-per-node. */
+extern const cli_option cli_loader_options[];
+
+/* Names of values for output lines. */
 const char *cli_dtype_name(slabfeed_dtype d);
 const char *cli_layout_name(slabfeed_file_layout l);
 
@@ -38,15 +155,5 @@ uint64_t cli_peak_rss(void);
  * e.g. the node's window, counted in every process that touched them).
  * Zero where /proc is not available. */
 void cli_rss_parts(uint64_t *anon, uint64_t *shmem);
-
-/* Common loader options shared by dump, check and bench: recognises
- * argv[*i] (and its value), fills *cfg, advances *i. Returns 1 when the
- * option was consumed, 0 when it is not a loader option; a malformed or
- * missing value ends the program through cli_usage_fail(prog, usage). */
-int cli_loader_option(const char *prog, const char *usage, int argc,
-                      char **argv, int *i, slabfeed_config *cfg);
-
-/* The text describing cli_loader_option's options for usage lines. */
-extern const char cli_loader_usage[];
 
 #endif

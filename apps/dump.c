@@ -2,6 +2,7 @@
  * rank's samples, in global sample order, to one HDF5 file (rank 0 writes
  * what the others send it). */
 #include <hdf5.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,10 +10,13 @@
 
 static const char *prog = "slabfeed-dump";
 
+/* The output file and its six datasets (input, target, origin, symmetry,
+ * sample, sample_epoch); -1 where not open. */
 typedef struct out_file {
   hid_t file, dset[6];
 } out_file;
 
+/* Creates dataset `name` of the given type and shape in file. */
 static hid_t make_dset(hid_t file, const char *name, hid_t type, int rank,
                        const hsize_t *dims)
 {
@@ -23,6 +27,8 @@ static hid_t make_dset(hid_t file, const char *name, hid_t type, int rank,
   return d;
 }
 
+/* The file type of a batch element: float32, IEEE half, or bf16 bits
+ * stored as uint16 (HDF5 has no bf16). */
 static hid_t out_type(slabfeed_dtype d)
 {
   if (d == SLABFEED_DTYPE_F32)
@@ -56,6 +62,7 @@ static int write_rows(hid_t d, hid_t mtype, hsize_t row, hsize_t n,
   return rc;
 }
 
+/* Writes a scalar uint64 attribute on the file. */
 static void attr_u64(hid_t file, const char *name, uint64_t v)
 {
   const hid_t s = H5Screate(H5S_SCALAR);
@@ -66,6 +73,7 @@ static void attr_u64(hid_t file, const char *name, uint64_t v)
   H5Sclose(s);
 }
 
+/* Writes a fixed-length string attribute on the file. */
 static void attr_str(hid_t file, const char *name, const char *v)
 {
   const hid_t s = H5Screate(H5S_SCALAR);
@@ -78,37 +86,56 @@ static void attr_str(hid_t file, const char *name, const char *v)
   H5Sclose(s);
 }
 
+/* What the dump's own options fill. */
+typedef struct dump_args {
+  int64_t steps;
+  uint64_t epoch;
+  const char *out;
+} dump_args;
+
+static const cli_option options[] = {{.name = "--steps",
+                                      .kind = CLI_INT64,
+                                      .at = offsetof(dump_args, steps),
+                                      .min = 1,
+                                      .max = INT64_MAX,
+                                      .metavar = "K",
+                                      .help = "steps to run and dump",
+                                      .flags = CLI_REQUIRED},
+                                     {.name = "--epoch",
+                                      .kind = CLI_U64,
+                                      .at = offsetof(dump_args, epoch),
+                                      .metavar = "E",
+                                      .help = "epoch to start at (step 0)"},
+                                     {.name = "--out",
+                                      .kind = CLI_STRING,
+                                      .at = offsetof(dump_args, out),
+                                      .metavar = "DUMP.h5",
+                                      .help = "the HDF5 file to write",
+                                      .flags = CLI_REQUIRED},
+                                     {.name = NULL}};
+
+/* Parses the options, runs the loader for K steps and has rank 0 write
+ * every rank's samples in global order. */
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  char usage[2048];
-  snprintf(usage, sizeof usage, "%s --steps K [--epoch E] --out DUMP.h5",
-           cli_loader_usage);
   slabfeed_config cfg;
   slabfeed_config_init(&cfg);
-  int64_t steps = -1;
-  uint64_t epoch = 0;
-  const char *out = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (cli_loader_option(prog, usage, argc, argv, &i, &cfg))
-      continue;
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(argv[i], "--steps") == 0 && v)
-      steps = cli_int64(v, &steps) ? -1 : steps;
-    else if (strcmp(argv[i], "--epoch") == 0 && v) {
-      if (cli_u64(v, &epoch))
-        cli_usage_fail(prog, usage, "bad --epoch");
-    } else if (strcmp(argv[i], "--out") == 0 && v)
-      out = v;
-    else
-      cli_usage_fail(prog, usage, "unknown or incomplete option %s", argv[i]);
-    i++;
-  }
-  if (steps < 1 || out == NULL)
-    cli_usage_fail(prog, usage, "--steps K (>= 1) and --out are required");
+  dump_args a = {0, 0, NULL};
+  const cli_app app = {
+      prog,
+      "Runs the loader for K steps and writes every rank's samples, in "
+      "global sample order, to one HDF5 file (input, target, origin, "
+      "symmetry, sample, sample_epoch).",
+      {{"loader options", cli_loader_options, &cfg},
+       {"dump options", options, &a}}};
+  cli_parse(&app, argc, argv);
+  const int64_t steps = a.steps;
+  const uint64_t epoch = a.epoch;
+  const char *out = a.out;
 
   char err[1024];
   slabfeed_loader *l = NULL;
@@ -132,7 +159,7 @@ int main(int argc, char **argv)
   int64_t *epochs = malloc((size_t)S * sizeof *epochs);
   int failed = 0;
   for (int64_t s = 0; s < steps && !failed; s++) {
-    slabfeed_batch b;
+    slabfeed_batch b = SLABFEED_BATCH_INIT;
     if ((st = slabfeed_next(l, &b, NULL)) != SLABFEED_OK)
       cli_fail(prog, st, slabfeed_last_error(l));
     for (int d = 0; d < nd; d++) {

@@ -1,15 +1,126 @@
 /* slabfeed-gen: write a synthetic volume in parallel. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
+#include "slabfeed_tools.h"
 
-static const char usage[] =
-    "--file F [--input NAME] [--target NAME | --no-target] [--shape Z,Y,X] "
-    "[--input-channels C] [--target-channels C] [--layout cf|cl] "
-    "[--chunked] [--chunk Z,Y,X] [--dtype f32|f16] [--content index|field] "
-    "[--seed S] [--quiet]";
+/* Enums are stored through an int (CLI_ENUM). */
+_Static_assert(sizeof(slabfeed_content) == sizeof(int), "enum size");
 
+/* What the options fill. */
+typedef struct gen_args {
+  slabfeed_gen_config g;
+  int quiet;
+} gen_args;
+
+/* --chunk Z,Y,X: the chunk edge, and chunked storage. */
+static int set_chunk(void *base, const char *value, char *err, size_t errlen)
+{
+  gen_args *a = base;
+  if (cli_parse_triple(value, a->g.chunk, err, errlen) != 0)
+    return -1;
+  a->g.chunked = 1;
+  return 0;
+}
+
+/* --no-target: write the input dataset only. */
+static int set_no_target(void *base, const char *value, char *err,
+                         size_t errlen)
+{
+  (void)value;
+  (void)err;
+  (void)errlen;
+  ((gen_args *)base)->g.target = NULL;
+  return 0;
+}
+
+static const cli_choice layouts[] = {
+    {"cf", SLABFEED_LAYOUT_CF}, {"cl", SLABFEED_LAYOUT_CL}, {NULL, 0}};
+static const cli_choice dtypes[] = {{"f32", 0}, {"f16", 1}, {NULL, 0}};
+static const cli_choice contents[] = {{"index", SLABFEED_CONTENT_INDEX},
+                                      {"field", SLABFEED_CONTENT_FIELD},
+                                      {NULL, 0}};
+
+#define GEN(field) offsetof(gen_args, g.field)
+
+static const cli_option options[] = {
+    {.name = "--file",
+     .kind = CLI_STRING,
+     .at = GEN(path),
+     .metavar = "F",
+     .help = "the HDF5 file to write (replaced only once complete)",
+     .flags = CLI_REQUIRED},
+    {.name = "--input",
+     .kind = CLI_STRING,
+     .at = GEN(input),
+     .metavar = "NAME",
+     .help = "input dataset"},
+    {.name = "--target",
+     .kind = CLI_STRING,
+     .at = GEN(target),
+     .metavar = "NAME",
+     .help = "target dataset"},
+    {.name = "--no-target",
+     .kind = CLI_CALL,
+     .set = set_no_target,
+     .help = "write the input dataset only"},
+    {.name = "--shape",
+     .kind = CLI_TRIPLE,
+     .at = GEN(shape),
+     .metavar = "Z,Y,X",
+     .help = "box size: Z,Y,X or one edge"},
+    {.name = "--input-channels",
+     .kind = CLI_INT,
+     .at = GEN(input_channels),
+     .min = 1,
+     .max = 64,
+     .metavar = "C",
+     .help = "channels of the input, 1..64"},
+    {.name = "--target-channels",
+     .kind = CLI_INT,
+     .at = GEN(target_channels),
+     .min = 1,
+     .max = 64,
+     .metavar = "C",
+     .help = "channels of the target, 1..64"},
+    {.name = "--layout",
+     .kind = CLI_ENUM,
+     .at = GEN(layout),
+     .choices = layouts,
+     .help = "channels-first (C,Z,Y,X) or channels-last (Z,Y,X,C)"},
+    {.name = "--chunked",
+     .kind = CLI_FLAG,
+     .at = GEN(chunked),
+     .help = "chunked storage (chunk edge min(64, shape) unless --chunk)"},
+    {.name = "--chunk",
+     .kind = CLI_CALL,
+     .set = set_chunk,
+     .metavar = "Z,Y,X",
+     .help = "chunked storage with this spatial chunk edge"},
+    {.name = "--dtype",
+     .kind = CLI_ENUM,
+     .at = GEN(float16),
+     .choices = dtypes,
+     .help = "stored element type"},
+    {.name = "--content",
+     .kind = CLI_ENUM,
+     .at = GEN(content),
+     .choices = contents,
+     .help = "exact index values (slabfeed_index_value) or a smooth random "
+             "field"},
+    {.name = "--seed",
+     .kind = CLI_U64,
+     .at = GEN(seed),
+     .metavar = "S",
+     .help = "seed of the field"},
+    {.name = "--quiet",
+     .kind = CLI_FLAG,
+     .at = offsetof(gen_args, quiet),
+     .help = "print nothing on success"},
+    {.name = NULL}};
+
+/* Parses the options, generates the volume collectively, and prints one
+ * line of what was written and how fast (rank 0). */
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -17,89 +128,39 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *prog = "slabfeed-gen";
-  slabfeed_gen_config g;
-  slabfeed_gen_config_init(&g);
-  g.progress = 1;
-  int quiet = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int64_t n;
-    int bad = 0, used = 1;
-    if (strcmp(o, "--no-target") == 0) {
-      g.target = NULL;
-      used = 0;
-    } else if (strcmp(o, "--chunked") == 0) {
-      g.chunked = 1;
-      used = 0;
-    } else if (strcmp(o, "--quiet") == 0) {
-      quiet = 1;
-      g.progress = 0;
-      used = 0;
-    } else if (strcmp(o, "--help") == 0) {
-      cli_usage_fail(prog, usage, "write a synthetic volume");
-    } else if (v == NULL) {
-      cli_usage_fail(prog, usage, "%s needs a value or is unknown", o);
-    } else if (strcmp(o, "--file") == 0) {
-      g.path = v;
-    } else if (strcmp(o, "--input") == 0) {
-      g.input = v;
-    } else if (strcmp(o, "--target") == 0) {
-      g.target = v;
-    } else if (strcmp(o, "--shape") == 0) {
-      bad = cli_triple(v, g.shape);
-    } else if (strcmp(o, "--chunk") == 0) {
-      bad = cli_triple(v, g.chunk);
-      g.chunked = 1;
-    } else if (strcmp(o, "--input-channels") == 0) {
-      bad = cli_int64(v, &n) || n < 1 || n > 64;
-      g.input_channels = (int)n;
-    } else if (strcmp(o, "--target-channels") == 0) {
-      bad = cli_int64(v, &n) || n < 1 || n > 64;
-      g.target_channels = (int)n;
-    } else if (strcmp(o, "--layout") == 0) {
-      bad = cli_layout(v, &g.layout) || g.layout == SLABFEED_LAYOUT_AUTO;
-    } else if (strcmp(o, "--dtype") == 0) {
-      bad = strcmp(v, "f32") != 0 && strcmp(v, "f16") != 0;
-      g.float16 = strcmp(v, "f16") == 0;
-    } else if (strcmp(o, "--content") == 0) {
-      bad = strcmp(v, "index") != 0 && strcmp(v, "field") != 0;
-      g.content = strcmp(v, "field") == 0 ? SLABFEED_CONTENT_FIELD
-                                          : SLABFEED_CONTENT_INDEX;
-    } else if (strcmp(o, "--seed") == 0) {
-      bad = cli_u64(v, &g.seed);
-    } else {
-      cli_usage_fail(prog, usage, "unknown option %s", o);
-    }
-    if (bad)
-      cli_usage_fail(prog, usage, "bad value '%s' for %s", v, o);
-    i += used;
-  }
-  if (g.path == NULL)
-    cli_usage_fail(prog, usage, "--file is required");
+  gen_args a = {.quiet = 0};
+  slabfeed_gen_config_init(&a.g);
+  const cli_app app = {
+      prog,
+      "Writes a synthetic volume in parallel: every rank writes its z-slab "
+      "of each dataset, collectively.",
+      {{"options", options, &a}}};
+  cli_parse(&app, argc, argv);
+  slabfeed_gen_config *g = &a.g;
+  g->progress = !a.quiet;
 
   char err[1024];
   const double t0 = MPI_Wtime();
   const slabfeed_status st =
-      slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err);
+      slabfeed_generate(MPI_COMM_WORLD, g, err, sizeof err);
   const double dt = MPI_Wtime() - t0;
   if (st != SLABFEED_OK)
     cli_fail(prog, st, err);
-  if (rank == 0 && !quiet) {
+  if (rank == 0 && !a.quiet) {
     const double vox =
-        (double)g.shape[0] * (double)g.shape[1] * (double)g.shape[2];
+        (double)g->shape[0] * (double)g->shape[1] * (double)g->shape[2];
     const double bytes =
-        vox * (g.float16 ? 2 : 4) *
-        (g.input_channels + (g.target ? g.target_channels : 0));
+        vox * (g->float16 ? 2 : 4) *
+        (g->input_channels + (g->target ? g->target_channels : 0));
     printf("slabfeed-gen: wrote %s: %s %dx%lldx%lldx%lld%s%s, %s, %s, %s, "
            "%.3f GB in %.2f s on %d ranks (%.2f GB/s)\n",
-           g.path, g.input, g.input_channels, (long long)g.shape[0],
-           (long long)g.shape[1], (long long)g.shape[2], g.target ? " + " : "",
-           g.target ? g.target : "",
-           g.layout == SLABFEED_LAYOUT_CL ? "channels-last" : "channels-first",
-           g.float16 ? "float16" : "float32",
-           g.content == SLABFEED_CONTENT_FIELD ? "field" : "index", bytes / 1e9,
-           dt, size, bytes / 1e9 / dt);
+           g->path, g->input, g->input_channels, (long long)g->shape[0],
+           (long long)g->shape[1], (long long)g->shape[2],
+           g->target ? " + " : "", g->target ? g->target : "",
+           g->layout == SLABFEED_LAYOUT_CL ? "channels-last" : "channels-first",
+           g->float16 ? "float16" : "float32",
+           g->content == SLABFEED_CONTENT_FIELD ? "field" : "index",
+           bytes / 1e9, dt, size, bytes / 1e9 / dt);
   }
   MPI_Finalize();
   return 0;

@@ -1,14 +1,55 @@
 /* slabfeed-info: datasets, shapes, dtypes, layout, chunking, sizes, and
  * the slab plan for a number of ranks. Runs on one rank (others wait). */
 #include <hdf5.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "slabfeed_tools.h"
 
-static const char usage[] =
-    "--file F [--layout auto|cf|cl] [--ranks P] [--halo H]";
+/* What the options fill. */
+typedef struct info_args {
+  const char *path;
+  slabfeed_file_layout layout;
+  int ranks;
+  int64_t halo;
+} info_args;
 
+static const cli_choice layouts[] = {{"auto", SLABFEED_LAYOUT_AUTO},
+                                     {"cf", SLABFEED_LAYOUT_CF},
+                                     {"cl", SLABFEED_LAYOUT_CL},
+                                     {NULL, 0}};
+
+static const cli_option options[] = {
+    {.name = "--file",
+     .kind = CLI_STRING,
+     .at = offsetof(info_args, path),
+     .metavar = "F",
+     .help = "the HDF5 file",
+     .flags = CLI_REQUIRED},
+    {.name = "--layout",
+     .kind = CLI_ENUM,
+     .at = offsetof(info_args, layout),
+     .choices = layouts,
+     .help = "layout of the datasets, or decided from the shape"},
+    {.name = "--ranks",
+     .kind = CLI_INT,
+     .at = offsetof(info_args, ranks),
+     .min = 1,
+     .max = INT_MAX,
+     .metavar = "P",
+     .help = "ranks of the slab plan, by default those of this run"},
+    {.name = "--halo",
+     .kind = CLI_INT64,
+     .at = offsetof(info_args, halo),
+     .min = 0,
+     .max = INT64_MAX,
+     .metavar = "H",
+     .help = "z-planes held on each side of a slab"},
+    {.name = NULL}};
+
+/* State of the walk over the file's datasets. */
 typedef struct ctx {
   const char *path;
   slabfeed_file_layout layout;
@@ -25,13 +66,15 @@ typedef H5L_info_t link_info;
 #define ITERATE H5Literate
 #endif
 
+/* H5Literate callback: prints one line per readable dataset and adds it to
+ * the totals (other objects are listed as skipped). */
 static herr_t show(hid_t group, const char *name, const link_info *li,
                    void *data)
 {
   (void)group;
   (void)li;
   ctx *c = data;
-  slabfeed_dataset_info in;
+  slabfeed_dataset_info in = SLABFEED_DATASET_INFO_INIT;
   char err[1024];
   if (slabfeed_describe(c->path, name, c->layout, &in, err, sizeof err) !=
       SLABFEED_OK) {
@@ -61,6 +104,8 @@ static herr_t show(hid_t group, const char *name, const link_info *li,
   return 0;
 }
 
+/* Parses the options; rank 0 lists the datasets and the slab plan while
+ * the other ranks wait for its status. */
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -68,27 +113,15 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *prog = "slabfeed-info";
-  ctx c = {NULL, SLABFEED_LAYOUT_AUTO, 0, {0, 0, 0}, 0};
-  int64_t ranks = size, halo = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int bad = v == NULL;
-    if (strcmp(argv[i], "--file") == 0 && v)
-      c.path = v;
-    else if (strcmp(argv[i], "--layout") == 0 && v)
-      bad = cli_layout(v, &c.layout);
-    else if (strcmp(argv[i], "--ranks") == 0 && v)
-      bad = cli_int64(v, &ranks) || ranks < 1;
-    else if (strcmp(argv[i], "--halo") == 0 && v)
-      bad = cli_int64(v, &halo) || halo < 0;
-    else
-      cli_usage_fail(prog, usage, "unknown or incomplete option %s", argv[i]);
-    if (bad)
-      cli_usage_fail(prog, usage, "bad value for %s", argv[i]);
-    i++;
-  }
-  if (c.path == NULL)
-    cli_usage_fail(prog, usage, "--file is required");
+  info_args a = {NULL, SLABFEED_LAYOUT_AUTO, size, 0};
+  const cli_app app = {
+      prog,
+      "Lists the datasets of an HDF5 file (shape, dtype, layout, chunking, "
+      "size) and the slab plan for a number of ranks. Rank 0 does the work.",
+      {{"options", options, &a}}};
+  cli_parse(&app, argc, argv);
+  ctx c = {a.path, a.layout, 0, {0, 0, 0}, 0};
+  const int64_t ranks = a.ranks, halo = a.halo;
   int rc = 0;
   if (rank == 0) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);

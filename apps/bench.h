@@ -1,0 +1,63 @@
+/* slabfeed-bench, shared between its parts: main and options (bench.c),
+ * the ceilings (bench_ceilings.c), the runs (bench_run.c), the report
+ * (bench_report.c) and the CUDA helpers (bench_gpu.cu). */
+#ifndef SF_APPS_BENCH_H
+#define SF_APPS_BENCH_H
+
+#include "cli.h"
+
+/* One benchmark run's setting, the same on every rank. */
+typedef struct bench_ctx {
+  const char *prog;
+  int rank, size;      /* in MPI_COMM_WORLD */
+  slabfeed_config cfg; /* the loader options (cfg.device resolved) */
+  void *stream;        /* consumer stream of GPU runs, or NULL */
+  const char *label;   /* --label, copied into the JSON lines */
+} bench_ctx;
+
+/* Ceilings measured in the same run, GB/s (-1 or 0 where not measured).
+ * Doubles only: broadcast as an array of doubles. */
+typedef struct bench_ceilings {
+  double pinned, pageable, d2d, memcpy1, memcpyN, mpi_get;
+  /* one crop-channel pitched copy (crop rows out of volume rows), GB/s,
+   * and the host time to enqueue one, us */
+  double pitched, pitched_enqueue_us;
+} bench_ceilings;
+
+/* What one rank measured in one run. Doubles only: gathered as an array
+ * of doubles. */
+typedef struct bench_result {
+  double crops_s, gbs, wall_step_ms, exposed_ms, wait_ms;
+  double t_plan, t_gather, t_h2d, t_transform; /* ms per step */
+  double rss, device_mem;
+  double gather_gbs; /* bytes gathered (own + node + MPI_Get) / gather s */
+  double link_gbs;   /* float32 bytes gathered per second of the run: on the
+                        GPU path, what crosses the host link */
+  double anon, shmem, slab; /* private RSS, shared RSS, own slab (bytes) */
+  double busy_ms;           /* measured length of the simulated step */
+  double steady_ms;         /* GPU time per step after the pipeline filled */
+} bench_result;
+
+/* Measures the ceilings (host memcpy and, with a device, the copy engines
+ * on rank 0; MPI_Get between ranks 0 and 1). Collective. */
+void bench_ceilings_measure(const bench_ctx *b, bench_ceilings *c);
+
+/* Prints the ceilings line(s) on rank 0. */
+void bench_ceilings_print(const bench_ctx *b, const bench_ceilings *c);
+
+/* S timed steps of loader l after W warm-up steps; with step_ms > 0 on a
+ * device, a busy kernel of that length runs on the consumer stream after
+ * every slabfeed_next. Collective (barriers around the timed part). */
+void bench_run_loader(const bench_ctx *b, slabfeed_loader *l, int W, int S,
+                      double step_ms, bench_result *r);
+
+/* The original approach instead of the loader: every rank reads the whole
+ * volume, crops and transforms on the host, copies to the GPU. */
+void bench_run_fullcopy(const bench_ctx *b, int W, int S, bench_result *r);
+
+/* Gathers every rank's result; rank 0 prints the table, the summary line
+ * and the "JSON {...}" line. mode: "loader" or "fullcopy". Collective. */
+void bench_report(const bench_ctx *b, const char *mode, const bench_ceilings *c,
+                  double step_ms, const bench_result *r);
+
+#endif
