@@ -41,7 +41,10 @@ run_consumer("find_package, slabfeed::slabfeed_static" ${work}/cmake/consumer_st
 # (c) pkg-config. The test adds an rpath for each -L directory so that the
 # programs run wherever the libraries are; pkg-config itself gives none.
 if(NOT PKG_CONFIG)
-  message(FATAL_ERROR "install: pkg-config not found")
+  # CI installs pkg-config (tools/install-deps); a machine without it
+  # still checks the CMake consumers.
+  message("install: SKIP: pkg-config not found: the pkg-config consumers were not built")
+  return()
 endif()
 function(pc_build what pc_path exe)
   set(ENV{PKG_CONFIG_PATH} ${pc_path})
