@@ -34,16 +34,21 @@ static __global__ void sum(const float *in, int n, double *out)
 enum { E = 16, N = E * E * E };
 
 // Copies box [z0,z0+nz) x [y0,y0+ny) x [x0,x0+nx) of the host cube h (edge
-// E) to the same place in the device cube d.
+// E) to the same place in the device cube d; `folded`: the start position
+// goes into the base pointers instead of srcPos/dstPos (what the loader
+// does).
 static void copy_box(const float *h, float *d, int z0, int y0, int x0, int nz,
-                     int ny, int nx, cudaStream_t s)
+                     int ny, int nx, cudaStream_t s, bool folded = false)
 {
   cudaMemcpy3DParms m;
   std::memset(&m, 0, sizeof m);
-  m.srcPtr = make_cudaPitchedPtr((void *)h, E * sizeof(float), E, E);
-  m.dstPtr = make_cudaPitchedPtr(d, E * sizeof(float), E, E);
-  m.srcPos = make_cudaPos(x0 * sizeof(float), y0, z0);
-  m.dstPos = make_cudaPos(x0 * sizeof(float), y0, z0);
+  const size_t off = folded ? ((size_t)z0 * E + y0) * E + x0 : 0;
+  m.srcPtr = make_cudaPitchedPtr((void *)(h + off), E * sizeof(float), E, E);
+  m.dstPtr = make_cudaPitchedPtr(d + off, E * sizeof(float), E, E);
+  if (!folded) {
+    m.srcPos = make_cudaPos(x0 * sizeof(float), y0, z0);
+    m.dstPos = make_cudaPos(x0 * sizeof(float), y0, z0);
+  }
   m.extent = make_cudaExtent(nx * sizeof(float), ny, nz);
   m.kind = cudaMemcpyHostToDevice;
   CK(cudaMemcpy3DAsync(&m, s));
@@ -61,8 +66,8 @@ int main()
   double *got;
   CK(cudaMallocManaged(&got, sizeof(double)));
   const char *names[] = {"one piece", "split along x", "split along y",
-                         "split along z"};
-  for (int c = 0; c < 4; c++) {
+                         "split along z", "split along y, positions folded"};
+  for (int c = 0; c < 5; c++) {
     float *d;
     CK(cudaMalloc(&d, N * sizeof(float)));
     std::printf("case %s: begin\n", names[c]);
@@ -74,8 +79,11 @@ int main()
       copy_box(h, d, 0, 0, 0, E, E, k, s), copy_box(h, d, 0, 0, k, E, E, E - k, s);
     else if (c == 2)
       copy_box(h, d, 0, 0, 0, E, k, E, s), copy_box(h, d, 0, k, 0, E, E - k, E, s);
-    else
+    else if (c == 3)
       copy_box(h, d, 0, 0, 0, k, E, E, s), copy_box(h, d, k, 0, 0, E - k, E, E, s);
+    else
+      copy_box(h, d, 0, 0, 0, E, k, E, s, true),
+          copy_box(h, d, 0, k, 0, E, E - k, E, s, true);
     *got = 0;
     sum<<<1, 256, 0, s>>>(d, N, got);
     CK(cudaGetLastError());

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <hdf5.h>
 
@@ -310,11 +311,17 @@ static slabfeed_status write_dataset(hid_t file, const slabfeed_gen_config *cfg,
   return e->status;
 }
 
-/* The name the generator writes to; renamed to the final path only when
- * every rank has written everything. */
-static void temp_name(const char *path, char *out, size_t len)
+/* The name the generator writes to, renamed to the final path only when
+ * every rank has written everything: the path with rank 0's process id
+ * (broadcast), so that two jobs writing one path do not share it. */
+static slabfeed_status temp_name(MPI_Comm comm, const char *path, char *out,
+                                 size_t len, sf__err *e)
 {
-  snprintf(out, len, "%s.slabfeed-partial", path);
+  long pid = (long)getpid();
+  SF_MPI_GOTO(MPI_Bcast(&pid, 1, MPI_LONG, 0, comm), e, out);
+  snprintf(out, len, "%s.slabfeed-partial.%ld", path, pid);
+out:
+  return e->status;
 }
 
 /* Planes per write run: one run of the larger dataset holds ~64 MiB, and
@@ -379,7 +386,11 @@ slabfeed_status slabfeed_generate(MPI_Comm comm,
     return e.status;
   }
   char tmp[4200];
-  temp_name(cfg->path, tmp, sizeof tmp);
+  if (temp_name(comm, cfg->path, tmp, sizeof tmp, &e) != SLABFEED_OK) {
+    free(buf);
+    sf__err_copy(&e, errbuf, errlen);
+    return e.status;
+  }
   sf__h5_quiet q;
   sf__h5_quiet_begin(&q);
   field f;
