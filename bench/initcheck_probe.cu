@@ -66,8 +66,9 @@ int main()
   double *got;
   CK(cudaMallocManaged(&got, sizeof(double)));
   const char *names[] = {"one piece", "split along x", "split along y",
-                         "split along z", "split along y, positions folded"};
-  for (int c = 0; c < 5; c++) {
+                         "split along z", "split along y, positions folded",
+                         "split along y, plane by plane"};
+  for (int c = 0; c < 6; c++) {
     float *d;
     CK(cudaMalloc(&d, N * sizeof(float)));
     std::printf("case %s: begin\n", names[c]);
@@ -81,9 +82,12 @@ int main()
       copy_box(h, d, 0, 0, 0, E, k, E, s), copy_box(h, d, 0, k, 0, E, E - k, E, s);
     else if (c == 3)
       copy_box(h, d, 0, 0, 0, k, E, E, s), copy_box(h, d, k, 0, 0, E - k, E, E, s);
-    else
+    else if (c == 4)
       copy_box(h, d, 0, 0, 0, E, k, E, s, true),
           copy_box(h, d, 0, k, 0, E, E - k, E, s, true);
+    else
+      for (int z = 0; z < E; z++)
+        copy_box(h, d, z, 0, 0, 1, k, E, s), copy_box(h, d, z, k, 0, 1, E - k, E, s);
     *got = 0;
     sum<<<1, 256, 0, s>>>(d, N, got);
     CK(cudaGetLastError());

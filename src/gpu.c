@@ -222,21 +222,22 @@ static void gpu_close(sf__backend *g)
 /* ---- Producing a batch -----------------------------------------------------
  */
 
-/* cudaMemcpy3DAsync of channel c of piece p from view v (host memory) into
- * its place in the device crop dst. The copy's start positions are folded
- * into its base pointers (positions 0): the same bytes move, and
- * compute-sanitizer's initcheck, which loses track of what a copy with a
- * non-zero y position writes (bench/initcheck_probe.cu), sees them all. */
-static slabfeed_status copy_piece(const sf__view *v, int64_t c,
-                                  const sf__piece *p, const int64_t crop[3],
-                                  float *dst, cudaStream_t s, sf__err *e)
+/* One cudaMemcpy3DAsync of `depth` planes of channel c of piece p, from
+ * plane k0 of the piece on: from view v (host memory) into its place in
+ * the device crop dst. The start positions are folded into the base
+ * pointers: the same bytes move either way. */
+static slabfeed_status copy_planes(const sf__view *v, int64_t c,
+                                   const sf__piece *p, int64_t k0,
+                                   int64_t depth, const int64_t crop[3],
+                                   float *dst, cudaStream_t s, sf__err *e)
 {
   const float *from =
       v->base +
-      ((c * v->dims[0] + v->at[0]) * v->dims[1] + v->at[1]) * v->dims[2] +
+      ((c * v->dims[0] + v->at[0] + k0) * v->dims[1] + v->at[1]) * v->dims[2] +
       v->at[2];
-  float *to =
-      dst + ((c * crop[0] + p->d[0]) * crop[1] + p->d[1]) * crop[2] + p->d[2];
+  float *to = dst +
+              ((c * crop[0] + p->d[0] + k0) * crop[1] + p->d[1]) * crop[2] +
+              p->d[2];
   struct cudaMemcpy3DParms m;
   memset(&m, 0, sizeof m);
   m.srcPtr.ptr = (void *)from;
@@ -249,9 +250,29 @@ static slabfeed_status copy_piece(const sf__view *v, int64_t c,
   m.dstPtr.ysize = (size_t)crop[1];
   m.extent.width = (size_t)p->n[2] * sizeof(float);
   m.extent.height = (size_t)p->n[1];
-  m.extent.depth = (size_t)p->n[0];
+  m.extent.depth = (size_t)depth;
   m.kind = cudaMemcpyHostToDevice;
   return sf__cu_copy3d(&m, s, e);
+}
+
+/* Channel c of piece p: one copy. Built with SF_PLANE_COPIES (CMake
+ * SLABFEED_PLANE_COPIES, for compute-sanitizer initcheck runs only), a
+ * piece that covers part of the crop's rows is copied plane by plane:
+ * initcheck takes a 3D copy's destination for depth * height contiguous
+ * rows and then reports reads of staged data as uninitialised
+ * (bench/initcheck_probe.cu shows it on a plain buffer). */
+static slabfeed_status copy_piece(const sf__view *v, int64_t c,
+                                  const sf__piece *p, const int64_t crop[3],
+                                  float *dst, cudaStream_t s, sf__err *e)
+{
+#ifdef SF_PLANE_COPIES
+  if (p->n[1] != crop[1]) {
+    for (int64_t k = 0; k < p->n[0] && e->status == SLABFEED_OK; k++)
+      copy_planes(v, c, p, k, 1, crop, dst, s, e);
+    return e->status;
+  }
+#endif
+  return copy_planes(v, c, p, 0, p->n[0], crop, dst, s, e);
 }
 
 /* Pieces from other nodes: MPI_Get into the pinned stage (once the DMA
