@@ -43,27 +43,41 @@ float slabfeed_index_value(int dataset, int c, int64_t z, int64_t y, int64_t x)
 
 /* ---- Smooth periodic field ---------------------------------------------- */
 
-#define FIELD_MODES 12
+#define FIELD_LONG 12  /* modes of wave number <= 3 per axis (the box scale) */
+#define FIELD_SHORT 12 /* modes of wave number <= N/16 per axis (cells) */
+#define FIELD_MODES (FIELD_LONG + FIELD_SHORT)
+#define FIELD_SIGMA 2.0 /* Gaussian smoothing of the target, in cells */
 #define SF_TWO_PI 6.283185307179586
 
-/* A sum of FIELD_MODES plane waves with integer wave vectors; the density
- * is exp of one sum (log-normal-like), velocity minus the gradient of
- * another (a potential flow), temperature a power of density. */
+/* A sum of plane waves with integer wave vectors, long and short ones. The
+ * input ("N-body") is density exp(delta) and velocity -grad(phi) of two
+ * such sums. The target ("hydro") is a deterministic, non-local and
+ * non-linear function of the same field, so that a network has something
+ * to learn: density exp(delta_s) and velocity of the sums smoothed with a
+ * Gaussian of FIELD_SIGMA cells (each mode damped by exp(-k^2 sigma^2/2),
+ * exact for plane waves), and a temperature exp(delta_s)^(2/3) heated by
+ * the smoothed kinetic energy. */
 typedef struct field {
   int64_t n[3];
   double k[FIELD_MODES][3]; /* 2*pi*m/N per axis */
   double amp_d[FIELD_MODES], amp_p[FIELD_MODES], phase[FIELD_MODES];
+  double damp[FIELD_MODES]; /* exp(-|k|^2 sigma^2 / 2) */
 } field;
 
 static void field_init(field *f, const int64_t n[3], uint64_t seed)
 {
   memcpy(f->n, n, sizeof f->n);
   for (int m = 0; m < FIELD_MODES; m++) {
+    double k2 = 0;
     for (int a = 0; a < 3; a++) {
+      int64_t top = m < FIELD_LONG ? 3 : n[a] / 16;
+      top = top < 1 ? 1 : top;
       const int64_t w =
-          (int64_t)sf__uniform(sf__hash(seed, 1, (uint64_t)m, (uint32_t)a), 7) -
-          3;
+          (int64_t)sf__uniform(sf__hash(seed, 1, (uint64_t)m, (uint32_t)a),
+                               (uint64_t)(2 * top + 1)) -
+          top;
       f->k[m][a] = SF_TWO_PI * (double)w / (double)n[a];
+      k2 += f->k[m][a] * f->k[m][a];
     }
     const double u =
         (double)sf__hash(seed, 2, (uint64_t)m, 0) / 18446744073709551616.0;
@@ -71,31 +85,37 @@ static void field_init(field *f, const int64_t n[3], uint64_t seed)
         (double)sf__hash(seed, 2, (uint64_t)m, 1) / 18446744073709551616.0;
     const double t =
         (double)sf__hash(seed, 2, (uint64_t)m, 2) / 18446744073709551616.0;
-    f->amp_d[m] = 0.5 * (u - 0.5);
-    f->amp_p[m] = 4.0 * (v - 0.5);
+    const double scale = m < FIELD_LONG ? 1.0 : 0.5;
+    f->amp_d[m] = 0.5 * scale * (u - 0.5);
+    f->amp_p[m] = 4.0 * scale * (v - 0.5);
     f->phase[m] = SF_TWO_PI * t;
+    f->damp[m] = exp(-0.5 * k2 * FIELD_SIGMA * FIELD_SIGMA);
   }
 }
 
-/* Channel values at one point: out[0] density, out[1..3] velocity
- * (z,y,x), out[4] temperature, further channels copies of density scaled. */
-static void field_eval(const field *f, int64_t z, int64_t y, int64_t x,
+/* Channel values at one point of dataset d (0 input, 1 target): out[0]
+ * density, out[1..3] velocity (z,y,x), out[4] temperature (target; the
+ * input's fifth channel, if any, is its own density squared). */
+static void field_eval(const field *f, int d, int64_t z, int64_t y, int64_t x,
                        double out[5])
 {
   double delta = 0, v[3] = {0, 0, 0};
   for (int m = 0; m < FIELD_MODES; m++) {
     const double arg = f->k[m][0] * (double)z + f->k[m][1] * (double)y +
                        f->k[m][2] * (double)x + f->phase[m];
+    const double g = d == 0 ? 1.0 : f->damp[m];
     const double s = sin(arg), c = cos(arg);
-    delta += f->amp_d[m] * c;
+    delta += g * f->amp_d[m] * c;
     for (int a = 0; a < 3; a++)
-      v[a] += f->amp_p[m] * f->k[m][a] * s * (double)f->n[a] / 8.0;
+      v[a] += g * f->amp_p[m] * f->k[m][a] * s * (double)f->n[a] / 8.0;
   }
   out[0] = exp(delta);
   out[1] = v[0];
   out[2] = v[1];
   out[3] = v[2];
-  out[4] = pow(out[0], 0.6);
+  const double kinetic = 0.5 * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+  out[4] =
+      d == 0 ? out[0] * out[0] : pow(out[0], 2.0 / 3.0) * (1.0 + 0.1 * kinetic);
 }
 
 static float field_channel(const double vals[5], int c)
@@ -185,7 +205,7 @@ static void fill_run(const slabfeed_gen_config *cfg, const field *f, int d,
       for (int64_t x = 0; x < X; x++) {
         double vals[5];
         if (cfg->content == SLABFEED_CONTENT_FIELD)
-          field_eval(f, z + k, y, x, vals);
+          field_eval(f, d, z + k, y, x, vals);
         for (int64_t c = 0; c < channels; c++) {
           const float v = cfg->content == SLABFEED_CONTENT_FIELD
                               ? field_channel(vals, (int)c)
