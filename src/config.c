@@ -23,9 +23,7 @@ void slabfeed_config_init_sized(slabfeed_config *cfg, size_t size)
   d.device = -1;
   d.prefetch = 2;
   d.rank_per_node = -1;
-  memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
-  if (size > sizeof d)
-    memset((char *)cfg + sizeof d, 0, size - sizeof d);
+  sf__sized_init(cfg, size, &d, sizeof d);
 }
 
 /* Checks of the options alone. */

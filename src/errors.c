@@ -122,3 +122,12 @@ int sf__sized_write(void *dst, const void *src, size_t src_size, size_t min)
     memset((char *)dst + src_size, 0, have - src_size);
   return 0;
 }
+
+void sf__sized_init(void *dst, size_t size, const void *defaults, size_t full)
+{
+  if (dst == NULL || size < sizeof(size_t))
+    return;
+  memcpy(dst, defaults, size < full ? size : full);
+  if (size > full)
+    memset((char *)dst + full, 0, size - full);
+}

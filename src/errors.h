@@ -44,6 +44,12 @@ void sf__err_copy(const sf__err *e, char *buf, size_t len);
  * size_t size. Returns 0, or -1 when dst->size is smaller than min. */
 int sf__sized_write(void *dst, const void *src, size_t src_size, size_t min);
 
+/* Fills the caller's sized struct dst of `size` bytes from defaults (a
+ * full struct of this library, `full` bytes, its size member set to
+ * `size`): min(size, full) bytes copied, the rest zeroed. Both start with
+ * size_t size. Nothing happens for size < sizeof(size_t). */
+void sf__sized_init(void *dst, size_t size, const void *defaults, size_t full);
+
 /* Jump to `label` with an MPI failure recorded in *e when `call` fails. */
 #define SF_MPI_GOTO(call, e, label)                                            \
   do {                                                                         \

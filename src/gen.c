@@ -29,9 +29,7 @@ void slabfeed_gen_config_init_sized(slabfeed_gen_config *cfg, size_t size)
   d.target_channels = 5;
   d.layout = SLABFEED_LAYOUT_CF;
   d.content = SLABFEED_CONTENT_INDEX;
-  memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
-  if (size > sizeof d)
-    memset((char *)cfg + sizeof d, 0, size - sizeof d);
+  sf__sized_init(cfg, size, &d, sizeof d);
 }
 
 float slabfeed_index_value(int dataset, int c, int64_t z, int64_t y, int64_t x)
