@@ -104,8 +104,13 @@ static void resolve_local_device(const cli_app *app, bench_ctx *b)
   MPI_Comm_rank(node, &local);
   MPI_Comm_free(&node);
   const int n = bench_device_count();
+  slabfeed_status st = SLABFEED_OK; /* nodes may differ: agreed */
+  char msg[CLI_ERRLEN] = "";
   if (n == 0)
-    cli_usage_fail(app, "--device local: no CUDA device");
+    cli_note(&st, msg, sizeof msg, SLABFEED_ERR_ARG,
+             "--device local: no CUDA device");
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    cli_usage_fail(app, "%s", msg);
   b->cfg.device = local % n;
 #else
   (void)b;
@@ -125,8 +130,8 @@ static void run_loader_runs(const bench_ctx *b, const bench_args *a,
   slabfeed_loader *l = NULL;
   slabfeed_status st =
       slabfeed_open(MPI_COMM_WORLD, &b->cfg, &l, err, sizeof err);
-  if (st != SLABFEED_OK)
-    cli_fail(b->prog, st, err);
+  if (st != SLABFEED_OK) /* agreed by slabfeed_open */
+    cli_fail_agreed(b->prog, st, err);
   slabfeed_stats s = SLABFEED_STATS_INIT;
   slabfeed_stats_get(l, &s);
   if (b->rank == 0)
@@ -177,16 +182,22 @@ int main(int argc, char **argv)
   if (b.cfg.device >= 0)
     cli_usage_fail(&app, "built without CUDA: use --device -1");
 #else
+  slabfeed_status st = SLABFEED_OK;
+  char msg[CLI_ERRLEN] = "";
   if (b.cfg.device >= 0 &&
       (b.stream = bench_stream_create(b.cfg.device)) == NULL)
-    cli_fail(b.prog, SLABFEED_ERR_CUDA, "cannot create the consumer stream");
+    cli_note(&st, msg, sizeof msg, SLABFEED_ERR_CUDA,
+             "cannot create the consumer stream on device %d", b.cfg.device);
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    cli_fail_agreed(b.prog, st, msg);
 #endif
   /* The runs first, the ceilings after them: the ceilings' buffers must
    * not count in the runs' peak RSS. */
   bench_result r, rs;
   int have_step = 0;
+  uint64_t differ = 0;
   if (a.fullcopy)
-    bench_run_fullcopy(&b, a.warmup, a.steps, &r);
+    differ = bench_run_fullcopy(&b, a.warmup, a.steps, &r);
   else
     run_loader_runs(&b, &a, &r, &rs, &have_step);
   bench_ceilings c;
@@ -200,5 +211,5 @@ int main(int argc, char **argv)
     bench_stream_destroy(b.stream);
 #endif
   MPI_Finalize();
-  return 0;
+  return differ != 0 ? 1 : 0; /* a baseline that computed wrong crops */
 }

@@ -47,13 +47,18 @@ void bench_ceilings_print(const bench_ctx *b, const bench_ceilings *c);
 
 /* S timed steps of loader l after W warm-up steps; with step_ms > 0 on a
  * device, a busy kernel of that length runs on the consumer stream after
- * every slabfeed_next. Collective (barriers around the timed part). */
+ * every slabfeed_next. Collective (agreement points before and after the
+ * timed part; a failure on any rank closes l and ends the run on all). */
 void bench_run_loader(const bench_ctx *b, slabfeed_loader *l, int W, int S,
                       double step_ms, bench_result *r);
 
 /* The original approach instead of the loader: every rank reads the whole
- * volume, crops and transforms on the host, copies to the GPU. */
-void bench_run_fullcopy(const bench_ctx *b, int W, int S, bench_result *r);
+ * volume, crops and transforms on the host, copies to the GPU. A
+ * throughput baseline with its own random crops; the first sample of a few
+ * timed steps per rank is compared with the serial reference reader after
+ * the clock stops. Returns the number of those samples (all ranks) that
+ * differ. Collective; failures on any rank are agreed and end the run. */
+uint64_t bench_run_fullcopy(const bench_ctx *b, int W, int S, bench_result *r);
 
 /* Gathers every rank's result; rank 0 prints the table, the summary line
  * and the "JSON {...}" line. mode: "loader" or "fullcopy". Collective. */

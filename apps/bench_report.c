@@ -129,8 +129,13 @@ void bench_report(const bench_ctx *b, const char *mode, const bench_ceilings *c,
                   double step_ms, const bench_result *r)
 {
   bench_result *all = b->rank == 0 ? malloc(sizeof *r * (size_t)b->size) : NULL;
+  slabfeed_status st = SLABFEED_OK;
+  char msg[CLI_ERRLEN] = "";
   if (b->rank == 0 && all == NULL)
-    cli_fail(b->prog, SLABFEED_ERR_NOMEM, "cannot gather the results");
+    cli_note(&st, msg, sizeof msg, SLABFEED_ERR_NOMEM,
+             "cannot allocate the results of %d ranks", b->size);
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    cli_fail_agreed(b->prog, st, msg);
   MPI_Gather(r, sizeof *r / sizeof(double), MPI_DOUBLE, all,
              sizeof *r / sizeof(double), MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (b->rank != 0)

@@ -3,6 +3,7 @@
  * the original approach for comparison (--baseline fullcopy): every rank
  * reads the whole volume and crops it locally with the same transform. */
 #include <hdf5.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,23 +29,44 @@ static double busy_alone_ms(void *stream, int S, double step_ms)
 }
 #endif
 
+/* Leaves after an agreed failure of a loader run: every rank closes the
+ * loader (collective: every rank is here) and all exit 1. */
+__attribute__((noreturn)) static void loader_failed(const bench_ctx *b,
+                                                    slabfeed_loader *l,
+                                                    slabfeed_status st,
+                                                    const char *msg)
+{
+  slabfeed_close(l);
+  cli_fail_agreed(b->prog, st, msg);
+}
+
 /* Times S steps of l after W warm-up steps (see bench.h); the stage times
- * are differences of two slabfeed_stats snapshots. */
+ * are differences of two slabfeed_stats snapshots.
+ *
+ * Failures: the timed loop makes no collective call. A rank whose
+ * slabfeed_next fails leaves its loop at once and goes to the agreement
+ * point right after the timed region (taken after the clock stops), where
+ * every rank learns the failure; the warm-up has its own point in place
+ * of the barrier before the clock starts. */
 void bench_run_loader(const bench_ctx *b, slabfeed_loader *l, int W, int S,
                       double step_ms, bench_result *r)
 {
   const int device = b->cfg.device;
   void *stream = b->stream;
   slabfeed_batch batch = SLABFEED_BATCH_INIT;
-  slabfeed_status st;
-  for (int i = 0; i < W; i++)
-    if ((st = slabfeed_next(l, &batch, stream)) != SLABFEED_OK)
-      cli_fail(b->prog, st, slabfeed_last_error(l));
+  slabfeed_status st = SLABFEED_OK, s;
+  char msg[CLI_ERRLEN] = "";
+  for (int i = 0; i < W && st == SLABFEED_OK; i++)
+    if ((s = slabfeed_next(l, &batch, stream)) != SLABFEED_OK)
+      cli_note(&st, msg, sizeof msg, s, "%s", slabfeed_last_error(l));
 #ifdef SF_BENCH_CUDA
-  if (device >= 0)
-    bench_stream_sync(stream);
+  if (device >= 0 && bench_stream_sync(stream) != 0)
+    cli_note(&st, msg, sizeof msg, SLABFEED_ERR_CUDA,
+             "the consumer stream failed in the warm-up");
 #endif
-  MPI_Barrier(MPI_COMM_WORLD);
+  /* Also the barrier before the clock starts. */
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    loader_failed(b, l, st, msg);
   slabfeed_stats s0 = SLABFEED_STATS_INIT, s1 = SLABFEED_STATS_INIT;
   slabfeed_stats_get(l, &s0);
   /* With a simulated step, the steady state is timed on the consumer
@@ -59,8 +81,10 @@ void bench_run_loader(const bench_ctx *b, slabfeed_loader *l, int W, int S,
 #endif
   const double t0 = MPI_Wtime();
   for (int i = 0; i < S; i++) {
-    if ((st = slabfeed_next(l, &batch, stream)) != SLABFEED_OK)
-      cli_fail(b->prog, st, slabfeed_last_error(l));
+    if ((s = slabfeed_next(l, &batch, stream)) != SLABFEED_OK) {
+      cli_note(&st, msg, sizeof msg, s, "%s", slabfeed_last_error(l));
+      break; /* straight to the agreement after the timed region */
+    }
 #ifdef SF_BENCH_CUDA
     if (e0 != NULL && i == j0)
       bench_event_record(e0, stream);
@@ -71,11 +95,15 @@ void bench_run_loader(const bench_ctx *b, slabfeed_loader *l, int W, int S,
 #ifdef SF_BENCH_CUDA
   if (e1 != NULL)
     bench_event_record(e1, stream);
-  if (device >= 0)
-    bench_stream_sync(stream);
-  r->steady_ms = e1 != NULL ? bench_event_ms(e0, e1) / (S - j0) : 0;
+  if (device >= 0 && bench_stream_sync(stream) != 0)
+    cli_note(&st, msg, sizeof msg, SLABFEED_ERR_CUDA,
+             "the consumer stream failed in the timed steps");
+  r->steady_ms =
+      e1 != NULL && st == SLABFEED_OK ? bench_event_ms(e0, e1) / (S - j0) : 0;
 #endif
   const double dt = MPI_Wtime() - t0;
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    loader_failed(b, l, st, msg);
   slabfeed_stats_get(l, &s1);
   (void)device;
   r->crops_s = (double)(s1.samples - s0.samples) / dt;
@@ -108,7 +136,18 @@ void bench_run_loader(const bench_ctx *b, slabfeed_loader *l, int W, int S,
   r->slab = (double)s1.slab_bytes;
 }
 
-/* ---- The full-copy baseline ---------------------------------------------- */
+/* ---- The full-copy baseline ----------------------------------------------
+ *
+ * A throughput baseline: every rank reads the whole volume and forms its
+ * own random crops (not the loader's sample stream). So that it never
+ * measures garbage, the first sample of up to SPOT_STEPS timed steps of
+ * every rank is compared, after the clock stops, with the serial reference
+ * reader (slabfeed_reader_crop): the last step's as delivered, the others
+ * formed again the same way. Failures on one rank (a read, an allocation,
+ * the transform, a copy) are agreed at the points before and after the
+ * timed steps; the timed loop itself makes no collective call. */
+
+enum { SPOT_STEPS = 4 };
 
 /* One whole dataset in memory, as float32 in its file layout. */
 typedef struct volume {
@@ -116,28 +155,168 @@ typedef struct volume {
   slabfeed_dataset_info info;
 } volume;
 
-/* Reads dataset `name` of path whole into vol (every rank: the original
- * approach's memory cost). */
-static void read_volume(const char *prog, const char *path, const char *name,
-                        slabfeed_file_layout lay, volume *vol)
+/* What the baseline holds on this rank. */
+typedef struct fullcopy {
+  const slabfeed_config *cfg;
+  int nd;
+  const char *names[2];
+  volume vol[2];
+  int64_t vox;                 /* voxels of a crop */
+  size_t sample[2];            /* bytes of one output sample */
+  float *stage;                /* one staged crop, all channels */
+  void *host[2];               /* one batch, output dtype and layout */
+  void *dev[2];                /* its device copy (GPU runs) */
+  uint64_t x;                  /* xorshift state */
+  int64_t spot[SPOT_STEPS][4]; /* origin and symmetry of checked samples */
+  int spot_step[SPOT_STEPS], nspot;
+} fullcopy;
+
+/* *n = a * b; -1 when it does not fit in a size_t. */
+static int mul_size(size_t a, size_t b, size_t *n)
 {
-  char err[1024];
-  vol->info = (slabfeed_dataset_info)SLABFEED_DATASET_INFO_INIT;
-  slabfeed_status st =
-      slabfeed_describe(path, name, lay, &vol->info, err, sizeof err);
-  if (st != SLABFEED_OK)
-    cli_fail(prog, st, err);
-  const hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  const hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-  size_t n = 1;
+  if (a != 0 && b > SIZE_MAX / a)
+    return -1;
+  *n = a * b;
+  return 0;
+}
+
+/* Describes both datasets and checks the options against them as
+ * slabfeed_open does for the loader (the baseline opens none): batch,
+ * crop extents within the box, a cubic crop unless --symmetries none, and
+ * buffer sizes that fit in memory's address space. */
+static void fullcopy_check(fullcopy *f, slabfeed_status *st, char *msg,
+                           size_t len)
+{
+  const slabfeed_config *cfg = f->cfg;
+  char err[CLI_ERRLEN];
+  for (int d = 0; d < f->nd; d++) {
+    f->vol[d].info = (slabfeed_dataset_info)SLABFEED_DATASET_INFO_INIT;
+    const slabfeed_status s = slabfeed_describe(
+        cfg->path, f->names[d], cfg->layout, &f->vol[d].info, err, sizeof err);
+    if (s != SLABFEED_OK) {
+      cli_note(st, msg, len, s, "full copy: %s", err);
+      return;
+    }
+  }
+  const int64_t *N = f->vol[0].info.shape, *c = cfg->crop;
+  if (cfg->batch < 1) {
+    cli_note(st, msg, len, SLABFEED_ERR_ARG,
+             "full copy: batch is %d; it must be >= 1", cfg->batch);
+    return;
+  }
+  for (int a = 0; a < 3; a++)
+    if (c[a] < 1 || c[a] > N[a]) {
+      cli_note(st, msg, len, SLABFEED_ERR_ARG,
+               "full copy: crop %lldx%lldx%lld does not fit the box "
+               "%lldx%lldx%lld",
+               (long long)c[0], (long long)c[1], (long long)c[2],
+               (long long)N[0], (long long)N[1], (long long)N[2]);
+      return;
+    }
+  if (cfg->symmetries != SLABFEED_SYM_NONE && (c[0] != c[1] || c[0] != c[2])) {
+    cli_note(st, msg, len, SLABFEED_ERR_ARG,
+             "full copy: crop %lldx%lldx%lld is not cubic; symmetries other "
+             "than 'none' need a cubic crop",
+             (long long)c[0], (long long)c[1], (long long)c[2]);
+    return;
+  }
+  f->vox = c[0] * c[1] * c[2]; /* each extent <= the box's: no overflow */
+  const size_t es = slabfeed_dtype_size(cfg->dtype);
+  size_t stage = 0;
+  for (int d = 0; d < f->nd; d++) {
+    size_t vol = sizeof(float), elems = 0, batch = 0, staged = 0;
+    int bad = 0;
+    for (int a = 0; a < 4; a++)
+      bad |= mul_size(vol, (size_t)f->vol[d].info.dims[a], &vol);
+    bad |= mul_size((size_t)f->vox, (size_t)f->vol[d].info.channels, &elems);
+    bad |= mul_size(elems, es, &f->sample[d]);
+    bad |= mul_size(f->sample[d], (size_t)cfg->batch, &batch);
+    bad |= mul_size(elems, sizeof(float), &staged);
+    if (bad) {
+      cli_note(st, msg, len, SLABFEED_ERR_NOMEM,
+               "full copy: the buffers of '%s' do not fit in memory",
+               f->names[d]);
+      return;
+    }
+    stage = staged > stage ? staged : stage;
+  }
+  if ((f->stage = malloc(stage)) == NULL)
+    cli_note(st, msg, len, SLABFEED_ERR_NOMEM,
+             "full copy: cannot allocate %zu bytes for a crop", stage);
+}
+
+/* Reads dataset d whole (every rank: the original approach's memory
+ * cost) and allocates its batch buffers. */
+static void fullcopy_load(const bench_ctx *b, fullcopy *f, int d,
+                          slabfeed_status *st, char *msg, size_t len)
+{
+  volume *vol = &f->vol[d];
+  size_t n = sizeof(float);
   for (int a = 0; a < 4; a++)
-    n *= (size_t)vol->info.dims[a];
-  vol->v = malloc(n * sizeof(float));
-  if (vol->v == NULL ||
-      H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, vol->v) < 0)
-    cli_fail(prog, SLABFEED_ERR_IO, "full copy: cannot read the whole dataset");
-  H5Dclose(d);
-  H5Fclose(f);
+    n *= (size_t)vol->info.dims[a]; /* checked in fullcopy_check */
+  if ((vol->v = malloc(n)) == NULL) {
+    cli_note(st, msg, len, SLABFEED_ERR_NOMEM,
+             "full copy: cannot allocate %zu bytes for '%s'", n, f->names[d]);
+    return;
+  }
+  const hid_t h = H5Fopen(f->cfg->path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t ds = h < 0 ? -1 : H5Dopen2(h, f->names[d], H5P_DEFAULT);
+  if (ds < 0 ||
+      H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, vol->v) < 0)
+    cli_note(st, msg, len, SLABFEED_ERR_IO,
+             "full copy: cannot read dataset '%s' of '%s' whole", f->names[d],
+             f->cfg->path);
+  if (ds >= 0)
+    H5Dclose(ds);
+  if (h >= 0)
+    H5Fclose(h);
+  const size_t bytes = f->sample[d] * (size_t)f->cfg->batch;
+#ifdef SF_BENCH_CUDA
+  if (b->cfg.device >= 0) {
+    f->host[d] = bench_host_pinned(bytes);
+    f->dev[d] = bench_device_alloc(bytes);
+  } else
+    f->host[d] = malloc(bytes);
+  if (b->cfg.device >= 0 && f->dev[d] == NULL)
+    cli_note(st, msg, len, SLABFEED_ERR_CUDA,
+             "full copy: cannot allocate %zu bytes on the device", bytes);
+#else
+  (void)b;
+  f->host[d] = malloc(bytes);
+#endif
+  if (f->host[d] == NULL)
+    cli_note(st, msg, len, SLABFEED_ERR_NOMEM,
+             "full copy: cannot allocate %zu bytes for a batch", bytes);
+}
+
+/* Frees what the baseline holds (pointers may be NULL). */
+static void fullcopy_free(const bench_ctx *b, fullcopy *f)
+{
+  free(f->stage);
+  for (int d = 0; d < 2; d++) {
+    free(f->vol[d].v);
+#ifdef SF_BENCH_CUDA
+    if (b->cfg.device >= 0) {
+      bench_host_free(f->host[d]);
+      bench_device_free(f->dev[d]);
+      continue;
+    }
+#else
+    (void)b;
+#endif
+    free(f->host[d]);
+  }
+  memset(f, 0, sizeof *f);
+}
+
+/* Leaves after an agreed failure of the baseline: frees, exits 1. */
+__attribute__((noreturn)) static void fullcopy_failed(const bench_ctx *b,
+                                                      fullcopy *f,
+                                                      slabfeed_status st,
+                                                      const char *msg)
+{
+  fullcopy_free(b, f);
+  cli_fail_agreed(b->prog, st, msg);
 }
 
 /* Copies the periodic crop at origin o with extents c out of vol into dst
@@ -168,100 +347,181 @@ static uint64_t xorshift(uint64_t *x)
   return *x;
 }
 
-/* The original approach (see bench.h): whole volumes in every rank, host
- * crops and transform, a pinned copy to the GPU per batch. */
-void bench_run_fullcopy(const bench_ctx *b, int W, int S, bench_result *r)
+/* Crop o with symmetry g of dataset d, transformed into out (one sample). */
+static slabfeed_status fullcopy_sample(const fullcopy *f, int d,
+                                       const int64_t o[3], int g, void *out)
 {
-  const slabfeed_config *cfg = &b->cfg;
-  const int nd = cfg->target ? 2 : 1;
-  volume vol[2];
-  const char *names[2] = {cfg->input, cfg->target};
-  const double t_read = MPI_Wtime();
-  for (int d = 0; d < nd; d++)
-    read_volume(b->prog, cfg->path, names[d], cfg->layout, &vol[d]);
-  if (b->rank == 0)
-    printf("full copy: whole volume read by every rank in %.2f s\n",
-           MPI_Wtime() - t_read);
-  const int64_t vox = cfg->crop[0] * cfg->crop[1] * cfg->crop[2];
-  const size_t es = slabfeed_dtype_size(cfg->dtype);
-  size_t sample[2], total = 0;
-  int64_t channels = vol[0].info.channels;
-  if (nd == 2 && vol[1].info.channels > channels)
-    channels = vol[1].info.channels;
-  float *stage = malloc((size_t)(channels * vox) * sizeof(float));
-  void *host[2] = {NULL, NULL};
-#ifdef SF_BENCH_CUDA
-  void *dev[2] = {NULL, NULL};
-#endif
-  int ok = stage != NULL;
-  for (int d = 0; d < nd; d++) {
-    sample[d] = (size_t)(vol[d].info.channels * vox) * es;
-    const size_t bytes = sample[d] * (size_t)cfg->batch;
-    total += bytes;
-#ifdef SF_BENCH_CUDA
-    host[d] = cfg->device >= 0 ? bench_host_pinned(bytes) : malloc(bytes);
-    if (cfg->device >= 0)
-      ok &= (dev[d] = bench_device_alloc(bytes)) != NULL;
-#else
-    host[d] = malloc(bytes);
-#endif
-    ok &= host[d] != NULL;
-  }
-  if (!ok)
-    cli_fail(b->prog, SLABFEED_ERR_NOMEM,
-             "full copy: cannot allocate the crop buffers");
-  uint64_t x = 0x9e3779b97f4a7c15ULL ^ (uint64_t)b->rank;
-  double t0 = 0;
-  for (int i = 0; i < W + S; i++) {
-    if (i == W) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      t0 = MPI_Wtime();
+  const slabfeed_config *cfg = f->cfg;
+  crop_volume(&f->vol[d], o, cfg->crop, f->stage);
+  return slabfeed_transform_host(
+      f->stage, cfg->crop, (int)f->vol[d].info.channels, g,
+      d ? cfg->n_target_vectors : cfg->n_input_vectors,
+      (const int(*)[3])(d ? cfg->target_vectors : cfg->input_vectors),
+      cfg->dtype, cfg->out_layout, out);
+}
+
+/* One step of the baseline: B random crops of every dataset into the host
+ * batch, copied to the device on GPU runs. `spot` >= 0 records the first
+ * sample's origin and symmetry in that spot-check slot. */
+static void fullcopy_step(const bench_ctx *b, fullcopy *f, int spot,
+                          slabfeed_status *st, char *msg, size_t len)
+{
+  const slabfeed_config *cfg = f->cfg;
+  for (int k = 0; k < cfg->batch; k++) {
+    int64_t o[3];
+    for (int a = 0; a < 3; a++)
+      o[a] = (int64_t)(xorshift(&f->x) % (uint64_t)f->vol[0].info.shape[a]);
+    xorshift(&f->x);
+    const int g = cfg->symmetries == SLABFEED_SYM_NONE ? 0 : (int)(f->x % 48);
+    if (k == 0 && spot >= 0) {
+      memcpy(f->spot[spot], o, sizeof o);
+      f->spot[spot][3] = g;
     }
-    for (int k = 0; k < cfg->batch; k++) {
-      int64_t o[3];
-      for (int a = 0; a < 3; a++)
-        o[a] = (int64_t)(xorshift(&x) % (uint64_t)vol[0].info.shape[a]);
-      xorshift(&x);
-      const int g = cfg->symmetries == SLABFEED_SYM_NONE ? 0 : (int)(x % 48);
-      for (int d = 0; d < nd; d++) {
-        crop_volume(&vol[d], o, cfg->crop, stage);
-        slabfeed_transform_host(
-            stage, cfg->crop, (int)vol[d].info.channels, g,
-            d ? cfg->n_target_vectors : cfg->n_input_vectors,
-            (const int(*)[3])(d ? cfg->target_vectors : cfg->input_vectors),
-            cfg->dtype, cfg->out_layout,
-            (char *)host[d] + (size_t)k * sample[d]);
+    for (int d = 0; d < f->nd; d++) {
+      const slabfeed_status s = fullcopy_sample(
+          f, d, o, g, (char *)f->host[d] + (size_t)k * f->sample[d]);
+      if (s != SLABFEED_OK) {
+        cli_note(st, msg, len, s, "full copy: the host transform failed");
+        return;
       }
     }
+  }
 #ifdef SF_BENCH_CUDA
-    if (cfg->device >= 0) {
-      for (int d = 0; d < nd; d++)
-        bench_copy_h2d(dev[d], host[d], sample[d] * (size_t)cfg->batch,
-                       b->stream);
-      bench_stream_sync(b->stream);
-    }
+  if (cfg->device >= 0) {
+    int rc = 0;
+    for (int d = 0; d < f->nd; d++)
+      rc |= bench_copy_h2d(f->dev[d], f->host[d],
+                           f->sample[d] * (size_t)cfg->batch, b->stream);
+    if (rc != 0 || bench_stream_sync(b->stream) != 0)
+      cli_note(st, msg, len, SLABFEED_ERR_CUDA,
+               "full copy: the copy to the device failed");
+  }
+#else
+  (void)b;
 #endif
+}
+
+/* The spot check on this rank (see above): compares the recorded samples
+ * (input and target) with the serial reference; counts samples in checked
+ * and those where either dataset differs in bad. */
+static void fullcopy_spot_check(fullcopy *f, int S, uint64_t *checked,
+                                uint64_t *bad, slabfeed_status *st, char *msg,
+                                size_t len)
+{
+  const slabfeed_config *cfg = f->cfg;
+  char err[CLI_ERRLEN];
+  slabfeed_reader *ref = NULL;
+  const size_t most = f->sample[0] > f->sample[1] ? f->sample[0] : f->sample[1];
+  void *want = malloc(most), *mine = malloc(most);
+  slabfeed_status s = SLABFEED_OK;
+  if (want == NULL || mine == NULL)
+    cli_note(st, msg, len, SLABFEED_ERR_NOMEM,
+             "full copy: cannot allocate the spot check's %zu bytes", 2 * most);
+  else if ((s = slabfeed_reader_open(cfg->path, &ref, err, sizeof err)) !=
+           SLABFEED_OK)
+    cli_note(st, msg, len, s, "full copy: reference reader: %s", err);
+  for (int k = 0; k < f->nspot && *st == SLABFEED_OK; k++) {
+    int differ = 0;
+    for (int d = 0; d < f->nd && *st == SLABFEED_OK; d++) {
+      const int64_t *o = f->spot[k];
+      const int g = (int)o[3];
+      const void *got = f->host[d]; /* the last step: as delivered */
+      if (f->spot_step[k] != S - 1) {
+        if ((s = fullcopy_sample(f, d, o, g, mine)) != SLABFEED_OK) {
+          cli_note(st, msg, len, s, "full copy: the host transform failed");
+          break;
+        }
+        got = mine;
+      }
+      s = slabfeed_reader_crop(
+          ref, f->names[d], cfg->layout, o, cfg->crop, g,
+          d ? cfg->n_target_vectors : cfg->n_input_vectors,
+          (const int(*)[3])(d ? cfg->target_vectors : cfg->input_vectors),
+          cfg->dtype, cfg->out_layout, want);
+      if (s != SLABFEED_OK) {
+        cli_note(st, msg, len, s, "full copy: reference read: %s",
+                 slabfeed_reader_error(ref));
+        break;
+      }
+      differ |= memcmp(got, want, f->sample[d]) != 0;
+    }
+    ++*checked;
+    *bad += (uint64_t)differ;
+  }
+  slabfeed_reader_close(ref);
+  free(want);
+  free(mine);
+}
+
+/* The original approach (see bench.h): whole volumes in every rank, host
+ * crops and transform, a pinned copy to the GPU per batch; then the spot
+ * check. Returns the number of spot-checked samples (all ranks) that
+ * differ from the serial reference. */
+uint64_t bench_run_fullcopy(const bench_ctx *b, int W, int S, bench_result *r)
+{
+  fullcopy f;
+  memset(&f, 0, sizeof f);
+  f.cfg = &b->cfg;
+  f.nd = b->cfg.target ? 2 : 1;
+  f.names[0] = b->cfg.input;
+  f.names[1] = b->cfg.target;
+  f.x = 0x9e3779b97f4a7c15ULL ^ (uint64_t)b->rank;
+  slabfeed_status st = SLABFEED_OK;
+  char msg[CLI_ERRLEN] = "";
+  fullcopy_check(&f, &st, msg, sizeof msg);
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    fullcopy_failed(b, &f, st, msg);
+  const double t_read = MPI_Wtime();
+  for (int d = 0; d < f.nd && st == SLABFEED_OK; d++)
+    fullcopy_load(b, &f, d, &st, msg, sizeof msg);
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    fullcopy_failed(b, &f, st, msg);
+  if (b->rank == 0)
+    printf("full copy: a throughput baseline with its own random crops (not "
+           "the loader's sample stream); whole volume read by every rank in "
+           "%.2f s\n",
+           MPI_Wtime() - t_read);
+  for (int i = 0; i < W && st == SLABFEED_OK; i++)
+    fullcopy_step(b, &f, -1, &st, msg, sizeof msg);
+  /* Also the barrier before the clock starts. */
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    fullcopy_failed(b, &f, st, msg);
+  f.nspot = S < SPOT_STEPS ? S : SPOT_STEPS;
+  for (int k = 0; k < f.nspot; k++) /* spread over the run, the last last */
+    f.spot_step[k] = f.nspot == 1 ? S - 1 : k * (S - 1) / (f.nspot - 1);
+  const double t0 = MPI_Wtime();
+  for (int i = 0, k = 0; i < S && st == SLABFEED_OK; i++) {
+    const int spot = k < f.nspot && f.spot_step[k] == i ? k++ : -1;
+    fullcopy_step(b, &f, spot, &st, msg, sizeof msg);
   }
   const double dt = MPI_Wtime() - t0;
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    fullcopy_failed(b, &f, st, msg);
   memset(r, 0, sizeof *r);
-  r->crops_s = (double)S * cfg->batch / dt;
-  r->gbs = (double)total * S / dt / 1e9;
+  r->crops_s = (double)S * b->cfg.batch / dt;
+  r->gbs = (double)(f.sample[0] + (f.nd == 2 ? f.sample[1] : 0)) *
+           b->cfg.batch * S / dt / 1e9;
   r->wall_step_ms = dt / S * 1e3;
   r->rss = (double)cli_peak_rss();
   uint64_t anon, shmem;
   cli_rss_parts(&anon, &shmem);
   r->anon = (double)anon;
   r->shmem = (double)shmem;
-  free(stage);
-  for (int d = 0; d < nd; d++) {
-    free(vol[d].v);
-#ifdef SF_BENCH_CUDA
-    if (cfg->device >= 0) {
-      bench_host_free(host[d]);
-      bench_device_free(dev[d]);
-      continue;
-    }
-#endif
-    free(host[d]);
-  }
+
+  uint64_t counts[2] = {0, 0}, all[2] = {0, 0}; /* checked, differing */
+  fullcopy_spot_check(&f, S, &counts[0], &counts[1], &st, msg, sizeof msg);
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    fullcopy_failed(b, &f, st, msg);
+  MPI_Allreduce(counts, all, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  if (b->rank == 0 && all[1] == 0)
+    printf("full copy: spot check: %llu samples (the first of %d timed "
+           "steps on each rank) equal the serial reference reader\n",
+           (unsigned long long)all[0], f.nspot);
+  else if (b->rank == 0)
+    printf("full copy: spot check FAILED: %llu of %llu samples (the first of "
+           "%d timed steps on each rank) differ from the serial reference "
+           "reader\n",
+           (unsigned long long)all[1], (unsigned long long)all[0], f.nspot);
+  fullcopy_free(b, &f);
+  return all[1];
 }

@@ -24,9 +24,104 @@ static const cli_option options[] = {{.name = "--steps",
                                       .help = "steps to run and check"},
                                      {.name = NULL}};
 
+/* What one rank checks and counts. */
+typedef struct check_run {
+  const slabfeed_config *cfg;
+  slabfeed_loader *l;
+  slabfeed_reader *ref;
+  int nd;
+  const char *names[2];
+  size_t es;
+  void *got[2], *want[2]; /* a batch from the loader, one reference sample */
+  uint64_t checked, mismatched, first_bad;
+  double bytes_out, t_loader;
+} check_run;
+
+/* One step on this rank: the batch, copied to host, and every sample
+ * compared with the serial reference. A failure goes to st and msg and
+ * ends the step at once: the caller's agreement point follows, and a step
+ * makes no collective call. */
+static void check_step(check_run *c, slabfeed_status *st, char *msg, size_t len)
+{
+  const slabfeed_config *cfg = c->cfg;
+  slabfeed_batch b = SLABFEED_BATCH_INIT;
+  const double ta = MPI_Wtime();
+  slabfeed_status s = slabfeed_next(c->l, &b, NULL);
+  if (s != SLABFEED_OK) {
+    cli_note(st, msg, len, s, "%s", slabfeed_last_error(c->l));
+    return;
+  }
+  for (int d = 0; d < c->nd; d++) {
+    const slabfeed_tensor *t = d == 0 ? &b.input : &b.target;
+    const size_t sample = (size_t)t->strides[0] * c->es;
+    if (c->got[d] == NULL) {
+      c->got[d] = malloc(sample * (size_t)cfg->batch);
+      c->want[d] = malloc(sample);
+      if (c->got[d] == NULL || c->want[d] == NULL) {
+        cli_note(st, msg, len, SLABFEED_ERR_NOMEM,
+                 "cannot allocate the check buffers of '%s' (%zu bytes)",
+                 c->names[d], sample * (size_t)(cfg->batch + 1));
+        return;
+      }
+    }
+    if ((s = slabfeed_copy_to_host(c->l, t, c->got[d])) != SLABFEED_OK) {
+      cli_note(st, msg, len, s, "%s", slabfeed_last_error(c->l));
+      return;
+    }
+    if (d == c->nd - 1)
+      c->t_loader += MPI_Wtime() - ta;
+    c->bytes_out += (double)(sample * (size_t)cfg->batch);
+    for (int i = 0; i < cfg->batch; i++) {
+      s = slabfeed_reader_crop(
+          c->ref, c->names[d], cfg->layout, &b.origin[3 * i], cfg->crop,
+          b.symmetry[i], d == 0 ? cfg->n_input_vectors : cfg->n_target_vectors,
+          (const int(*)[3])(d == 0 ? cfg->input_vectors : cfg->target_vectors),
+          cfg->dtype, cfg->out_layout, c->want[d]);
+      if (s != SLABFEED_OK) {
+        cli_note(st, msg, len, s, "reference read of sample %lld: %s",
+                 (long long)b.sample[i], slabfeed_reader_error(c->ref));
+        return;
+      }
+      c->checked++;
+      if (memcmp(c->want[d], (char *)c->got[d] + (size_t)i * sample, sample) !=
+          0) {
+        c->mismatched++;
+        if (c->first_bad == UINT64_MAX)
+          c->first_bad = (uint64_t)b.sample[i];
+      }
+    }
+  }
+}
+
+/* Frees the buffers and closes the reference reader and the loader
+ * (collective: call it on every rank). */
+static void check_release(check_run *c)
+{
+  for (int d = 0; d < 2; d++) {
+    free(c->got[d]);
+    free(c->want[d]);
+    c->got[d] = c->want[d] = NULL;
+  }
+  slabfeed_reader_close(c->ref);
+  c->ref = NULL;
+  slabfeed_close(c->l);
+  c->l = NULL;
+}
+
+/* Leaves after an agreed failure: every rank releases everything, rank 0
+ * prints the message once, all exit 1. */
+__attribute__((noreturn)) static void
+leave_failed(check_run *c, slabfeed_status st, const char *msg)
+{
+  check_release(c);
+  cli_fail_agreed(prog, st, msg);
+}
+
 /* Parses the options (before MPI: the thread level depends on --device),
  * runs the loader for K steps, compares every sample with the serial
- * reference and prints traffic and memory per rank. */
+ * reference and prints traffic and memory per rank. Every rank meets the
+ * others at one agreement point per step, so that a failure on one rank
+ * (the loader, a reference read, an allocation) ends the run on all. */
 int main(int argc, char **argv)
 {
   slabfeed_config cfg;
@@ -53,64 +148,35 @@ int main(int argc, char **argv)
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int64_t steps = a.steps;
 
-  char err[1024];
-  slabfeed_loader *l = NULL;
-  slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, &cfg, &l, err, sizeof err);
-  if (st != SLABFEED_OK)
-    cli_fail(prog, st, err);
-  slabfeed_reader *ref = NULL;
-  if ((st = slabfeed_reader_open(cfg.path, &ref, err, sizeof err)) !=
-      SLABFEED_OK)
-    cli_fail(prog, st, err);
+  char err[CLI_ERRLEN], msg[CLI_ERRLEN] = "";
+  check_run c = {.cfg = &cfg,
+                 .nd = cfg.target ? 2 : 1,
+                 .names = {cfg.input, cfg.target},
+                 .es = slabfeed_dtype_size(cfg.dtype),
+                 .first_bad = UINT64_MAX};
+  slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, &cfg, &c.l, err, sizeof err);
+  if (st != SLABFEED_OK) /* agreed by slabfeed_open */
+    cli_fail_agreed(prog, st, err);
+  slabfeed_status s = slabfeed_reader_open(cfg.path, &c.ref, err, sizeof err);
+  if (s != SLABFEED_OK)
+    cli_note(&st, msg, sizeof msg, s, "reference reader: %s", err);
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    leave_failed(&c, st, msg);
 
-  const int nd = cfg.target ? 2 : 1;
-  const char *names[2] = {cfg.input, cfg.target};
-  const size_t es = slabfeed_dtype_size(cfg.dtype);
-  void *got[2] = {NULL, NULL}, *want[2] = {NULL, NULL};
-  uint64_t checked = 0, mismatched = 0, first_bad = UINT64_MAX;
-  double bytes_out = 0;
+  const int nd = c.nd;
+  const char *const *names = c.names;
   const double t0 = MPI_Wtime();
-  double t_loader = 0;
-  for (int64_t s = 0; s < steps; s++) {
-    slabfeed_batch b = SLABFEED_BATCH_INIT;
-    const double ta = MPI_Wtime();
-    if ((st = slabfeed_next(l, &b, NULL)) != SLABFEED_OK)
-      cli_fail(prog, st, slabfeed_last_error(l));
-    for (int d = 0; d < nd; d++) {
-      const slabfeed_tensor *t = d == 0 ? &b.input : &b.target;
-      const size_t sample = (size_t)t->strides[0] * es;
-      if (got[d] == NULL) {
-        got[d] = malloc(sample * (size_t)cfg.batch);
-        want[d] = malloc(sample);
-        if (got[d] == NULL || want[d] == NULL)
-          cli_fail(prog, SLABFEED_ERR_NOMEM,
-                   "cannot allocate the check buffers");
-      }
-      if ((st = slabfeed_copy_to_host(l, t, got[d])) != SLABFEED_OK)
-        cli_fail(prog, st, slabfeed_last_error(l));
-      if (d == nd - 1)
-        t_loader += MPI_Wtime() - ta;
-      bytes_out += (double)(sample * (size_t)cfg.batch);
-      for (int i = 0; i < cfg.batch; i++) {
-        st = slabfeed_reader_crop(
-            ref, names[d], cfg.layout, &b.origin[3 * i], cfg.crop,
-            b.symmetry[i], d == 0 ? cfg.n_input_vectors : cfg.n_target_vectors,
-            (const int(*)[3])(d == 0 ? cfg.input_vectors : cfg.target_vectors),
-            cfg.dtype, cfg.out_layout, want[d]);
-        if (st != SLABFEED_OK)
-          cli_fail(prog, st, slabfeed_reader_error(ref));
-        checked++;
-        if (memcmp(want[d], (char *)got[d] + (size_t)i * sample, sample) != 0) {
-          mismatched++;
-          if (first_bad == UINT64_MAX)
-            first_bad = (uint64_t)b.sample[i];
-        }
-      }
-    }
+  for (int64_t i = 0; i < steps; i++) {
+    check_step(&c, &st, msg, sizeof msg);
+    if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+      leave_failed(&c, st, msg);
   }
+  const uint64_t checked = c.checked, mismatched = c.mismatched;
+  const double bytes_out = c.bytes_out, t_loader = c.t_loader;
   const double dt = MPI_Wtime() - t0;
   slabfeed_stats stats = SLABFEED_STATS_INIT;
-  slabfeed_stats_get(l, &stats);
+  slabfeed_stats_get(c.l, &stats);
 
   /* Whole-volume size for the memory comparison. */
   double volume = 0;
@@ -131,6 +197,11 @@ int main(int argc, char **argv)
                       (double)stats.slab_bytes,   stats.t_read,
                       bytes_out / t_loader,       (double)anon};
   double *rows = rank == 0 ? malloc(sizeof row * (size_t)size) : NULL;
+  if (rank == 0 && rows == NULL)
+    cli_note(&st, msg, sizeof msg, SLABFEED_ERR_NOMEM,
+             "cannot allocate the table of %d ranks", size);
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    leave_failed(&c, st, msg);
   MPI_Gather(row, NCOL, MPI_DOUBLE, rows, NCOL, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   uint64_t bad_all = 0;
   MPI_Reduce(&mismatched, &bad_all, 1, MPI_UINT64_T, MPI_SUM, 0,
@@ -174,13 +245,8 @@ int main(int argc, char **argv)
   }
   if (mismatched)
     fprintf(stderr, "%s: rank %d: first mismatching global sample %llu\n", prog,
-            rank, (unsigned long long)first_bad);
-  free(got[0]);
-  free(got[1]);
-  free(want[0]);
-  free(want[1]);
-  slabfeed_reader_close(ref);
-  slabfeed_close(l);
+            rank, (unsigned long long)c.first_bad);
+  check_release(&c);
   MPI_Finalize();
   return bad_all ? 1 : 0;
 }

@@ -614,11 +614,59 @@ void cli_usage_fail(const cli_app *app, const char *fmt, ...)
   usage_error(app, msg);
 }
 
-/* A run-time failure on this rank (see cli.h). */
-void cli_fail(const char *prog, slabfeed_status st, const char *msg)
+/* ---- Run-time failures --------------------------------------------------- */
+
+/* Keeps this rank's first failure (see cli.h). */
+void cli_note(slabfeed_status *st, char *msg, size_t len, slabfeed_status s,
+              const char *fmt, ...)
 {
-  fprintf(stderr, "%s: [rank %d] %s: %s\n", prog, world_rank(),
-          slabfeed_strerror(st), msg);
+  if (*st != SLABFEED_OK)
+    return;
+  *st = s;
+  if (msg == NULL || len == 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, len, fmt, ap);
+  va_end(ap);
+}
+
+/* The agreement point (see cli.h): a MIN reduction over (failed ? rank :
+ * size) finds the lowest failing rank, which then broadcasts its status
+ * and message in one fixed-size packet. MPI errors stay fatal here (the
+ * default handler of MPI_COMM_WORLD): an agreement that cannot complete
+ * must not leave any rank waiting. */
+int cli_agree(MPI_Comm comm, slabfeed_status *st, char *msg, size_t len)
+{
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int mine = *st != SLABFEED_OK ? rank : size, first = size;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first == size)
+    return 0;
+  struct {
+    int status;
+    char msg[CLI_ERRLEN];
+  } pkt;
+  memset(&pkt, 0, sizeof pkt);
+  if (rank == first) {
+    pkt.status = (int)*st;
+    snprintf(pkt.msg, sizeof pkt.msg, "rank %d: %s", rank,
+             msg != NULL && len > 0 ? msg : "");
+  }
+  MPI_Bcast(&pkt, (int)sizeof pkt, MPI_BYTE, first, comm);
+  *st = (slabfeed_status)pkt.status;
+  if (msg != NULL && len > 0)
+    snprintf(msg, len, "%s", pkt.msg);
+  return 1;
+}
+
+/* An agreed failure: printed once, every rank leaves (see cli.h). */
+void cli_fail_agreed(const char *prog, slabfeed_status st, const char *msg)
+{
+  if (world_rank() == 0)
+    fprintf(stderr, "%s: %s: %s\n", prog, slabfeed_strerror(st), msg);
   leave(1);
 }
 

@@ -125,9 +125,37 @@ void cli_parse(const cli_app *app, int argc, char **argv);
 void cli_usage_fail(const cli_app *app, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 
-/* A run-time failure: prints "prog: [rank R] status: message" on every rank
- * that calls it, calls MPI_Finalize and exits 1. */
-void cli_fail(const char *prog, slabfeed_status st, const char *msg)
+/* ---- Run-time failures ------------------------------------------------------
+ * A run-time failure must reach every rank, or the others wait forever in
+ * their next collective. The apps meet at agreement points (cli_agree):
+ * at least once per step in dump and check, after the timed region in
+ * bench. A rank that fails between two points records the failure
+ * (cli_note), skips the rest of its work and calls no collective until the
+ * next point; there every rank learns the failure of the lowest failing
+ * rank, and all leave together (cli_fail_agreed). Failures of collective
+ * library calls (slabfeed_open, slabfeed_generate) are already agreed. */
+
+/* Room for a run-time error message (what one agreement carries). */
+enum { CLI_ERRLEN = 1024 };
+
+/* Records a failure of this rank: when *st is SLABFEED_OK, sets it to s and
+ * formats the message into msg (len bytes); an earlier failure is kept, so
+ * that the first cause is the one reported. Not collective. */
+void cli_note(slabfeed_status *st, char *msg, size_t len, slabfeed_status s,
+              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* An agreement point. Collective over comm: every rank passes its own status
+ * (*st, SLABFEED_OK when it did not fail) and message (msg, len bytes).
+ * Returns 0 when no rank failed (nothing is changed); otherwise returns 1 on
+ * every rank, with *st and msg those of the lowest failing rank, its
+ * message prefixed "rank R: " (truncated to len and CLI_ERRLEN). */
+int cli_agree(MPI_Comm comm, slabfeed_status *st, char *msg, size_t len);
+
+/* Leaves after a failure every rank knows alike (from cli_agree, or the
+ * status of a collective library call): rank 0 of MPI_COMM_WORLD prints
+ * "prog: status: message" once on stderr; every rank calls MPI_Finalize
+ * and exits 1. Call it on every rank; release collective objects first. */
+void cli_fail_agreed(const char *prog, slabfeed_status st, const char *msg)
     __attribute__((noreturn));
 
 /* Strict parsers for CLI_CALL setters: return 0, or -1 with the reason in

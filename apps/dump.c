@@ -1,29 +1,141 @@
 /* slabfeed-dump: run the loader for K steps on P ranks and write every
- * rank's samples, in global sample order, to one HDF5 file (rank 0 writes
- * what the others send it). */
+ * rank's samples, in global sample order, to one HDF5 file.
+ *
+ * Rank 0 writes. At each step it writes its own batch, then receives each
+ * other rank's batch in turn (MPI_Send/MPI_Recv of MPI_BYTE in pieces of
+ * at most 1 GiB: MPI counts are int) into the same buffers and writes it:
+ * it holds one batch per dataset, never P of them.
+ *
+ * Failures stay collective: once per step, before the step's transfer,
+ * every rank meets the others at an agreement point (cli_agree) that
+ * carries this step's loader status of every rank and rank 0's write
+ * status of the step before; one more point follows the rename. A rank
+ * that fails goes straight to the next point without any other collective
+ * call; there all ranks leave together with the first failing rank's
+ * message.
+ *
+ * Data is never lost: --out may not be the input (the same name, or the
+ * same file by device and inode), a usage error on every rank. Before the
+ * loader runs, rank 0 checks that --out can be replaced and creates
+ * <out>.slabfeed-partial.<pid of rank 0>; that file is renamed over <out>
+ * only when every row is written and the file is closed and synced. On any
+ * failure, and on SIGINT, SIGTERM or SIGHUP, the partial file is removed
+ * and an earlier <out> stays as it was.
+ *
+ * Test knob: SLABFEED_DUMP_CHUNK_BYTES (rank 0's value, broadcast), the
+ * piece size of the transfer in bytes (1 .. 2^30, default 2^30), lets a
+ * test cut every batch into many pieces. */
+#include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
 static const char *prog = "slabfeed-dump";
 
-/* The output file and its six datasets (input, target, origin, symmetry,
- * sample, sample_epoch); -1 where not open. */
+#define PIECE_ENV "SLABFEED_DUMP_CHUNK_BYTES"
+#define PIECE_MAX ((int64_t)1 << 30)
+
+enum {
+  N_META = 6,  /* per sample: origin z,y,x, symmetry, sample, epoch */
+  TAG_META = 2 /* tags 0 and 1 carry the input and the target */
+};
+
+/* The output file on rank 0: the name it is written under, the file and
+ * its six datasets (input, target, origin, symmetry, sample,
+ * sample_epoch); -1 where not open. */
 typedef struct out_file {
-  hid_t file, dset[6];
+  const char *out;             /* --out */
+  char partial[PATH_MAX + 64]; /* <out>.slabfeed-partial.<pid> */
+  int exists;                  /* partial may exist: remove it on failure */
+  hid_t file, dset[6], mtype;  /* mtype: memory type of batch elements */
+  int64_t *org, *smp, *ep;     /* one step's metadata columns */
+  int32_t *sym;
 } out_file;
 
-/* Creates dataset `name` of the given type and shape in file. */
+/* Everything a step needs. */
+typedef struct dump_state {
+  int rank, size, nd;
+  slabfeed_config cfg;
+  slabfeed_loader *l;
+  uint64_t epoch;
+  hsize_t rows;           /* all samples of the run: steps * P * B */
+  size_t piece;           /* bytes per message of the transfer */
+  size_t es;              /* bytes per element */
+  size_t sample_elems[2]; /* elements of one sample of input and target */
+  size_t bytes[2];        /* bytes of one batch of input and target */
+  void *buf[2];           /* this rank's batch (rank 0: any rank's) */
+  int64_t *meta;          /* [B][N_META]; rank 0: [P][B][N_META] */
+  out_file of;
+} dump_state;
+
+/* ---- Removing the partial file when the job is stopped --------------------
+ */
+
+static char partial_for_signal[PATH_MAX + 64];
+static const int stop_signals[3] = {SIGINT, SIGTERM, SIGHUP};
+static struct sigaction saved_actions[3];
+
+/* A stop signal while the partial file exists: remove it, then let the
+ * signal do what it did before (unlink, sigaction and raise are
+ * async-signal-safe; the signal is blocked until the handler returns). */
+static void on_stop_signal(int sig)
+{
+  unlink(partial_for_signal);
+  for (int i = 0; i < 3; i++)
+    if (stop_signals[i] == sig)
+      sigaction(sig, &saved_actions[i], NULL);
+  raise(sig);
+}
+
+/* Guards the partial file `name` against stop signals, or (NULL) restores
+ * the earlier handlers. */
+static void guard_partial(const char *name)
+{
+  if (name == NULL) {
+    for (int i = 0; i < 3; i++)
+      sigaction(stop_signals[i], &saved_actions[i], NULL);
+    partial_for_signal[0] = '\0';
+    return;
+  }
+  snprintf(partial_for_signal, sizeof partial_for_signal, "%s", name);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 3; i++)
+    sigaction(stop_signals[i], &sa, &saved_actions[i]);
+}
+
+/* ---- HDF5 helpers ---------------------------------------------------------
+ */
+
+/* Creates dataset `name` of the given type and shape in file. `early`:
+ * its space is taken at once (without writing fill values), so that the
+ * small metadata datasets lie before the batches and the file fills in
+ * row order; the batches' space is taken at their first write. */
 static hid_t make_dset(hid_t file, const char *name, hid_t type, int rank,
-                       const hsize_t *dims)
+                       const hsize_t *dims, int early)
 {
   const hid_t s = H5Screate_simple(rank, dims, NULL);
-  const hid_t d =
-      H5Dcreate2(file, name, type, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  H5Sclose(s);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  hid_t d = -1;
+  if (s >= 0 && dcpl >= 0 &&
+      (!early || (H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
+                  H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0)))
+    d = H5Dcreate2(file, name, type, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  if (dcpl >= 0)
+    H5Pclose(dcpl);
+  if (s >= 0)
+    H5Sclose(s);
   return d;
 }
 
@@ -42,49 +154,487 @@ static hid_t out_type(slabfeed_dtype d)
   return t;
 }
 
-/* Writes rows [row, row+n) of dataset d from buf (memory type mtype). */
+/* Writes rows [row, row+n) of dataset d from buf (memory type mtype);
+ * 0 or -1. */
 static int write_rows(hid_t d, hid_t mtype, hsize_t row, hsize_t n,
                       const void *buf)
 {
   const hid_t fs = H5Dget_space(d);
+  if (fs < 0)
+    return -1;
   hsize_t dims[6], start[6] = {0}, count[6];
   const int rank = H5Sget_simple_extent_dims(fs, dims, NULL);
   for (int a = 0; a < rank; a++)
     count[a] = dims[a];
   start[0] = row;
   count[0] = n;
-  const hid_t ms = H5Screate_simple(rank, count, NULL);
-  int rc =
-      H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
-      H5Dwrite(d, mtype, ms, fs, H5P_DEFAULT, buf) < 0;
-  H5Sclose(ms);
+  const hid_t ms = rank < 1 ? -1 : H5Screate_simple(rank, count, NULL);
+  const int rc = ms < 0 ||
+                         H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL,
+                                             count, NULL) < 0 ||
+                         H5Dwrite(d, mtype, ms, fs, H5P_DEFAULT, buf) < 0
+                     ? -1
+                     : 0;
+  if (ms >= 0)
+    H5Sclose(ms);
   H5Sclose(fs);
   return rc;
 }
 
-/* Writes a scalar uint64 attribute on the file. */
-static void attr_u64(hid_t file, const char *name, uint64_t v)
+/* Writes a scalar uint64 attribute on the file; 0 or -1. */
+static int attr_u64(hid_t file, const char *name, uint64_t v)
 {
   const hid_t s = H5Screate(H5S_SCALAR);
   const hid_t a =
       H5Acreate2(file, name, H5T_STD_U64LE, s, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, H5T_NATIVE_UINT64, &v);
-  H5Aclose(a);
+  const int rc = a < 0 || H5Awrite(a, H5T_NATIVE_UINT64, &v) < 0 ? -1 : 0;
+  if (a >= 0)
+    H5Aclose(a);
   H5Sclose(s);
+  return rc;
 }
 
-/* Writes a fixed-length string attribute on the file. */
-static void attr_str(hid_t file, const char *name, const char *v)
+/* Writes a fixed-length string attribute on the file; 0 or -1. */
+static int attr_str(hid_t file, const char *name, const char *v)
 {
   const hid_t s = H5Screate(H5S_SCALAR);
   const hid_t t = H5Tcopy(H5T_C_S1);
   H5Tset_size(t, strlen(v) + 1);
   const hid_t a = H5Acreate2(file, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, t, v);
-  H5Aclose(a);
+  const int rc = a < 0 || H5Awrite(a, t, v) < 0 ? -1 : 0;
+  if (a >= 0)
+    H5Aclose(a);
   H5Tclose(t);
   H5Sclose(s);
+  return rc;
 }
+
+/* The cause of the last failed write, for messages: errno when the failed
+ * call set it (HDF5's POSIX driver leaves it from write(2)), else a
+ * general hint. Call with errno cleared before the failing call. */
+static const char *write_cause(void)
+{
+  return errno != 0 ? strerror(errno) : "HDF5 write error";
+}
+
+/* ---- The output file (rank 0) --------------------------------------------
+ */
+
+/* Why writing out would overwrite the volume `in`: the same name, or the
+ * same file by device and inode (a link, another spelling of the path).
+ * "" when it would not. */
+static void overwrites_input(const char *in, const char *out, char *why,
+                             size_t len)
+{
+  struct stat a, b;
+  why[0] = '\0';
+  if (strcmp(in, out) == 0)
+    snprintf(why, len,
+             "--out '%s' is the input file (--file): the dump would "
+             "overwrite the volume it reads",
+             out);
+  else if (stat(in, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino)
+    snprintf(why, len,
+             "--out '%s' is the same file as --file '%s': the dump would "
+             "overwrite the volume it reads",
+             out, in);
+}
+
+/* The directory part of path ("." when it has none) into dir. */
+static void dir_of(const char *path, char *dir, size_t len)
+{
+  const char *slash = strrchr(path, '/');
+  if (slash == NULL)
+    snprintf(dir, len, ".");
+  else if (slash == path)
+    snprintf(dir, len, "/");
+  else
+    snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+/* Rank 0, before the loader runs: checks that of->out can be replaced (it
+ * is absent or a regular file, in a writable directory) and creates the
+ * partial file under rank 0's process id. Failures name --out. */
+static void create_output(out_file *of, slabfeed_status *st, char *msg,
+                          size_t len)
+{
+  struct stat sb;
+  char dir[PATH_MAX];
+  if (stat(of->out, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+    cli_note(st, msg, len, SLABFEED_ERR_IO,
+             "cannot write '%s': it exists and is %s", of->out,
+             S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
+    return;
+  }
+  dir_of(of->out, dir, sizeof dir);
+  if (access(dir, W_OK | X_OK) != 0) {
+    cli_note(st, msg, len, SLABFEED_ERR_IO,
+             "cannot write '%s': directory '%s': %s", of->out, dir,
+             strerror(errno));
+    return;
+  }
+  const int n = snprintf(of->partial, sizeof of->partial,
+                         "%s.slabfeed-partial.%ld", of->out, (long)getpid());
+  if (n < 0 || (size_t)n >= sizeof of->partial) {
+    of->partial[0] = '\0';
+    cli_note(st, msg, len, SLABFEED_ERR_IO,
+             "cannot write '%s': the path is too long", of->out);
+    return;
+  }
+  of->exists = 1;
+  guard_partial(of->partial);
+  const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS); /* sec2: see detach_file */
+  errno = 0;
+  if (fapl >= 0 && H5Pset_fapl_sec2(fapl) >= 0)
+    of->file = H5Fcreate(of->partial, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  if (fapl >= 0)
+    H5Pclose(fapl);
+  if (of->file < 0)
+    cli_note(st, msg, len, SLABFEED_ERR_IO,
+             "cannot write '%s': creating '%s': %s", of->out, of->partial,
+             write_cause());
+}
+
+/* Rank 0 at step 0: the datasets with the shapes of batch b and rows
+ * D->rows, the file's attributes, the memory type and the metadata
+ * columns of one step. */
+static void create_datasets(dump_state *D, const slabfeed_batch *b,
+                            slabfeed_status *st, char *msg, size_t len)
+{
+  out_file *of = &D->of;
+  const slabfeed_config *cfg = &D->cfg;
+  for (int d = 0; d < D->nd; d++) {
+    const slabfeed_tensor *t = d == 0 ? &b->input : &b->target;
+    const hsize_t sample_bytes = (hsize_t)D->sample_elems[d] * D->es;
+    if (sample_bytes != 0 && D->rows > (hsize_t)INT64_MAX / sample_bytes) {
+      cli_note(st, msg, len, SLABFEED_ERR_ARG,
+               "cannot write '%s': %llu samples of %llu bytes are more than "
+               "a file can hold",
+               of->out, (unsigned long long)D->rows,
+               (unsigned long long)sample_bytes);
+      return;
+    }
+    const hsize_t dims[5] = {D->rows, (hsize_t)t->shape[1],
+                             (hsize_t)t->shape[2], (hsize_t)t->shape[3],
+                             (hsize_t)t->shape[4]};
+    const hid_t ty = out_type(cfg->dtype);
+    of->dset[d] =
+        make_dset(of->file, d == 0 ? "input" : "target", ty, 5, dims, 0);
+    H5Tclose(ty);
+  }
+  const hsize_t o2[2] = {D->rows, 3};
+  of->dset[2] = make_dset(of->file, "origin", H5T_STD_I64LE, 2, o2, 1);
+  of->dset[3] = make_dset(of->file, "symmetry", H5T_STD_I32LE, 1, &D->rows, 1);
+  of->dset[4] = make_dset(of->file, "sample", H5T_STD_I64LE, 1, &D->rows, 1);
+  of->dset[5] =
+      make_dset(of->file, "sample_epoch", H5T_STD_I64LE, 1, &D->rows, 1);
+  of->mtype = cfg->dtype == SLABFEED_DTYPE_F16    ? out_type(SLABFEED_DTYPE_F16)
+              : cfg->dtype == SLABFEED_DTYPE_BF16 ? H5Tcopy(H5T_NATIVE_UINT16)
+                                                  : H5Tcopy(H5T_NATIVE_FLOAT);
+  int bad = of->mtype < 0;
+  for (int d = 0; d < 6; d++)
+    bad |= (d < D->nd || d >= 2) && of->dset[d] < 0;
+  errno = 0;
+  if (bad || attr_u64(of->file, "seed", cfg->seed) != 0 ||
+      attr_u64(of->file, "epoch", D->epoch) != 0 ||
+      attr_u64(of->file, "first_step", 0) != 0 ||
+      attr_str(of->file, "dtype", cli_dtype_name(cfg->dtype)) != 0 ||
+      attr_str(of->file, "layout",
+               cfg->out_layout == SLABFEED_OUT_NDHWC ? "ndhwc" : "ncdhw") !=
+          0) {
+    cli_note(st, msg, len, SLABFEED_ERR_IO,
+             "cannot write '%s': creating the datasets of %llu samples in "
+             "'%s' failed: %s",
+             of->out, (unsigned long long)D->rows, of->partial, write_cause());
+    return;
+  }
+  const size_t n = (size_t)D->size * (size_t)cfg->batch;
+  of->org = malloc(n * 3 * sizeof *of->org);
+  of->smp = malloc(n * sizeof *of->smp);
+  of->ep = malloc(n * sizeof *of->ep);
+  of->sym = malloc(n * sizeof *of->sym);
+  if (of->org == NULL || of->smp == NULL || of->ep == NULL || of->sym == NULL)
+    cli_note(st, msg, len, SLABFEED_ERR_NOMEM,
+             "cannot allocate the metadata of %zu samples", n);
+}
+
+/* Rank 0: closes whatever of the output is open; 0, or -1 when a close
+ * failed (data may not have reached the file). */
+static int close_output(out_file *of)
+{
+  int rc = 0;
+  for (int d = 0; d < 6; d++)
+    if (of->dset[d] >= 0) {
+      rc |= H5Dclose(of->dset[d]) < 0 ? -1 : 0;
+      of->dset[d] = -1;
+    }
+  if (of->mtype >= 0) {
+    H5Tclose(of->mtype);
+    of->mtype = -1;
+  }
+  if (of->file >= 0) {
+    rc |= H5Fclose(of->file) < 0 ? -1 : 0;
+    of->file = -1;
+  }
+  free(of->org);
+  free(of->smp);
+  free(of->ep);
+  free(of->sym);
+  of->org = of->smp = of->ep = NULL;
+  of->sym = NULL;
+  return rc;
+}
+
+/* Makes closing HDF5 file `file` (open with the sec2 driver) unable to
+ * fail, for when its contents no longer matter: HDF5 1.10 crashes at exit
+ * (inside MPI_Finalize) after an H5Fclose that failed, and the close's
+ * last metadata writes fail on a full disk or past a file size limit. So
+ * the file's descriptor is pointed at an unlinked scratch file (where the
+ * close writes sparse metadata) and a file size limit is lifted to its
+ * hard value. Best effort: where this fails, the close may still fail. */
+static void detach_file(hid_t file)
+{
+  void *handle = NULL;
+  if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || handle == NULL)
+    return;
+  const int fd = *(const int *)handle; /* sec2: a POSIX descriptor */
+  const char *tmp = getenv("TMPDIR");
+  const char *dirs[3] = {"/dev/shm", tmp != NULL ? tmp : "/tmp", "/tmp"};
+  for (int i = 0; i < 3; i++) {
+    char name[PATH_MAX];
+    if (snprintf(name, sizeof name, "%s/slabfeed-dump.XXXXXX", dirs[i]) >=
+        (int)sizeof name)
+      continue;
+    const int scratch = mkstemp(name);
+    if (scratch < 0)
+      continue;
+    unlink(name);
+    const int ok = dup2(scratch, fd) == fd;
+    close(scratch);
+    if (ok)
+      break;
+  }
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_FSIZE, &rl);
+  }
+}
+
+/* Rank 0 after a failure: closes the output and removes the partial file;
+ * an earlier file named --out is not touched. */
+static void discard_output(out_file *of)
+{
+  if (of->file >= 0)
+    detach_file(of->file);
+  close_output(of);
+  if (of->exists)
+    unlink(of->partial);
+  of->exists = 0;
+  guard_partial(NULL);
+}
+
+/* Rank 0 after the last step: closes the file, syncs it to storage, and
+ * renames it over --out - the only moment --out changes. */
+static void complete_output(out_file *of, slabfeed_status *st, char *msg,
+                            size_t len)
+{
+  errno = 0; /* flush first: a file whose flush failed can still be closed
+                cleanly by discard_output (a failed close cannot) */
+  if (H5Fflush(of->file, H5F_SCOPE_LOCAL) < 0) {
+    cli_note(st, msg, len, SLABFEED_ERR_IO,
+             "cannot write '%s': flushing '%s' failed: %s", of->out,
+             of->partial, write_cause());
+    return;
+  }
+  if (close_output(of) != 0) {
+    cli_note(st, msg, len, SLABFEED_ERR_IO,
+             "cannot write '%s': closing '%s' failed: %s", of->out, of->partial,
+             write_cause());
+    return;
+  }
+  const int fd = open(of->partial, O_RDONLY);
+  if (fd < 0 || fsync(fd) != 0) {
+    cli_note(st, msg, len, SLABFEED_ERR_IO,
+             "cannot write '%s': syncing '%s' failed: %s", of->out, of->partial,
+             strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return;
+  }
+  close(fd);
+  if (rename(of->partial, of->out) != 0) {
+    cli_note(st, msg, len, SLABFEED_ERR_IO, "cannot rename '%s' to '%s': %s",
+             of->partial, of->out, strerror(errno));
+    return;
+  }
+  of->exists = 0;
+  guard_partial(NULL);
+  char dir[PATH_MAX]; /* make the rename itself durable (best effort) */
+  dir_of(of->out, dir, sizeof dir);
+  const int dfd = open(dir, O_RDONLY);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+}
+
+/* ---- One step --------------------------------------------------------------
+ */
+
+/* This rank's batch of the step: slabfeed_next, copied to host into the
+ * batch buffers (allocated at the first step), and its metadata. */
+static void load_step(dump_state *D, slabfeed_batch *b, slabfeed_status *st,
+                      char *msg, size_t len)
+{
+  const int B = D->cfg.batch;
+  slabfeed_status s = slabfeed_next(D->l, b, NULL);
+  if (s != SLABFEED_OK) {
+    cli_note(st, msg, len, s, "%s", slabfeed_last_error(D->l));
+    return;
+  }
+  if (D->meta == NULL) {
+    const size_t rows = (size_t)B * (D->rank == 0 ? (size_t)D->size : 1);
+    D->meta = malloc(rows * N_META * sizeof *D->meta);
+    if (D->meta == NULL) {
+      cli_note(st, msg, len, SLABFEED_ERR_NOMEM,
+               "cannot allocate the metadata of %zu samples", rows);
+      return;
+    }
+  }
+  for (int d = 0; d < D->nd; d++) {
+    const slabfeed_tensor *t = d == 0 ? &b->input : &b->target;
+    if (D->buf[d] == NULL) {
+      D->sample_elems[d] = (size_t)t->strides[0];
+      D->bytes[d] = D->sample_elems[d] * (size_t)B * D->es;
+      if ((D->buf[d] = malloc(D->bytes[d])) == NULL) {
+        cli_note(st, msg, len, SLABFEED_ERR_NOMEM,
+                 "cannot allocate %zu bytes for a batch of '%s'", D->bytes[d],
+                 d == 0 ? D->cfg.input : D->cfg.target);
+        return;
+      }
+    }
+    if ((s = slabfeed_copy_to_host(D->l, t, D->buf[d])) != SLABFEED_OK) {
+      cli_note(st, msg, len, s, "%s", slabfeed_last_error(D->l));
+      return;
+    }
+  }
+  for (int i = 0; i < B; i++) {
+    int64_t *m = &D->meta[N_META * i];
+    memcpy(m, &b->origin[3 * i], 3 * sizeof *m);
+    m[3] = b->symmetry[i];
+    m[4] = b->sample[i];
+    m[5] = (int64_t)b->epoch;
+  }
+}
+
+/* Sends n bytes of buf to rank 0 in messages of at most `piece` bytes. */
+static void send_bytes(const void *buf, size_t n, size_t piece, int tag)
+{
+  for (size_t off = 0; off < n; off += piece) {
+    const size_t k = n - off < piece ? n - off : piece;
+    MPI_Send((const char *)buf + off, (int)k, MPI_BYTE, 0, tag, MPI_COMM_WORLD);
+  }
+}
+
+/* Receives into buf what send_bytes sent from rank src. */
+static void recv_bytes(void *buf, size_t n, size_t piece, int src, int tag)
+{
+  for (size_t off = 0; off < n; off += piece) {
+    const size_t k = n - off < piece ? n - off : piece;
+    MPI_Recv((char *)buf + off, (int)k, MPI_BYTE, src, tag, MPI_COMM_WORLD,
+             MPI_STATUS_IGNORE);
+  }
+}
+
+/* A rank other than 0: its batch and metadata of the step go to rank 0. */
+static void send_step(const dump_state *D)
+{
+  for (int d = 0; d < D->nd; d++)
+    send_bytes(D->buf[d], D->bytes[d], D->piece, d);
+  send_bytes(D->meta, (size_t)D->cfg.batch * N_META * sizeof *D->meta, D->piece,
+             TAG_META);
+}
+
+/* Rank 0's part of step s: writes its own batch, then every other rank's,
+ * received in turn into the same buffers, then the step's metadata. After
+ * a failure it still receives all the others send (they are sending
+ * already) but writes nothing more; the next agreement point ends the
+ * run. */
+static void write_step(dump_state *D, int64_t s, slabfeed_status *st, char *msg,
+                       size_t len)
+{
+  out_file *of = &D->of;
+  const hsize_t B = (hsize_t)D->cfg.batch;
+  const hsize_t row0 = (hsize_t)s * (hsize_t)D->size * B;
+  const size_t meta_bytes = (size_t)B * N_META * sizeof *D->meta;
+  for (int r = 0; r < D->size; r++) {
+    if (r > 0) {
+      for (int d = 0; d < D->nd; d++)
+        recv_bytes(D->buf[d], D->bytes[d], D->piece, r, d);
+      recv_bytes(D->meta + (size_t)r * B * N_META, meta_bytes, D->piece, r,
+                 TAG_META);
+    }
+    for (int d = 0; d < D->nd && *st == SLABFEED_OK; d++) {
+      errno = 0;
+      if (write_rows(of->dset[d], of->mtype, row0 + (hsize_t)r * B, B,
+                     D->buf[d]) != 0)
+        cli_note(st, msg, len, SLABFEED_ERR_IO,
+                 "cannot write '%s': writing samples %llu..%llu of '%s' to "
+                 "'%s' failed: %s",
+                 of->out, (unsigned long long)(row0 + (hsize_t)r * B),
+                 (unsigned long long)(row0 + (hsize_t)(r + 1) * B - 1),
+                 d == 0 ? "input" : "target", of->partial, write_cause());
+    }
+  }
+  if (*st != SLABFEED_OK)
+    return;
+  const hsize_t n = (hsize_t)D->size * B;
+  for (hsize_t i = 0; i < n; i++) {
+    const int64_t *m = &D->meta[N_META * i];
+    memcpy(&of->org[3 * i], m, 3 * sizeof *of->org);
+    of->sym[i] = (int32_t)m[3];
+    of->smp[i] = m[4];
+    of->ep[i] = m[5];
+  }
+  errno = 0;
+  if (write_rows(of->dset[2], H5T_NATIVE_INT64, row0, n, of->org) != 0 ||
+      write_rows(of->dset[3], H5T_NATIVE_INT32, row0, n, of->sym) != 0 ||
+      write_rows(of->dset[4], H5T_NATIVE_INT64, row0, n, of->smp) != 0 ||
+      write_rows(of->dset[5], H5T_NATIVE_INT64, row0, n, of->ep) != 0)
+    cli_note(st, msg, len, SLABFEED_ERR_IO,
+             "cannot write '%s': writing the metadata of samples %llu..%llu "
+             "to '%s' failed: %s",
+             of->out, (unsigned long long)row0,
+             (unsigned long long)(row0 + n - 1), of->partial, write_cause());
+}
+
+/* Frees this rank's buffers. */
+static void free_state(dump_state *D)
+{
+  free(D->buf[0]);
+  free(D->buf[1]);
+  free(D->meta);
+  D->buf[0] = D->buf[1] = NULL;
+  D->meta = NULL;
+}
+
+/* Leaves after an agreed failure: rank 0 removes the partial file, every
+ * rank closes the loader (collective: every rank is here) and all exit 1
+ * with the agreed message. */
+__attribute__((noreturn)) static void
+leave_failed(dump_state *D, slabfeed_status st, const char *msg)
+{
+  if (D->rank == 0)
+    discard_output(&D->of);
+  free_state(D);
+  slabfeed_close(D->l);
+  cli_fail_agreed(prog, st, msg);
+}
+
+/* ---- Options and main ------------------------------------------------------
+ */
 
 /* What the dump's own options fill. */
 typedef struct dump_args {
@@ -110,158 +660,124 @@ static const cli_option options[] = {{.name = "--steps",
                                       .kind = CLI_STRING,
                                       .at = offsetof(dump_args, out),
                                       .metavar = "DUMP.h5",
-                                      .help = "the HDF5 file to write",
+                                      .help = "the HDF5 file to write "
+                                              "(replaced only once complete; "
+                                              "never the input)",
                                       .flags = CLI_REQUIRED},
                                      {.name = NULL}};
 
-/* Parses the options, runs the loader for K steps and has rank 0 write
- * every rank's samples in global order. */
+/* What rank 0 decides before anything runs, broadcast so that every rank
+ * acts alike: a usage error (or "") and the transfer's piece size. */
+typedef struct dump_plan {
+  int64_t piece;
+  char usage[768];
+} dump_plan;
+
+/* Rank 0's plan: --out must not be the input; the piece size from
+ * SLABFEED_DUMP_CHUNK_BYTES when set. */
+static void make_plan(const slabfeed_config *cfg, const char *out, dump_plan *p)
+{
+  p->piece = PIECE_MAX;
+  overwrites_input(cfg->path, out, p->usage, sizeof p->usage);
+  const char *env = getenv(PIECE_ENV);
+  char why[256];
+  if (p->usage[0] == '\0' && env != NULL &&
+      cli_parse_int(env, 1, PIECE_MAX, &p->piece, why, sizeof why) != 0)
+    snprintf(p->usage, sizeof p->usage, "%s: %s", PIECE_ENV, why);
+}
+
+/* Parses the options, checks the output, runs the loader for K steps and
+ * has rank 0 write every rank's samples in global order. */
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
-  int rank, size;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  slabfeed_config cfg;
-  slabfeed_config_init(&cfg);
+  dump_state D;
+  memset(&D, 0, sizeof D);
+  MPI_Comm_rank(MPI_COMM_WORLD, &D.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &D.size);
+  slabfeed_config_init(&D.cfg);
   dump_args a = {0, 0, NULL};
   const cli_app app = {
       prog,
       "Runs the loader for K steps and writes every rank's samples, in "
       "global sample order, to one HDF5 file (input, target, origin, "
       "symmetry, sample, sample_epoch).",
-      {{"loader options", cli_loader_options, &cfg},
+      {{"loader options", cli_loader_options, &D.cfg},
        {"dump options", options, &a}}};
   cli_parse(&app, argc, argv);
-  const int64_t steps = a.steps;
-  const uint64_t epoch = a.epoch;
-  const char *out = a.out;
+  slabfeed_config *cfg = &D.cfg;
+  D.epoch = a.epoch;
+  D.nd = cfg->target ? 2 : 1;
+  D.es = slabfeed_dtype_size(cfg->dtype);
+  D.of.out = a.out;
+  D.of.file = D.of.mtype = -1;
+  for (int d = 0; d < 6; d++)
+    D.of.dset[d] = -1;
 
-  char err[1024];
-  slabfeed_loader *l = NULL;
-  slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, &cfg, &l, err, sizeof err);
-  if (st != SLABFEED_OK)
-    cli_fail(prog, st, err);
-  if ((st = slabfeed_seek(l, epoch, 0)) != SLABFEED_OK)
-    cli_fail(prog, st, slabfeed_last_error(l));
+  /* Usage: decided by rank 0 (the writer), the same exit on every rank. */
+  dump_plan plan;
+  memset(&plan, 0, sizeof plan);
+  if (D.rank == 0)
+    make_plan(cfg, a.out, &plan);
+  MPI_Bcast(&plan, (int)sizeof plan, MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (plan.usage[0] != '\0')
+    cli_usage_fail(&app, "%s", plan.usage);
+  D.piece = (size_t)plan.piece;
+  const int64_t per_step = (int64_t)D.size * (cfg->batch > 0 ? cfg->batch : 1);
+  if (a.steps > INT64_MAX / per_step)
+    cli_usage_fail(&app, "--steps %lld: more than %lld samples in one file",
+                   (long long)a.steps, (long long)INT64_MAX);
+  D.rows = (hsize_t)a.steps * (hsize_t)per_step;
 
-  const int nd = cfg.target ? 2 : 1;
-  const hsize_t S = (hsize_t)steps * (hsize_t)size * (hsize_t)cfg.batch;
-  const size_t es = slabfeed_dtype_size(cfg.dtype);
-  size_t sample_elems[2] = {0, 0};
-  out_file of = {-1, {-1, -1, -1, -1, -1, -1}};
-  void *buf[2] = {NULL, NULL}, *all[2] = {NULL, NULL};
-  int64_t *meta = malloc((size_t)cfg.batch * 5 * sizeof *meta);
-  int64_t *meta_all =
-      rank == 0
-          ? malloc((size_t)cfg.batch * 5 * (size_t)size * sizeof *meta_all)
-          : NULL;
-  int64_t *epochs = malloc((size_t)S * sizeof *epochs);
+  /* The output can be replaced: checked before the loader runs. */
+  slabfeed_status st = SLABFEED_OK;
+  char msg[CLI_ERRLEN] = "";
+  if (D.rank == 0) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages name the file */
+    signal(SIGXFSZ, SIG_IGN); /* a file size limit: EFBIG, not death */
+    create_output(&D.of, &st, msg, sizeof msg);
+  }
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    leave_failed(&D, st, msg);
+
+  char err[CLI_ERRLEN];
+  st = slabfeed_open(MPI_COMM_WORLD, cfg, &D.l, err, sizeof err);
+  if (st != SLABFEED_OK) /* agreed by slabfeed_open */
+    leave_failed(&D, st, err);
+  slabfeed_status s = slabfeed_seek(D.l, D.epoch, 0);
+  if (s != SLABFEED_OK) /* reported at step 0's agreement */
+    cli_note(&st, msg, sizeof msg, s, "%s", slabfeed_last_error(D.l));
+
   int failed = 0;
-  for (int64_t s = 0; s < steps && !failed; s++) {
+  for (int64_t step = 0; step < a.steps && !failed; step++) {
     slabfeed_batch b = SLABFEED_BATCH_INIT;
-    if ((st = slabfeed_next(l, &b, NULL)) != SLABFEED_OK)
-      cli_fail(prog, st, slabfeed_last_error(l));
-    for (int d = 0; d < nd; d++) {
-      const slabfeed_tensor *t = d == 0 ? &b.input : &b.target;
-      const size_t n = (size_t)t->strides[0] * (size_t)cfg.batch;
-      if (buf[d] == NULL) {
-        sample_elems[d] = (size_t)t->strides[0];
-        buf[d] = malloc(n * es);
-        all[d] = rank == 0 ? malloc(n * es * (size_t)size) : NULL;
-      }
-      if ((st = slabfeed_copy_to_host(l, t, buf[d])) != SLABFEED_OK)
-        cli_fail(prog, st, slabfeed_last_error(l));
-      MPI_Gather(buf[d], (int)(n * es), MPI_BYTE, all[d], (int)(n * es),
-                 MPI_BYTE, 0, MPI_COMM_WORLD);
-    }
-    for (int i = 0; i < cfg.batch; i++) {
-      memcpy(&meta[5 * i], &b.origin[3 * i], 3 * sizeof *meta);
-      meta[5 * i + 3] = b.symmetry[i];
-      meta[5 * i + 4] = b.sample[i];
-    }
-    MPI_Gather(meta, cfg.batch * 5, MPI_INT64_T, meta_all, cfg.batch * 5,
-               MPI_INT64_T, 0, MPI_COMM_WORLD);
-    if (rank != 0)
+    if (st == SLABFEED_OK)
+      load_step(&D, &b, &st, msg, sizeof msg);
+    /* Every rank's batch of this step, and rank 0's writes of the last. */
+    if ((failed = cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg)) != 0)
+      break;
+    if (D.rank != 0) {
+      send_step(&D);
       continue;
-    if (of.file <
-        0) { /* create on the first step: shapes come from the batch */
-      H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-      of.file = H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-      for (int d = 0; d < nd && of.file >= 0; d++) {
-        const slabfeed_tensor *t = d == 0 ? &b.input : &b.target;
-        hsize_t dims[5] = {S, (hsize_t)t->shape[1], (hsize_t)t->shape[2],
-                           (hsize_t)t->shape[3], (hsize_t)t->shape[4]};
-        const hid_t ty = out_type(cfg.dtype);
-        of.dset[d] =
-            make_dset(of.file, d == 0 ? "input" : "target", ty, 5, dims);
-        H5Tclose(ty);
-      }
-      const hsize_t o2[2] = {S, 3};
-      of.dset[2] = make_dset(of.file, "origin", H5T_STD_I64LE, 2, o2);
-      of.dset[3] = make_dset(of.file, "symmetry", H5T_STD_I32LE, 1, &S);
-      of.dset[4] = make_dset(of.file, "sample", H5T_STD_I64LE, 1, &S);
-      of.dset[5] = make_dset(of.file, "sample_epoch", H5T_STD_I64LE, 1, &S);
-      if (of.file >= 0) {
-        attr_u64(of.file, "seed", cfg.seed);
-        attr_u64(of.file, "epoch", epoch);
-        attr_u64(of.file, "first_step", 0);
-        attr_str(of.file, "dtype", cli_dtype_name(cfg.dtype));
-        attr_str(of.file, "layout",
-                 cfg.out_layout == SLABFEED_OUT_NDHWC ? "ndhwc" : "ncdhw");
-      }
     }
-    const hsize_t row = (hsize_t)s * (hsize_t)size * (hsize_t)cfg.batch;
-    const hsize_t n = (hsize_t)size * (hsize_t)cfg.batch;
-    for (hsize_t i = 0; i < n; i++)
-      epochs[row + i] = (int64_t)b.epoch;
-    const hid_t mt =
-        cfg.dtype == SLABFEED_DTYPE_F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT16;
-    const hid_t mtf16 = out_type(SLABFEED_DTYPE_F16);
-    for (int d = 0; d < nd; d++)
-      failed |=
-          of.dset[d] < 0 ||
-          write_rows(of.dset[d], cfg.dtype == SLABFEED_DTYPE_F16 ? mtf16 : mt,
-                     row, n, all[d]);
-    H5Tclose(mtf16);
-    int64_t *org = malloc(n * 3 * sizeof *org), *smp = malloc(n * sizeof *smp);
-    int32_t *sym = malloc(n * sizeof *sym);
-    for (hsize_t i = 0; i < n; i++) {
-      memcpy(&org[3 * i], &meta_all[5 * i], 3 * sizeof *org);
-      sym[i] = (int32_t)meta_all[5 * i + 3];
-      smp[i] = meta_all[5 * i + 4];
-    }
-    failed |= write_rows(of.dset[2], H5T_NATIVE_INT64, row, n, org) ||
-              write_rows(of.dset[3], H5T_NATIVE_INT32, row, n, sym) ||
-              write_rows(of.dset[4], H5T_NATIVE_INT64, row, n, smp);
-    free(org);
-    free(smp);
-    free(sym);
+    if (step == 0)
+      create_datasets(&D, &b, &st, msg, sizeof msg);
+    write_step(&D, step, &st, msg, sizeof msg);
   }
-  if (rank == 0) {
-    failed |= of.dset[5] < 0 ||
-              write_rows(of.dset[5], H5T_NATIVE_INT64, 0, S, epochs);
-    for (int d = 0; d < 6; d++)
-      if (of.dset[d] >= 0)
-        H5Dclose(of.dset[d]);
-    failed |= of.file < 0 || H5Fclose(of.file) < 0;
-    if (failed)
-      fprintf(stderr, "%s: cannot write '%s'\n", prog, out);
-    else
-      printf("%s: wrote %llu samples (%zu + %zu values each) of %lld steps to "
-             "%s\n",
-             prog, (unsigned long long)S, sample_elems[0], sample_elems[1],
-             (long long)steps, out);
+  if (!failed) {
+    if (D.rank == 0 && st == SLABFEED_OK)
+      complete_output(&D.of, &st, msg, sizeof msg);
+    failed = cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg);
   }
-  MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  for (int d = 0; d < 2; d++) {
-    free(buf[d]);
-    free(all[d]);
-  }
-  free(meta);
-  free(meta_all);
-  free(epochs);
-  slabfeed_close(l);
+  if (failed)
+    leave_failed(&D, st, msg);
+  if (D.rank == 0)
+    printf("%s: wrote %llu samples (%zu + %zu values each) of %lld steps to "
+           "%s\n",
+           prog, (unsigned long long)D.rows, D.sample_elems[0],
+           D.sample_elems[1], (long long)a.steps, a.out);
+  free_state(&D);
+  slabfeed_close(D.l);
   MPI_Finalize();
-  return failed ? 1 : 0;
+  return 0;
 }

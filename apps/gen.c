@@ -145,7 +145,7 @@ int main(int argc, char **argv)
       slabfeed_generate(MPI_COMM_WORLD, g, err, sizeof err);
   const double dt = MPI_Wtime() - t0;
   if (st != SLABFEED_OK)
-    cli_fail(prog, st, err);
+    cli_fail_agreed(prog, st, err); /* agreed by slabfeed_generate */
   if (rank == 0 && !a.quiet) {
     const double vox =
         (double)g->shape[0] * (double)g->shape[1] * (double)g->shape[2];
