@@ -46,6 +46,40 @@ static void device_out_of_range(const char *path, int n)
     slabfeed_close(l);
 }
 
+/* A failure on the last rank only, in the GPU back end's registration of
+ * the node window (the test-only injection point): every rank gets the
+ * same status and a message naming that rank, and nothing leaks into the
+ * next open (a good one follows). */
+static void one_rank_fails_registration(const char *path)
+{
+  slabfeed_config c;
+  base_config(&c, path);
+  c.device = rank % gpu_count();
+  char v[32], err[1024] = "", want[32];
+  snprintf(v, sizeof v, "register@%d", size - 1);
+  setenv("SLABFEED_TEST_FAIL", v, 1);
+  slabfeed_loader *l = NULL;
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
+  unsetenv("SLABFEED_TEST_FAIL");
+  int lo = st, hi = st;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  snprintf(want, sizeof want, "rank %d:", size - 1);
+  CHECK(lo == hi && st == SLABFEED_ERR_CUDA && l == NULL &&
+            strstr(err, want) != NULL && strstr(err, "register") != NULL,
+        "registration fails on rank %d only: status %s, '%s'", size - 1,
+        slabfeed_strerror(st), err);
+  if (rank == 0)
+    printf("gpu.badinput: registration fails on rank %d -> every rank %s: "
+           "%s\n",
+           size - 1, slabfeed_status_name(st), err);
+  slabfeed_close(l);
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
+        "good open after the failure: %s", err);
+  slabfeed_close(l);
+}
+
 static void stream_of_other_device(const char *path)
 {
   slabfeed_config c;
@@ -104,6 +138,7 @@ int main(int argc, char **argv)
   snprintf(path, sizeof path, "gpubad_np%d.h5", size);
   make_file(path, 24, 20, 18, SLABFEED_LAYOUT_CF, 0, 0, 1);
   device_out_of_range(path, n);
+  one_rank_fails_registration(path);
   if (n >= 2)
     stream_of_other_device(path);
   else if (rank == 0)
