@@ -1,0 +1,55 @@
+"""slabfeed: random augmented crops of one huge 3-D HDF5 volume, fed to every
+rank of an MPI job, zero copy into PyTorch or numpy through DLPack.
+
+    from mpi4py import MPI              # initialises MPI (slabfeed never does)
+    import slabfeed
+
+    with slabfeed.Loader(MPI.COMM_WORLD, path="box.h5", input="Nbody",
+                         target="Hydro", crop=64, batch=4,
+                         input_vectors=[(1, 2, 3)], target_vectors=[(1, 2, 3)],
+                         dtype="bf16", device=0) as loader:
+        for batch in loader:            # one epoch
+            x = torch.from_dlpack(batch.input)   # zero copy, on torch's stream
+            ...
+
+``slabfeed.torch.TorchLoader`` does the DLPack and stream part for PyTorch.
+A batch stays valid until the loader's next ``next()``, ``seek()`` or
+``close()`` (see ``Loader``); ``slabfeed.tools`` has the generator and the
+serial reference reader.
+"""
+try:
+    from . import _slabfeed  # noqa: F401
+except ImportError as e:  # the source tree's python/slabfeed, not a build
+    raise ImportError(
+        "slabfeed: the C extension slabfeed._slabfeed is missing: "
+        f"{__path__[0]} is not a built package: build with CMake and set "
+        "PYTHONPATH=<build>/python, or pip install ./python (and do not run "
+        "Python from inside the python/ directory of the source tree)") from e
+
+from ._slabfeed import (  # noqa: F401  (re-exported)
+    ArgumentError,
+    Batch,
+    CUDAError,
+    Error,
+    FileIOError,
+    ForkedError,
+    FormatError,
+    MPIError,
+    NCCLError,
+    OutOfMemoryError,
+    StaleBatchError,
+    StateError,
+    Tensor,
+    UnsupportedError,
+    __version__,
+    cuda_built,
+)
+from ._loader import Loader  # noqa: F401
+from . import tools  # noqa: F401
+
+__all__ = [
+    "Loader", "Batch", "Tensor", "tools", "cuda_built", "__version__",
+    "Error", "ArgumentError", "FileIOError", "FormatError", "MPIError",
+    "CUDAError", "NCCLError", "OutOfMemoryError", "StateError",
+    "ForkedError", "UnsupportedError", "StaleBatchError",
+]

@@ -1,0 +1,95 @@
+"""The tools of ``slabfeed_tools.h``: the parallel generator, dataset
+description and the independent serial reference reader (what slabfeed's
+tests compare every batch with, bit for bit)."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Union
+
+from . import _slabfeed
+from ._mpi import comm_handle
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy
+    from mpi4py import MPI
+
+PathLike = Union[str, "os.PathLike[str]"]
+IntOr3 = Union[int, Sequence[int]]
+
+
+def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
+             shape: IntOr3 = 64, input: str = "Nbody",
+             target: Optional[str] = "Hydro", input_channels: int = 4,
+             target_channels: int = 5, layout: str = "cf",
+             chunked: bool = False, chunk: Optional[IntOr3] = None,
+             float16: bool = False, content: str = "index", seed: int = 0,
+             progress: bool = False) -> None:
+    """Write a synthetic volume (``slabfeed_generate``), collective over comm.
+
+    content ``'index'`` stores exact integers that tests recompute
+    (``slabfeed_index_value``); ``'field'`` a smooth periodic random field
+    with a learnable target: input = density + velocity (4 channels),
+    target = Gaussian-smoothed density, smoothed velocity, temperature (5),
+    velocity in channels 1, 2, 3 of both. ``layout`` is ``'cf'`` (C,Z,Y,X)
+    or ``'cl'`` (Z,Y,X,C); ``target=None`` writes the input only.
+    """
+    _slabfeed.generate(comm_handle(comm), os.fspath(path), input=input,
+                       target=target, shape=shape,
+                       input_channels=input_channels,
+                       target_channels=target_channels, layout=layout,
+                       chunked=chunked, chunk=chunk, float16=float16,
+                       content=content, seed=seed, progress=progress)
+
+
+def describe(path: PathLike, dataset: str, layout: str = "auto") -> Dict[str, Any]:
+    """What ``slabfeed_describe`` finds: dims (as stored), channels, shape
+    (Z, Y, X), layout ('cf'/'cl'), type_bits, chunked, chunk. Not
+    collective."""
+    return _slabfeed.describe(os.fspath(path), dataset, layout)
+
+
+_NP_DTYPES = {"f32": "float32", "float32": "float32", "f16": "float16",
+              "float16": "float16", "bf16": "uint16", "bfloat16": "uint16"}
+
+
+class Reader:
+    """The independent serial reference reader (``slabfeed_reader_*``).
+
+    ``Reader(path).crop(dataset, origin, crop, symmetry=..., vectors=...,
+    dtype=..., out_layout=...)`` forms one sample straight from the file
+    with serial HDF5 and the reference transform, as a numpy array shaped
+    (C, D, H, W) or (D, H, W, C); bf16 comes as its uint16 bit patterns
+    (numpy has no bfloat16). Not collective; a context manager.
+    """
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = os.fspath(path)
+        self._r = _slabfeed.Reader(self.path)
+        self._channels: Dict[Tuple[str, str], int] = {}
+
+    def crop(self, dataset: str, origin: Sequence[int], crop: IntOr3, *,
+             symmetry: int = 0, vectors: Sequence[Sequence[int]] = (),
+             dtype: str = "f32", out_layout: str = "ncdhw",
+             layout: str = "auto") -> "numpy.ndarray":
+        import numpy as np
+
+        c3 = (crop,) * 3 if isinstance(crop, int) else tuple(crop)
+        raw = self._r.crop(dataset, tuple(int(v) for v in origin), c3,
+                           symmetry=int(symmetry), vectors=vectors,
+                           dtype=dtype, out_layout=out_layout, layout=layout)
+        key = (dataset, layout)
+        if key not in self._channels:
+            self._channels[key] = describe(self.path, dataset, layout)["channels"]
+        ch = self._channels[key]
+        a = np.frombuffer(raw, dtype=_NP_DTYPES[dtype])
+        shape = (ch, *c3) if out_layout == "ncdhw" else (*c3, ch)
+        return a.reshape(shape)
+
+    def close(self) -> None:
+        self._r.close()
+
+    def __enter__(self) -> "Reader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

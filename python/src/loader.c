@@ -1,0 +1,799 @@
+/*
+ * slabfeed._slabfeed.Loader and Batch: slabfeed_open/next/seek/tell/close
+ * with the GIL released around every call that may block, and the
+ * generation rule that makes stale batches raise.
+ */
+#include "sfpy.h"
+
+#include <string.h>
+#include <time.h>
+
+/* ---- Batch ----------------------------------------------------------------
+ */
+
+typedef struct {
+  PyObject_HEAD sfpy_loader *loader; /* strong */
+  uint64_t generation;
+  slabfeed_batch b; /* pointers into the loader's memory */
+  void *stream;     /* the stream given to next (device batches) */
+  int64_t *meta;    /* copies: [B][3] origins, [B] samples, [B] symmetries */
+  PyObject *input;  /* Tensor, made on first access */
+  PyObject *target; /* Tensor or None, made on first access */
+} sfpy_batch;
+
+/* batch_new - a Batch for *b, handed out by the last next of L (whose
+ * generation it takes); the metadata is copied. NULL with an exception. */
+static PyObject *batch_new(sfpy_state *st, sfpy_loader *L,
+                           const slabfeed_batch *b, void *stream)
+{
+  allocfunc alloc = (allocfunc)PyType_GetSlot(st->batch_type, Py_tp_alloc);
+  sfpy_batch *B = (sfpy_batch *)alloc(st->batch_type, 0);
+  if (B == NULL)
+    return NULL;
+  const int nb = L->batch;
+  B->meta = PyMem_Malloc(sizeof(int64_t) * 5 * (size_t)nb);
+  if (B->meta == NULL) {
+    Py_DECREF(B);
+    return PyErr_NoMemory();
+  }
+  memcpy(B->meta, b->origin, sizeof(int64_t) * 3 * (size_t)nb);
+  memcpy(B->meta + 3 * nb, b->sample, sizeof(int64_t) * (size_t)nb);
+  for (int i = 0; i < nb; i++)
+    B->meta[4 * nb + i] = b->symmetry[i];
+  Py_INCREF(L);
+  B->loader = L;
+  B->generation = L->generation;
+  B->b = *b;
+  B->stream = stream;
+  return (PyObject *)B;
+}
+
+static void batch_dealloc(sfpy_batch *self)
+{
+  PyTypeObject *tp = Py_TYPE(self);
+  Py_XDECREF(self->input);
+  Py_XDECREF(self->target);
+  Py_XDECREF(self->loader);
+  PyMem_Free(self->meta);
+  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+  f(self);
+  Py_DECREF(tp);
+}
+
+/* The cached Tensor of slot *slot over t (made on first access). */
+static PyObject *batch_tensor(sfpy_batch *self, PyObject **slot,
+                              const slabfeed_tensor *t)
+{
+  if (*slot == NULL) {
+    if (t->data == NULL) {
+      *slot = Py_NewRef(Py_None);
+    } else {
+      *slot = sfpy_tensor_new(sfpy_state_of(Py_TYPE(self)), self->loader,
+                              self->generation, t, self->b.device, self->stream,
+                              self->b.ready_event);
+      if (*slot == NULL)
+        return NULL;
+    }
+  }
+  return Py_NewRef(*slot);
+}
+
+static PyObject *batch_get_input(sfpy_batch *self, void *c)
+{
+  (void)c;
+  return batch_tensor(self, &self->input, &self->b.input);
+}
+
+static PyObject *batch_get_target(sfpy_batch *self, void *c)
+{
+  (void)c;
+  return batch_tensor(self, &self->target, &self->b.target);
+}
+
+static PyObject *batch_get_epoch(sfpy_batch *self, void *c)
+{
+  (void)c;
+  return PyLong_FromUnsignedLongLong(self->b.epoch);
+}
+
+static PyObject *batch_get_step(sfpy_batch *self, void *c)
+{
+  (void)c;
+  return PyLong_FromUnsignedLongLong(self->b.step);
+}
+
+/* A tuple of n int64 values from v with stride `stride`. */
+static PyObject *int_tuple(const int64_t *v, int n, int stride)
+{
+  PyObject *t = PyTuple_New(n);
+  if (t == NULL)
+    return NULL;
+  for (int i = 0; i < n; i++) {
+    PyObject *x = PyLong_FromLongLong(v[(size_t)i * (size_t)stride]);
+    if (x == NULL || PyTuple_SetItem(t, i, x) < 0) {
+      Py_DECREF(t);
+      return NULL;
+    }
+  }
+  return t;
+}
+
+static PyObject *batch_get_origin(sfpy_batch *self, void *c)
+{
+  (void)c;
+  const int nb = self->loader->batch;
+  PyObject *t = PyTuple_New(nb);
+  if (t == NULL)
+    return NULL;
+  for (int i = 0; i < nb; i++) {
+    PyObject *o = int_tuple(self->meta + 3 * i, 3, 1);
+    if (o == NULL || PyTuple_SetItem(t, i, o) < 0) {
+      Py_DECREF(t);
+      return NULL;
+    }
+  }
+  return t;
+}
+
+static PyObject *batch_get_sample(sfpy_batch *self, void *c)
+{
+  (void)c;
+  const int nb = self->loader->batch;
+  return int_tuple(self->meta + 3 * nb, nb, 1);
+}
+
+static PyObject *batch_get_symmetry(sfpy_batch *self, void *c)
+{
+  (void)c;
+  const int nb = self->loader->batch;
+  return int_tuple(self->meta + 4 * nb, nb, 1);
+}
+
+static PyObject *batch_get_device(sfpy_batch *self, void *c)
+{
+  (void)c;
+  return PyLong_FromLong(self->b.device);
+}
+
+static PyObject *batch_get_stream(sfpy_batch *self, void *c)
+{
+  (void)c;
+  if (self->b.device < 0)
+    Py_RETURN_NONE;
+  return PyLong_FromVoidPtr(self->stream);
+}
+
+static PyObject *batch_get_valid(sfpy_batch *self, void *c)
+{
+  (void)c;
+  const sfpy_loader *L = self->loader;
+  return PyBool_FromLong(L->l != NULL && L->generation == self->generation);
+}
+
+static PyObject *batch_repr(sfpy_batch *self)
+{
+  return PyUnicode_FromFormat(
+      "<slabfeed.Batch epoch=%llu step=%llu batch=%d device=%d%s>",
+      (unsigned long long)self->b.epoch, (unsigned long long)self->b.step,
+      self->loader->batch, self->b.device,
+      (self->loader->l != NULL && self->loader->generation == self->generation)
+          ? ""
+          : " stale");
+}
+
+static PyGetSetDef batch_getset[] = {
+    {"input", (getter)batch_get_input, NULL,
+     "The input tensor (B,C,D,H,W) or (B,D,H,W,C): a slabfeed.Tensor that "
+     "speaks DLPack (torch.from_dlpack, numpy.from_dlpack: zero copy).",
+     NULL},
+    {"target", (getter)batch_get_target, NULL,
+     "The target tensor, or None when the loader has no target.", NULL},
+    {"epoch", (getter)batch_get_epoch, NULL, "Epoch of this batch.", NULL},
+    {"step", (getter)batch_get_step, NULL, "Step of this batch in its epoch.",
+     NULL},
+    {"origin", (getter)batch_get_origin, NULL,
+     "Crop origins ((z, y, x), ...) of the B samples (a copy: stays "
+     "readable after the batch is stale).",
+     NULL},
+    {"sample", (getter)batch_get_sample, NULL,
+     "Global sample indices within the epoch of the B samples (a copy).", NULL},
+    {"symmetry", (getter)batch_get_symmetry, NULL,
+     "Symmetry ids in [0, 48) of the B samples (a copy).", NULL},
+    {"device", (getter)batch_get_device, NULL,
+     "-1 for host memory, else the CUDA device ordinal.", NULL},
+    {"stream", (getter)batch_get_stream, NULL,
+     "The cudaStream_t (int) the batch was handed to by next(), whose work "
+     "may use it without further waits; None for host batches.",
+     NULL},
+    {"valid", (getter)batch_get_valid, NULL,
+     "False once next(), seek() or close() was called on the loader since "
+     "this batch was handed out (its tensors then raise StaleBatchError).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot batch_slots[] = {
+    {Py_tp_doc,
+     "Batch: one batch of a Loader, from Loader.next().\n\n"
+     "`input` and `target` are slabfeed.Tensor objects over the loader's "
+     "memory (DLPack, zero copy); epoch, step, origin, sample and symmetry "
+     "are copies of the batch's metadata.\n\n"
+     "Validity: the batch and its tensors may be used until the next call "
+     "of next(), seek() or close() on the loader; after that they raise "
+     "slabfeed.StaleBatchError instead of reading reused memory. Arrays "
+     "made from the tensors with from_dlpack (which keep the pointer) follow "
+     "the C rule: a device batch may be used by work on the stream it was "
+     "handed to (or exported to) until the next next(); a host batch stays "
+     "valid until the prefetch-th following next(); both end at seek() and "
+     "close()."},
+    {Py_tp_dealloc, batch_dealloc},
+    {Py_tp_repr, batch_repr},
+    {Py_tp_getset, batch_getset},
+    {0, NULL},
+};
+
+PyType_Spec sfpy_batch_spec = {
+    .name = "slabfeed.Batch",
+    .basicsize = sizeof(sfpy_batch),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = batch_slots,
+};
+
+/* ---- Loader -----------------------------------------------------------------
+ */
+
+int sfpy_loader_check_live(sfpy_loader *L, uint64_t generation)
+{
+  sfpy_state *st = sfpy_state_of(Py_TYPE(L));
+  uint64_t e, s;
+  if (L->l == NULL) {
+    sfpy_raise_stale(st, "slabfeed: this batch belongs to a closed loader");
+    return -1;
+  }
+  /* Forked first: a call of next in the child has moved the generation. */
+  if (!L->busy && slabfeed_tell(L->l, &e, &s) == SLABFEED_ERR_FORKED) {
+    sfpy_raise(st, SLABFEED_ERR_FORKED,
+               "slabfeed: this batch belongs to a loader of the parent "
+               "process (forked since): MPI windows, CUDA state and the "
+               "loader thread do not survive fork(); open a new loader in "
+               "the child (or do not fork: use threads)");
+    return -1;
+  }
+  if (L->generation != generation) {
+    sfpy_raise_stale(st, "slabfeed: this batch is stale: next(), seek() or "
+                         "close() was called on its loader since it was handed "
+                         "out, and its memory may hold another batch by now");
+    return -1;
+  }
+  if (L->busy) {
+    sfpy_raise(st, SLABFEED_ERR_STATE, SFPY_BUSY_MESSAGE);
+    return -1;
+  }
+  return 0;
+}
+
+/* The loader must be open; else StateError. */
+static int require_open(sfpy_state *st, const sfpy_loader *L)
+{
+  if (L->l != NULL)
+    return 0;
+  sfpy_raise(st, SLABFEED_ERR_STATE, "slabfeed: the loader is closed");
+  return -1;
+}
+
+/* The loader must be open and not inside a call of another Python thread
+ * (the GIL is released while next, seek and close run, and the C loader is
+ * not thread safe); else StateError. */
+static int require_idle(sfpy_state *st, const sfpy_loader *L)
+{
+  if (require_open(st, L) < 0)
+    return -1;
+  if (!L->busy)
+    return 0;
+  sfpy_raise(st, SLABFEED_ERR_STATE, SFPY_BUSY_MESSAGE);
+  return -1;
+}
+
+/* Joins the consumer streams registered for the current batch into the
+ * stream of the last next (device loaders; nothing for host ones). */
+static int join_streams(sfpy_state *st, sfpy_loader *L)
+{
+  char err[256];
+  if (L->cuda == NULL || L->last_stream == NULL)
+    return 0;
+  if (sfpy_cuda_join(L->cuda, L->last_stream, err, sizeof err) < 0) {
+    sfpy_raise(st, SLABFEED_ERR_CUDA, err);
+    return -1;
+  }
+  return 0;
+}
+
+/* parse_stream - the cudaStream_t meant by `o` for next() of a device
+ * loader: None (the loader's own handoff stream), an int (a cudaStream_t;
+ * 1 and 2 are CUDA's legacy and per-thread default streams, 0 is refused
+ * as ambiguous, as in DLPack), or a stream object: one with __cuda_stream__()
+ * (the CUDA stream protocol: (version, handle)) or .cuda_stream
+ * (torch.cuda.Stream), whose handle 0 (the NULL stream, torch's default
+ * stream) means the legacy default stream, 1. */
+static int parse_stream(sfpy_loader *L, PyObject *o, void **out)
+{
+  if (o == Py_None) {
+    *out = sfpy_cuda_handoff(L->cuda);
+    return 0;
+  }
+  PyObject *h = NULL;
+  int torch_style = 0;
+  if (PyIndex_Check(o)) {
+    h = Py_NewRef(o);
+  } else if (PyObject_HasAttrString(o, "__cuda_stream__")) {
+    PyObject *t = PyObject_CallMethod(o, "__cuda_stream__", NULL);
+    torch_style = 1;
+    if (t == NULL)
+      return -1;
+    if (PyTuple_Check(t) && PyTuple_Size(t) == 2)
+      h = Py_NewRef(PyTuple_GetItem(t, 1));
+    Py_DECREF(t);
+    if (h == NULL) {
+      PyErr_SetString(PyExc_TypeError,
+                      "slabfeed: __cuda_stream__() must return (version, "
+                      "handle)");
+      return -1;
+    }
+  } else if (PyObject_HasAttrString(o, "cuda_stream")) {
+    h = PyObject_GetAttrString(o, "cuda_stream");
+    torch_style = 1;
+    if (h == NULL)
+      return -1;
+  } else {
+    PyErr_Format(PyExc_TypeError,
+                 "slabfeed: stream must be None, an int (cudaStream_t) or a "
+                 "stream object (torch.cuda.Stream, __cuda_stream__), not %R",
+                 o);
+    return -1;
+  }
+  long long v = 0;
+  const int rc = sfpy_int(h, "stream", 0, INTPTR_MAX, &v);
+  Py_DECREF(h);
+  if (rc < 0)
+    return -1;
+  if (v == 0 && torch_style)
+    v = 1;
+  if (v == 0) {
+    PyErr_SetString(PyExc_ValueError,
+                    "slabfeed: stream 0 is ambiguous: pass 1 for the legacy "
+                    "default stream, 2 for the per-thread default stream, or "
+                    "a cudaStream_t");
+    return -1;
+  }
+  *out = (void *)(intptr_t)v;
+  return 0;
+}
+
+/* release - closes L's loader if it is still open: joins consumer streams,
+ * slabfeed_close (collective, GIL released), then the extension's CUDA
+ * objects. In a forked child nothing is touched (the parent owns it all);
+ * when MPI is no longer active nothing is released (returns 1). Returns 0
+ * when closed (or nothing was open). Never raises. */
+static int release(sfpy_loader *L)
+{
+  slabfeed_loader *l = L->l;
+  if (l == NULL)
+    return 0;
+  L->l = NULL;
+  L->generation++;
+  uint64_t e, s;
+  if (slabfeed_tell(l, &e, &s) == SLABFEED_ERR_FORKED) {
+    L->cuda = NULL;
+    return 0;
+  }
+  if (!sfpy_mpi_active()) {
+    L->cuda = NULL;
+    return 1;
+  }
+  char err[256];
+  if (L->cuda != NULL && L->last_stream != NULL)
+    (void)sfpy_cuda_join(L->cuda, L->last_stream, err, sizeof err);
+  L->busy = 1;
+  PyThreadState *ts = PyEval_SaveThread();
+  slabfeed_close(l);
+  PyEval_RestoreThread(ts);
+  L->busy = 0;
+  sfpy_cuda_destroy(L->cuda);
+  L->cuda = NULL;
+  L->last_stream = NULL;
+  return 0;
+}
+
+/* Local CUDA setup of a device loader, agreed on by all ranks of comm: on
+ * failure anywhere, every rank closes the loader (collectively) and raises
+ * the message of the highest failing rank. Returns 0 or -1 with an
+ * exception. */
+static int setup_cuda(sfpy_state *st, sfpy_loader *L, MPI_Comm comm)
+{
+  char err[512] = "";
+  int rank = 0, bad = 0, failed = 0;
+  if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS)
+    rank = 0;
+  if (sfpy_cuda_create(L->device, &L->cuda, err, sizeof err) < 0)
+    bad = rank + 1;
+  if (MPI_Allreduce(&bad, &failed, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
+    failed = rank + 1; /* cannot agree: fail locally */
+  if (failed == 0)
+    return 0;
+  if (MPI_Bcast(err, (int)sizeof err, MPI_CHAR, failed - 1, comm) !=
+      MPI_SUCCESS)
+    snprintf(err, sizeof err, "slabfeed: a rank failed its CUDA setup");
+  err[sizeof err - 1] = '\0';
+  release(L);
+  char msg[600];
+  snprintf(msg, sizeof msg, "%s (rank %d)", err, failed - 1);
+  sfpy_raise(st, SLABFEED_ERR_CUDA, msg);
+  return -1;
+}
+
+static char *loader_kwlist[] = {"comm",
+                                "path",
+                                "input",
+                                "target",
+                                "layout",
+                                "crop",
+                                "batch",
+                                "seed",
+                                "symmetries",
+                                "input_vectors",
+                                "target_vectors",
+                                "dtype",
+                                "out_layout",
+                                "device",
+                                "prefetch",
+                                "halo",
+                                "rank_per_node",
+                                "steps_per_epoch",
+                                NULL};
+
+static const char *const symmetry_names[] = {"all", "rotations", "none", NULL};
+
+/* Loader(comm, path, input, *, target=None, layout=..., ...): fills a
+ * slabfeed_config from the keywords (None keeps the library default) and
+ * opens it (collective over comm, GIL released). */
+static int loader_init(sfpy_loader *self, PyObject *args, PyObject *kw)
+{
+  sfpy_state *st = sfpy_state_of(Py_TYPE(self));
+  PyObject *comm_o, *path = NULL, *input_o, *target_o = Py_None;
+  PyObject *o[14] = {NULL};
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kw, "OO&U|$OOOOOOOOOOOOOOO:Loader", loader_kwlist, &comm_o,
+          PyUnicode_FSConverter, &path, &input_o, &target_o, &o[0], &o[1],
+          &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10],
+          &o[11], &o[12], &o[13]))
+    return -1;
+  int rc = -1;
+  if (self->l != NULL) {
+    sfpy_raise(st, SLABFEED_ERR_STATE, "slabfeed: the loader is already open");
+    goto out;
+  }
+  slabfeed_config c;
+  slabfeed_config_init(&c);
+  c.path = PyBytes_AsString(path);
+  c.input = PyUnicode_AsUTF8AndSize(input_o, NULL);
+  if (c.path == NULL || c.input == NULL)
+    goto out;
+  if (target_o != Py_None) {
+    if (!PyUnicode_Check(target_o)) {
+      PyErr_SetString(PyExc_TypeError,
+                      "slabfeed: target must be a str or None");
+      goto out;
+    }
+    if ((c.target = PyUnicode_AsUTF8AndSize(target_o, NULL)) == NULL)
+      goto out;
+  }
+  int layout = (int)c.layout, sym = (int)c.symmetries, dtype = (int)c.dtype;
+  int out_layout = (int)c.out_layout;
+  long long batch = c.batch, device = c.device, prefetch = c.prefetch;
+  long long halo = c.halo, rpn = c.rank_per_node;
+  if (sfpy_choice(o[0], "layout", sfpy_file_layouts, NULL, &layout) < 0 ||
+      sfpy_triple(o[1], "crop", c.crop) < 0 ||
+      sfpy_int(o[2], "batch", 1, INT32_MAX, &batch) < 0 ||
+      sfpy_u64(o[3], "seed", &c.seed) < 0 ||
+      sfpy_choice(o[4], "symmetries", symmetry_names, NULL, &sym) < 0 ||
+      sfpy_vectors(o[5], "input_vectors", c.input_vectors, &c.n_input_vectors) <
+          0 ||
+      sfpy_vectors(o[6], "target_vectors", c.target_vectors,
+                   &c.n_target_vectors) < 0 ||
+      sfpy_choice(o[7], "dtype", sfpy_dtype_names, sfpy_dtype_aliases, &dtype) <
+          0 ||
+      sfpy_choice(o[8], "out_layout", sfpy_out_layouts, NULL, &out_layout) <
+          0 ||
+      sfpy_int(o[9], "device", -1, INT32_MAX, &device) < 0 ||
+      sfpy_int(o[10], "prefetch", INT32_MIN, INT32_MAX, &prefetch) < 0 ||
+      sfpy_int(o[11], "halo", INT32_MIN, INT32_MAX, &halo) < 0 ||
+      sfpy_int(o[12], "rank_per_node", -1, 1, &rpn) < 0 ||
+      sfpy_u64(o[13], "steps_per_epoch", &c.steps_per_epoch) < 0)
+    goto out;
+  c.layout = (slabfeed_file_layout)layout;
+  c.symmetries = (slabfeed_symmetries)sym;
+  c.dtype = (slabfeed_dtype)dtype;
+  c.out_layout = (slabfeed_out_layout)out_layout;
+  c.batch = (int)batch;
+  c.device = (int)device;
+  c.prefetch = (int)prefetch;
+  c.halo = (int)halo;
+  c.rank_per_node = (int)rpn;
+  MPI_Comm comm;
+  if (sfpy_comm_from_fint(st, comm_o, &comm) < 0)
+    goto out;
+
+  char err[2048] = "";
+  slabfeed_loader *l = NULL;
+  slabfeed_status s;
+  PyThreadState *ts = PyEval_SaveThread();
+  s = slabfeed_open(comm, &c, &l, err, sizeof err);
+  PyEval_RestoreThread(ts);
+  if (s != SLABFEED_OK) {
+    sfpy_raise(st, s, err);
+    goto out;
+  }
+  self->l = l;
+  self->generation = 0;
+  self->device = c.device;
+  self->prefetch = c.prefetch;
+  self->batch = c.batch;
+  self->has_target = c.target != NULL;
+  self->last_stream = NULL;
+  if (c.device >= 0 && setup_cuda(st, self, comm) < 0)
+    goto out;
+  rc = 0;
+out:
+  Py_XDECREF(path);
+  return rc;
+}
+
+static void loader_dealloc(sfpy_loader *self)
+{
+  PyTypeObject *tp = Py_TYPE(self);
+  if (self->l != NULL) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (PyErr_WarnEx(PyExc_ResourceWarning,
+                     "slabfeed: a Loader was garbage-collected while open; "
+                     "close() is collective: call it on every rank (or use "
+                     "`with`)",
+                     1) < 0)
+      PyErr_WriteUnraisable((PyObject *)self);
+    (void)release(self);
+    PyErr_Restore(et, ev, tb);
+  }
+  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+  f(self);
+  Py_DECREF(tp);
+}
+
+/* next(stream=None) -> Batch */
+static PyObject *loader_next(sfpy_loader *self, PyObject *args, PyObject *kw)
+{
+  static char *kwlist[] = {"stream", NULL};
+  sfpy_state *st = sfpy_state_of(Py_TYPE(self));
+  PyObject *so = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:next", kwlist, &so) ||
+      require_idle(st, self) < 0)
+    return NULL;
+  void *stream = NULL;
+  if (self->device >= 0 && parse_stream(self, so, &stream) < 0)
+    return NULL;
+  if (join_streams(st, self) < 0)
+    return NULL;
+  self->generation++;
+  slabfeed_batch b = SLABFEED_BATCH_INIT;
+  slabfeed_status s;
+  self->busy = 1;
+  PyThreadState *ts = PyEval_SaveThread();
+  s = slabfeed_next(self->l, &b, stream);
+  PyEval_RestoreThread(ts);
+  self->busy = 0;
+  if (s != SLABFEED_OK)
+    return sfpy_raise(st, s, slabfeed_last_error(self->l));
+  if (self->device >= 0)
+    self->last_stream = stream;
+  return batch_new(st, self, &b, stream);
+}
+
+/* _time_next(n, stream=None) -> float: n calls of slabfeed_next in one C
+ * loop (GIL released), wall seconds; for bench/python_overhead.py, which
+ * subtracts it from the time of n Loader.next() calls. Batches are not kept. */
+static PyObject *loader_time_next(sfpy_loader *self, PyObject *args,
+                                  PyObject *kw)
+{
+  static char *kwlist[] = {"n", "stream", NULL};
+  sfpy_state *st = sfpy_state_of(Py_TYPE(self));
+  long long n = 0;
+  PyObject *so = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "L|O:_time_next", kwlist, &n,
+                                   &so) ||
+      require_idle(st, self) < 0)
+    return NULL;
+  void *stream = NULL;
+  if (self->device >= 0 && parse_stream(self, so, &stream) < 0)
+    return NULL;
+  if (join_streams(st, self) < 0)
+    return NULL;
+  self->generation++;
+  slabfeed_status s = SLABFEED_OK;
+  struct timespec t0, t1;
+  self->busy = 1;
+  PyThreadState *ts = PyEval_SaveThread();
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long long i = 0; i < n && s == SLABFEED_OK; i++) {
+    slabfeed_batch b = SLABFEED_BATCH_INIT;
+    s = slabfeed_next(self->l, &b, stream);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  PyEval_RestoreThread(ts);
+  self->busy = 0;
+  if (s != SLABFEED_OK)
+    return sfpy_raise(st, s, slabfeed_last_error(self->l));
+  if (self->device >= 0)
+    self->last_stream = stream;
+  return PyFloat_FromDouble((double)(t1.tv_sec - t0.tv_sec) +
+                            1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+}
+
+/* seek(epoch, step) */
+static PyObject *loader_seek(sfpy_loader *self, PyObject *args, PyObject *kw)
+{
+  static char *kwlist[] = {"epoch", "step", NULL};
+  sfpy_state *st = sfpy_state_of(Py_TYPE(self));
+  PyObject *eo, *so;
+  uint64_t epoch = 0, step = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:seek", kwlist, &eo, &so) ||
+      sfpy_u64(eo, "epoch", &epoch) < 0 || sfpy_u64(so, "step", &step) < 0 ||
+      require_idle(st, self) < 0 || join_streams(st, self) < 0)
+    return NULL;
+  self->generation++;
+  self->last_stream = NULL;
+  slabfeed_status s;
+  self->busy = 1;
+  PyThreadState *ts = PyEval_SaveThread();
+  s = slabfeed_seek(self->l, epoch, step);
+  PyEval_RestoreThread(ts);
+  self->busy = 0;
+  if (s != SLABFEED_OK)
+    return sfpy_raise(st, s, slabfeed_last_error(self->l));
+  Py_RETURN_NONE;
+}
+
+/* tell() -> (epoch, step) */
+static PyObject *loader_tell(sfpy_loader *self, PyObject *noargs)
+{
+  (void)noargs;
+  sfpy_state *st = sfpy_state_of(Py_TYPE(self));
+  uint64_t e = 0, s = 0;
+  if (require_idle(st, self) < 0)
+    return NULL;
+  const slabfeed_status rc = slabfeed_tell(self->l, &e, &s);
+  if (rc != SLABFEED_OK)
+    return sfpy_raise(st, rc,
+                      rc == SLABFEED_ERR_FORKED
+                          ? "slabfeed: loader used in a forked child process"
+                          : slabfeed_last_error(self->l));
+  return Py_BuildValue("(KK)", (unsigned long long)e, (unsigned long long)s);
+}
+
+/* close(): collective; a no-op when closed or in a forked child. */
+static PyObject *loader_close(sfpy_loader *self, PyObject *noargs)
+{
+  (void)noargs;
+  sfpy_state *st = sfpy_state_of(Py_TYPE(self));
+  if (self->l != NULL && self->busy)
+    return sfpy_raise(st, SLABFEED_ERR_STATE, SFPY_BUSY_MESSAGE);
+  if (release(self) == 1)
+    return sfpy_raise(st, SLABFEED_ERR_STATE,
+                      "slabfeed: MPI was finalised before the loader was "
+                      "closed; its resources are left to the process exit");
+  Py_RETURN_NONE;
+}
+
+/* stats() -> dict of slabfeed_stats */
+static PyObject *loader_stats(sfpy_loader *self, PyObject *noargs)
+{
+  (void)noargs;
+  sfpy_state *st = sfpy_state_of(Py_TYPE(self));
+  if (require_open(st, self) < 0)
+    return NULL;
+  slabfeed_stats s = SLABFEED_STATS_INIT;
+  const slabfeed_status rc = slabfeed_stats_get(self->l, &s);
+  if (rc != SLABFEED_OK)
+    return sfpy_raise(st, rc, slabfeed_last_error(self->l));
+  return Py_BuildValue(
+      "{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:K,s:K,s:O}",
+      "batches", (unsigned long long)s.batches, "samples",
+      (unsigned long long)s.samples, "bytes_own",
+      (unsigned long long)s.bytes_own, "bytes_node",
+      (unsigned long long)s.bytes_node, "bytes_remote",
+      (unsigned long long)s.bytes_remote, "bytes_out",
+      (unsigned long long)s.bytes_out, "t_read", s.t_read, "t_plan", s.t_plan,
+      "t_gather", s.t_gather, "t_h2d", s.t_h2d, "t_transform", s.t_transform,
+      "t_wait", s.t_wait, "slab_bytes", (unsigned long long)s.slab_bytes,
+      "staging_bytes", (unsigned long long)s.staging_bytes, "loader_thread",
+      s.loader_thread ? Py_True : Py_False);
+}
+
+static PyObject *loader_get_steps(sfpy_loader *self, void *c)
+{
+  (void)c;
+  if (require_open(sfpy_state_of(Py_TYPE(self)), self) < 0)
+    return NULL;
+  return PyLong_FromUnsignedLongLong(slabfeed_steps_per_epoch(self->l));
+}
+
+static PyObject *loader_get_closed(sfpy_loader *self, void *c)
+{
+  (void)c;
+  return PyBool_FromLong(self->l == NULL);
+}
+
+static PyObject *loader_get_int(sfpy_loader *self, void *which)
+{
+  const char *w = which;
+  return PyLong_FromLong(w[0] == 'd'   ? self->device
+                         : w[0] == 'p' ? self->prefetch
+                                       : self->batch);
+}
+
+static PyMethodDef loader_methods[] = {
+    {"next", (PyCFunction)(void (*)(void))loader_next,
+     METH_VARARGS | METH_KEYWORDS,
+     "next(stream=None) -> Batch\n\nThe next batch of this rank "
+     "(slabfeed_next; the GIL is released while it waits). Device loaders: "
+     "`stream` (int cudaStream_t, torch.cuda.Stream, or an object with "
+     "__cuda_stream__) is made to wait on the batch; None uses the loader's "
+     "own stream and __dlpack__(stream=...) then orders the consumer's "
+     "stream. The previous batch becomes stale."},
+    {"_time_next", (PyCFunction)(void (*)(void))loader_time_next,
+     METH_VARARGS | METH_KEYWORDS,
+     "_time_next(n, stream=None) -> float\n\nSeconds for n slabfeed_next "
+     "calls in one C loop (for bench/python_overhead.py)."},
+    {"seek", (PyCFunction)(void (*)(void))loader_seek,
+     METH_VARARGS | METH_KEYWORDS,
+     "seek(epoch, step)\n\nThe next next() returns the batch of (epoch, "
+     "step): exact resume. Call it at the same point on every rank. Batches "
+     "handed out before become stale."},
+    {"tell", (PyCFunction)loader_tell, METH_NOARGS,
+     "tell() -> (epoch, step)\n\nThe position of the batch the next next() "
+     "returns (what a checkpoint stores)."},
+    {"close", (PyCFunction)loader_close, METH_NOARGS,
+     "close()\n\nCollective: releases everything (slabfeed_close). Batches "
+     "become stale. Idempotent; a no-op in a forked child."},
+    {"stats", (PyCFunction)loader_stats, METH_NOARGS,
+     "stats() -> dict\n\nThis rank's counters and times (slabfeed_stats)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef loader_getset[] = {
+    {"steps_per_epoch", (getter)loader_get_steps, NULL,
+     "Steps per epoch in effect.", NULL},
+    {"closed", (getter)loader_get_closed, NULL, "True after close().", NULL},
+    {"device", (getter)loader_get_int, NULL,
+     "-1 (host batches) or the CUDA device ordinal.", "d"},
+    {"prefetch", (getter)loader_get_int, NULL, "Depth of the batch ring.", "p"},
+    {"batch", (getter)loader_get_int, NULL, "Local batch size B.", "b"},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot loader_slots[] = {
+    {Py_tp_doc, "Loader(comm_f2c, path, input, *, target=None, ...)\n\n"
+                "The C loader; use slabfeed.Loader, which takes an mpi4py "
+                "communicator and documents the options."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, loader_init},
+    {Py_tp_dealloc, loader_dealloc},
+    {Py_tp_methods, loader_methods},
+    {Py_tp_getset, loader_getset},
+    {0, NULL},
+};
+
+PyType_Spec sfpy_loader_spec = {
+    .name = "slabfeed._slabfeed.Loader",
+    .basicsize = sizeof(sfpy_loader),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = loader_slots,
+};

@@ -1,0 +1,504 @@
+/*
+ * slabfeed._slabfeed: module definition (multi-phase init, state in the
+ * module), the exception classes, MPI helpers and argument conversion.
+ */
+#include "sfpy.h"
+
+#include <string.h>
+
+/* ---- Exceptions -----------------------------------------------------------
+ * slabfeed.Error(Exception) carries `status` (the enum name, e.g.
+ * "SLABFEED_ERR_IO") and `code` (its pinned value) as class attributes;
+ * one subclass per status, which also derives from the built-in a Python
+ * user would catch. str(exception) is the library's message (agreed on by
+ * all ranks for collective calls). */
+
+static const char *const error_names[SFPY_NSTATUS] = {
+    NULL,         "ArgumentError", "FileIOError",      "FormatError",
+    "MPIError",   "CUDAError",     "NCCLError",        "OutOfMemoryError",
+    "StateError", "ForkedError",   "UnsupportedError",
+};
+
+static const char *const error_docs[SFPY_NSTATUS] = {
+    NULL,
+    "SLABFEED_ERR_ARG: an invalid option or argument (also a ValueError).",
+    "SLABFEED_ERR_IO: a file could not be opened, read or written (also an "
+    "OSError).",
+    "SLABFEED_ERR_FORMAT: unsupported or inconsistent file content (also a "
+    "ValueError).",
+    "SLABFEED_ERR_MPI: an MPI call failed, or mpi4py and slabfeed use "
+    "different MPI libraries (also a RuntimeError).",
+    "SLABFEED_ERR_CUDA: a CUDA call failed (also a RuntimeError).",
+    "SLABFEED_ERR_NCCL: an NCCL call failed (also a RuntimeError).",
+    "SLABFEED_ERR_NOMEM: host, pinned or device memory could not be taken "
+    "(also a MemoryError).",
+    "SLABFEED_ERR_STATE: a call that is not valid now, e.g. on a closed "
+    "loader (also a RuntimeError).",
+    "SLABFEED_ERR_FORKED: a loader used in a forked child process; open a "
+    "new loader there, or use threads (also a RuntimeError).",
+    "SLABFEED_ERR_UNSUPPORTED: not supported by this build, e.g. device "
+    "batches without CUDA (also a NotImplementedError).",
+};
+
+/* The built-in each status also derives from. */
+static PyObject *builtin_base(slabfeed_status s)
+{
+  switch (s) {
+  case SLABFEED_ERR_ARG:
+  case SLABFEED_ERR_FORMAT:
+    return PyExc_ValueError;
+  case SLABFEED_ERR_IO:
+    return PyExc_OSError;
+  case SLABFEED_ERR_NOMEM:
+    return PyExc_MemoryError;
+  case SLABFEED_ERR_UNSUPPORTED:
+    return PyExc_NotImplementedError;
+  default:
+    return PyExc_RuntimeError;
+  }
+}
+
+/* A new exception class named slabfeed.<name> with bases and class
+ * attributes status/code; NULL with an exception on failure. */
+static PyObject *new_error_class(const char *name, const char *doc,
+                                 PyObject *bases, const char *status, int code)
+{
+  char qualified[64];
+  snprintf(qualified, sizeof qualified, "slabfeed.%s", name);
+  PyObject *dict =
+      status ? Py_BuildValue("{s:s,s:i}", "status", status, "code", code)
+             : Py_BuildValue("{s:O,s:O}", "status", Py_None, "code", Py_None);
+  if (dict == NULL)
+    return NULL;
+  PyObject *cls = PyErr_NewExceptionWithDoc(qualified, doc, bases, dict);
+  Py_DECREF(dict);
+  return cls;
+}
+
+/* Creates the classes into st and adds them to module m. */
+static int add_errors(PyObject *m, sfpy_state *st)
+{
+  st->error = new_error_class(
+      "Error",
+      "Base of every slabfeed error. `status` is the C status name "
+      "(e.g. 'SLABFEED_ERR_IO'), `code` its value; str() is the message.",
+      NULL, NULL, 0);
+  if (st->error == NULL || PyModule_AddObjectRef(m, "Error", st->error) < 0)
+    return -1;
+  for (int s = 1; s < SFPY_NSTATUS; s++) {
+    PyObject *bases = PyTuple_Pack(2, st->error, builtin_base(s));
+    if (bases == NULL)
+      return -1;
+    st->errors[s] = new_error_class(error_names[s], error_docs[s], bases,
+                                    slabfeed_status_name(s), s);
+    Py_DECREF(bases);
+    if (st->errors[s] == NULL ||
+        PyModule_AddObjectRef(m, error_names[s], st->errors[s]) < 0)
+      return -1;
+  }
+  st->stale = new_error_class(
+      "StaleBatchError",
+      "A batch (or one of its tensors) used after next(), seek() or close() "
+      "of its loader: its memory may already hold another batch (a "
+      "StateError).",
+      st->errors[SLABFEED_ERR_STATE], slabfeed_status_name(SLABFEED_ERR_STATE),
+      SLABFEED_ERR_STATE);
+  if (st->stale == NULL ||
+      PyModule_AddObjectRef(m, "StaleBatchError", st->stale) < 0)
+    return -1;
+  return 0;
+}
+
+PyObject *sfpy_raise(sfpy_state *st, slabfeed_status s, const char *message)
+{
+  PyObject *cls = (s > 0 && s < SFPY_NSTATUS) ? st->errors[s] : st->error;
+  if (message == NULL || message[0] == '\0')
+    message = slabfeed_strerror(s);
+  PyObject *msg = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message),
+                                       "backslashreplace");
+  if (msg == NULL)
+    return NULL;
+  PyErr_SetObject(cls, msg);
+  Py_DECREF(msg);
+  return NULL;
+}
+
+PyObject *sfpy_raise_stale(sfpy_state *st, const char *message)
+{
+  PyErr_SetString(st->stale, message);
+  return NULL;
+}
+
+sfpy_state *sfpy_state_of(PyTypeObject *type)
+{
+  return (sfpy_state *)PyType_GetModuleState(type);
+}
+
+/* ---- MPI ------------------------------------------------------------------
+ */
+
+int sfpy_mpi_active(void)
+{
+  int init = 0, fin = 0;
+  if (MPI_Initialized(&init) != MPI_SUCCESS ||
+      MPI_Finalized(&fin) != MPI_SUCCESS)
+    return 0;
+  return init && !fin;
+}
+
+int sfpy_comm_from_fint(sfpy_state *st, PyObject *fint, MPI_Comm *out)
+{
+  long long v = 0;
+  if (sfpy_int(fint, "comm handle", INT32_MIN, INT32_MAX, &v) < 0)
+    return -1;
+  if (!sfpy_mpi_active()) {
+    sfpy_raise(st, SLABFEED_ERR_STATE,
+               "slabfeed: MPI is not initialised (or already finalised) in "
+               "the MPI library slabfeed uses: import mpi4py.MPI first (it "
+               "initialises MPI), with the same MPI library");
+    return -1;
+  }
+  const MPI_Comm c = MPI_Comm_f2c((MPI_Fint)v);
+  if (c == MPI_COMM_NULL) {
+    PyErr_SetString(PyExc_ValueError,
+                    "slabfeed: the communicator is MPI_COMM_NULL");
+    return -1;
+  }
+  *out = c;
+  return 0;
+}
+
+/* mpi_library_version() -> str: MPI_Get_library_version of the MPI library
+ * slabfeed is linked with (callable before MPI_Init). */
+static PyObject *mod_mpi_library_version(PyObject *m, PyObject *noargs)
+{
+  (void)m;
+  (void)noargs;
+  char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  if (MPI_Get_library_version(v, &len) != MPI_SUCCESS) {
+    PyErr_SetString(PyExc_RuntimeError, "MPI_Get_library_version failed");
+    return NULL;
+  }
+  return PyUnicode_DecodeUTF8(v, len, "replace");
+}
+
+/* mpi_is_active() -> bool: MPI initialised and not finalised, as the MPI
+ * library slabfeed is linked with sees it. */
+static PyObject *mod_mpi_is_active(PyObject *m, PyObject *noargs)
+{
+  (void)m;
+  (void)noargs;
+  return PyBool_FromLong(sfpy_mpi_active());
+}
+
+/* config_defaults() -> dict: slabfeed_config_init's values, by the keyword
+ * names of Loader. */
+static PyObject *mod_config_defaults(PyObject *m, PyObject *noargs)
+{
+  (void)m;
+  (void)noargs;
+  slabfeed_config c;
+  slabfeed_config_init(&c);
+  return Py_BuildValue(
+      "{s:s,s:(LLL),s:i,s:K,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:K}", "layout",
+      sfpy_file_layouts[c.layout], "crop", (long long)c.crop[0],
+      (long long)c.crop[1], (long long)c.crop[2], "batch", c.batch, "seed",
+      (unsigned long long)c.seed, "symmetries",
+      c.symmetries == SLABFEED_SYM_ALL
+          ? "all"
+          : (c.symmetries == SLABFEED_SYM_ROTATIONS ? "rotations" : "none"),
+      "dtype", sfpy_dtype_names[c.dtype], "out_layout",
+      sfpy_out_layouts[c.out_layout], "device", c.device, "prefetch",
+      c.prefetch, "halo", c.halo, "rank_per_node", c.rank_per_node,
+      "steps_per_epoch", (unsigned long long)c.steps_per_epoch);
+}
+
+/* ---- Argument conversion
+ * -----------------------------------------------------
+ */
+
+const char *const sfpy_dtype_names[] = {"f32", "f16", "bf16", NULL};
+const char *const sfpy_dtype_aliases[] = {"float32", "float16", "bfloat16",
+                                          NULL};
+const char *const sfpy_file_layouts[] = {"auto", "cf", "cl", NULL};
+const char *const sfpy_out_layouts[] = {"ncdhw", "ndhwc", NULL};
+
+int sfpy_choice(PyObject *o, const char *arg, const char *const *names,
+                const char *const *aliases, int *out)
+{
+  if (o == NULL || o == Py_None)
+    return 0;
+  if (PyUnicode_Check(o))
+    for (int i = 0; names[i] != NULL; i++)
+      if (PyUnicode_CompareWithASCIIString(o, names[i]) == 0 ||
+          (aliases && PyUnicode_CompareWithASCIIString(o, aliases[i]) == 0)) {
+        *out = i;
+        return 0;
+      }
+  char list[160] = "";
+  for (int i = 0; names[i] != NULL; i++) {
+    strncat(list, i ? ", '" : "'", sizeof list - strlen(list) - 1);
+    strncat(list, names[i], sizeof list - strlen(list) - 1);
+    strncat(list, "'", sizeof list - strlen(list) - 1);
+  }
+  PyErr_Format(PyExc_ValueError, "slabfeed: %s must be one of %s, not %R", arg,
+               list, o);
+  return -1;
+}
+
+int sfpy_int(PyObject *o, const char *arg, long long lo, long long hi,
+             long long *out)
+{
+  if (o == NULL || o == Py_None)
+    return 0;
+  PyObject *i = PyNumber_Index(o);
+  if (i == NULL) {
+    PyErr_Format(PyExc_TypeError, "slabfeed: %s must be an integer, not %R",
+                 arg, o);
+    return -1;
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+  Py_DECREF(i);
+  if (v == -1 && PyErr_Occurred())
+    return -1;
+  if (overflow || v < lo || v > hi) {
+    PyErr_Format(PyExc_ValueError,
+                 "slabfeed: %s = %R is out of range [%lld, %lld]", arg, o, lo,
+                 hi);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int sfpy_u64(PyObject *o, const char *arg, uint64_t *out)
+{
+  if (o == NULL || o == Py_None)
+    return 0;
+  PyObject *i = PyNumber_Index(o);
+  if (i == NULL) {
+    PyErr_Format(PyExc_TypeError, "slabfeed: %s must be an integer, not %R",
+                 arg, o);
+    return -1;
+  }
+  const unsigned long long v = PyLong_AsUnsignedLongLong(i);
+  Py_DECREF(i);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError,
+                 "slabfeed: %s = %R is out of range [0, 2**64)", arg, o);
+    return -1;
+  }
+  *out = (uint64_t)v;
+  return 0;
+}
+
+/* The items of sequence o (not a str) as a new tuple, or NULL (TypeError). */
+static PyObject *as_tuple(PyObject *o, const char *arg)
+{
+  if (PyUnicode_Check(o) || PyBytes_Check(o) || !PySequence_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "slabfeed: %s must be a sequence, not %R",
+                 arg, o);
+    return NULL;
+  }
+  return PySequence_Tuple(o);
+}
+
+int sfpy_triple(PyObject *o, const char *arg, int64_t out[3])
+{
+  if (o == NULL || o == Py_None)
+    return 0;
+  long long v[3];
+  if (!PyUnicode_Check(o) && !PySequence_Check(o)) {
+    if (sfpy_int(o, arg, 1, INT64_MAX, &v[0]) < 0)
+      return -1;
+    v[1] = v[2] = v[0];
+  } else {
+    PyObject *t = as_tuple(o, arg);
+    if (t == NULL)
+      return -1;
+    if (PyTuple_Size(t) != 3) {
+      PyErr_Format(PyExc_ValueError,
+                   "slabfeed: %s must be an int or 3 ints (z, y, x), not %R",
+                   arg, o);
+      Py_DECREF(t);
+      return -1;
+    }
+    for (int a = 0; a < 3; a++)
+      if (sfpy_int(PyTuple_GetItem(t, a), arg, 1, INT64_MAX, &v[a]) < 0) {
+        Py_DECREF(t);
+        return -1;
+      }
+    Py_DECREF(t);
+  }
+  for (int a = 0; a < 3; a++)
+    out[a] = (int64_t)v[a];
+  return 0;
+}
+
+int sfpy_vectors(PyObject *o, const char *arg, int (*out)[3], int *n)
+{
+  if (o == NULL || o == Py_None)
+    return 0;
+  PyObject *t = as_tuple(o, arg);
+  if (t == NULL)
+    return -1;
+  Py_ssize_t len = PyTuple_Size(t);
+  /* One flat triple (1, 2, 3) is one group. */
+  if (len > 0 && PyIndex_Check(PyTuple_GetItem(t, 0))) {
+    PyObject *one = PyTuple_Pack(1, t);
+    Py_DECREF(t);
+    if (one == NULL)
+      return -1;
+    t = one;
+    len = 1;
+  }
+  if (len > SLABFEED_MAX_VECTORS) {
+    PyErr_Format(PyExc_ValueError,
+                 "slabfeed: %s: at most %d vector groups, not %zd", arg,
+                 SLABFEED_MAX_VECTORS, len);
+    Py_DECREF(t);
+    return -1;
+  }
+  for (Py_ssize_t g = 0; g < len; g++) {
+    PyObject *grp = as_tuple(PyTuple_GetItem(t, g), arg);
+    if (grp == NULL || PyTuple_Size(grp) != 3) {
+      if (grp != NULL)
+        PyErr_Format(PyExc_ValueError,
+                     "slabfeed: %s: a vector group is 3 channel indices "
+                     "(components along z, y, x), not %R",
+                     arg, grp);
+      Py_XDECREF(grp);
+      Py_DECREF(t);
+      return -1;
+    }
+    for (int k = 0; k < 3; k++) {
+      long long v = 0;
+      if (sfpy_int(PyTuple_GetItem(grp, k), arg, 0, INT32_MAX, &v) < 0) {
+        Py_DECREF(grp);
+        Py_DECREF(t);
+        return -1;
+      }
+      out[g][k] = (int)v;
+    }
+    Py_DECREF(grp);
+  }
+  *n = (int)len;
+  Py_DECREF(t);
+  return 0;
+}
+
+/* ---- Module ----------------------------------------------------------------
+ */
+
+static PyMethodDef module_methods[] = {
+    {"mpi_library_version", mod_mpi_library_version, METH_NOARGS,
+     "mpi_library_version() -> str\n\nMPI_Get_library_version of the MPI "
+     "library slabfeed is linked with."},
+    {"mpi_is_active", mod_mpi_is_active, METH_NOARGS,
+     "mpi_is_active() -> bool\n\nWhether MPI is initialised and not "
+     "finalised, as the MPI library slabfeed is linked with sees it."},
+    {"config_defaults", mod_config_defaults, METH_NOARGS,
+     "config_defaults() -> dict\n\nThe C library's option defaults "
+     "(slabfeed_config_init), by Loader keyword."},
+    {"generate", (PyCFunction)(void (*)(void))sfpy_generate,
+     METH_VARARGS | METH_KEYWORDS,
+     "generate(comm_f2c, path, **options)\n\nslabfeed_generate (collective); "
+     "use slabfeed.tools.generate."},
+    {"describe", (PyCFunction)(void (*)(void))sfpy_describe,
+     METH_VARARGS | METH_KEYWORDS,
+     "describe(path, dataset, layout='auto') -> dict\n\nslabfeed_describe; "
+     "use slabfeed.tools.describe."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int add_type(PyObject *m, PyType_Spec *spec, PyTypeObject **out)
+{
+  PyObject *t = PyType_FromModuleAndSpec(m, spec, NULL);
+  if (t == NULL)
+    return -1;
+  *out = (PyTypeObject *)t;
+  return PyModule_AddType(m, *out);
+}
+
+static int module_exec(PyObject *m)
+{
+  sfpy_state *st = PyModule_GetState(m);
+  if (add_errors(m, st) < 0 ||
+      add_type(m, &sfpy_loader_spec, &st->loader_type) < 0 ||
+      add_type(m, &sfpy_batch_spec, &st->batch_type) < 0 ||
+      add_type(m, &sfpy_tensor_spec, &st->tensor_type) < 0 ||
+      add_type(m, &sfpy_reader_spec, &st->reader_type) < 0)
+    return -1;
+  if (PyModule_AddStringConstant(m, "__version__", slabfeed_version_string()) <
+          0 ||
+      PyModule_AddIntConstant(m, "version_number", (long)slabfeed_version()) <
+          0 ||
+      PyModule_AddObjectRef(m, "cuda_built",
+                            sfpy_cuda_available() ? Py_True : Py_False) < 0 ||
+      PyModule_AddIntConstant(m, "max_streams", SFPY_MAX_STREAMS) < 0)
+    return -1;
+  return 0;
+}
+
+static int module_traverse(PyObject *m, visitproc visit, void *arg)
+{
+  sfpy_state *st = PyModule_GetState(m);
+  if (st == NULL)
+    return 0;
+  Py_VISIT(st->error);
+  for (int s = 0; s < SFPY_NSTATUS; s++)
+    Py_VISIT(st->errors[s]);
+  Py_VISIT(st->stale);
+  Py_VISIT(st->loader_type);
+  Py_VISIT(st->batch_type);
+  Py_VISIT(st->tensor_type);
+  Py_VISIT(st->reader_type);
+  return 0;
+}
+
+static int module_clear(PyObject *m)
+{
+  sfpy_state *st = PyModule_GetState(m);
+  if (st == NULL)
+    return 0;
+  Py_CLEAR(st->error);
+  for (int s = 0; s < SFPY_NSTATUS; s++)
+    Py_CLEAR(st->errors[s]);
+  Py_CLEAR(st->stale);
+  Py_CLEAR(st->loader_type);
+  Py_CLEAR(st->batch_type);
+  Py_CLEAR(st->tensor_type);
+  Py_CLEAR(st->reader_type);
+  return 0;
+}
+
+static void module_free(void *m)
+{
+  module_clear((PyObject *)m);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, (void *)module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "slabfeed._slabfeed",
+    .m_doc = "The C extension of slabfeed: Loader, Batch, Tensor (DLPack), "
+             "the tools and the error classes. Use the package `slabfeed`.",
+    .m_size = sizeof(sfpy_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC PyInit__slabfeed(void)
+{
+  return PyModuleDef_Init(&module_def);
+}

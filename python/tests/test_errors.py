@@ -1,0 +1,163 @@
+"""Errors: slabfeed.Error subclasses that carry the status and the agreed
+message and derive from the matching built-in, raised on every rank; the
+MPI library check; a loader used after fork raises ForkedError."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+
+import pytest
+from conftest import COMM, VEC
+
+import slabfeed
+from slabfeed import _mpi
+
+
+def open_loader(path: str, **kw) -> slabfeed.Loader:
+    opts = dict(path=path, input="Nbody", target="Hydro", crop=8, batch=2,
+                input_vectors=VEC, target_vectors=VEC)
+    opts.update(kw)
+    return slabfeed.Loader(COMM, **opts)
+
+
+@pytest.mark.parametrize("cls,builtin,status,code", [
+    (slabfeed.ArgumentError, ValueError, "SLABFEED_ERR_ARG", 1),
+    (slabfeed.FileIOError, OSError, "SLABFEED_ERR_IO", 2),
+    (slabfeed.FormatError, ValueError, "SLABFEED_ERR_FORMAT", 3),
+    (slabfeed.MPIError, RuntimeError, "SLABFEED_ERR_MPI", 4),
+    (slabfeed.CUDAError, RuntimeError, "SLABFEED_ERR_CUDA", 5),
+    (slabfeed.NCCLError, RuntimeError, "SLABFEED_ERR_NCCL", 6),
+    (slabfeed.OutOfMemoryError, MemoryError, "SLABFEED_ERR_NOMEM", 7),
+    (slabfeed.StateError, RuntimeError, "SLABFEED_ERR_STATE", 8),
+    (slabfeed.ForkedError, RuntimeError, "SLABFEED_ERR_FORKED", 9),
+    (slabfeed.UnsupportedError, NotImplementedError, "SLABFEED_ERR_UNSUPPORTED", 10),
+    (slabfeed.StaleBatchError, RuntimeError, "SLABFEED_ERR_STATE", 8),
+])
+def test_error_classes(cls, builtin, status, code):
+    assert issubclass(cls, slabfeed.Error) and issubclass(cls, builtin)
+    assert cls.status == status and cls.code == code
+    e = cls("a message")
+    assert str(e) == "a message" and e.status == status
+    assert cls.__module__ == "slabfeed"
+
+
+def agreed(msg: str) -> bool:
+    return len(set(COMM.allgather(msg))) == 1
+
+
+def test_missing_file_every_rank(workdir):
+    path = os.path.join(workdir, "missing.h5")
+    with pytest.raises(slabfeed.FileIOError) as e:
+        open_loader(path)
+    assert isinstance(e.value, OSError)
+    assert e.value.status == "SLABFEED_ERR_IO" and e.value.code == 2
+    assert "missing.h5" in str(e.value)
+    assert agreed(str(e.value))  # every rank raised, with the same message
+
+
+def test_not_hdf5_every_rank(workdir):
+    path = os.path.join(workdir, "text.h5")
+    if COMM.rank == 0:
+        with open(path, "w") as f:
+            f.write("not an HDF5 file\n")
+    COMM.Barrier()
+    with pytest.raises(slabfeed.Error) as e:
+        open_loader(path)
+    assert isinstance(e.value, (OSError, ValueError))
+    assert "text.h5" in str(e.value) and agreed(str(e.value))
+
+
+def test_missing_dataset(index_volume):
+    with pytest.raises(slabfeed.Error) as e:
+        open_loader(index_volume, input="Velocity")
+    assert "Velocity" in str(e.value) and agreed(str(e.value))
+    assert e.value.status.startswith("SLABFEED_ERR_")
+
+
+def test_bad_options(index_volume):
+    with pytest.raises(slabfeed.ArgumentError) as e:
+        open_loader(index_volume, crop=100)  # larger than the 24^3 box
+    assert isinstance(e.value, ValueError) and agreed(str(e.value))
+    with pytest.raises(slabfeed.ArgumentError):
+        open_loader(index_volume, input_vectors=[(1, 2, 7)])  # no channel 7
+    with pytest.raises(slabfeed.ArgumentError):
+        open_loader(index_volume, prefetch=0)
+    # refused before the C library sees them (the same on every rank)
+    with pytest.raises(ValueError, match="'f32', 'f16', 'bf16'"):
+        open_loader(index_volume, dtype="f64")
+    with pytest.raises(ValueError, match="3 ints"):
+        open_loader(index_volume, crop=(8, 8))
+    with pytest.raises(ValueError, match="vector group"):
+        open_loader(index_volume, input_vectors=[(1, 2)])
+    with pytest.raises(ValueError, match="out of range"):
+        open_loader(index_volume, batch=0)
+    with pytest.raises(TypeError, match="intracommunicator"):
+        slabfeed.Loader("world", path=index_volume, input="Nbody")
+
+
+def test_other_mpi_library_refused(index_volume, monkeypatch):
+    monkeypatch.setattr(_mpi, "_checked", False)
+    monkeypatch.setattr(_mpi._slabfeed, "mpi_library_version", lambda: "MPICH Version: 4.2.0")
+    with pytest.raises(slabfeed.MPIError, match="different MPI libraries") as e:
+        open_loader(index_volume)
+    assert "MPICH" in str(e.value) and isinstance(e.value, RuntimeError)
+
+
+def test_fork(index_volume):
+    """As tests/test_fork.c: the child gets ForkedError from every call and
+    from the batch it inherited (no MPI, no pytest machinery in the child:
+    its exit code carries the failed checks); the parent goes on."""
+    L = open_loader(index_volume)
+    b = L.next()
+    with warnings.catch_warnings():  # Python 3.12: fork of a threaded process
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # child
+        bad = 0
+        try:
+            for bit, call in enumerate((L.next, b.input.__dlpack__, lambda: L.seek(0, 0),
+                                        L.tell, b.target.tobytes)):
+                try:
+                    call()
+                    bad |= 1 << bit
+                except slabfeed.ForkedError as e:
+                    if not (isinstance(e, RuntimeError) and "fork" in str(e)
+                            and e.status == "SLABFEED_ERR_FORKED"):
+                        bad |= 1 << bit
+            L.close()  # a no-op in the child: the parent owns everything
+        except BaseException:
+            bad |= 1 << 7
+        os._exit(bad)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status), status
+    assert os.WEXITSTATUS(status) == 0, f"child checks failed: {os.WEXITSTATUS(status):#x}"
+    assert b.valid
+    for _ in range(3):
+        L.next()
+    L.close()
+
+
+def test_one_thread_at_a_time(index_volume):
+    """The GIL is released inside next(); a second thread that calls the
+    same loader meanwhile gets StateError instead of racing in C."""
+    with open_loader(index_volume, crop=2, batch=1, steps_per_epoch=1 << 40) as L:
+        started, refused = threading.Event(), []
+
+        def busy() -> None:
+            started.set()
+            L._c._time_next(1_000_000)  # a long C loop, GIL released
+
+        t = threading.Thread(target=busy)
+        t.start()
+        started.wait()
+        while t.is_alive() and not refused:
+            try:
+                L.next()
+            except slabfeed.StateError as e:
+                refused.append(str(e))
+            time.sleep(0.005)
+        t.join()
+        assert refused and "another thread" in refused[0]
+        L.next()  # free again
