@@ -18,7 +18,7 @@
   do {                                                                         \
     cudaError_t rc_ = (call);                                                  \
     if (rc_ != cudaSuccess) {                                                  \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(rc_));       \
+      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(rc_));        \
       std::exit(1);                                                            \
     }                                                                          \
   } while (0)
@@ -65,8 +65,11 @@ int main()
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   double *got;
   CK(cudaMallocManaged(&got, sizeof(double)));
-  const char *names[] = {"one piece", "split along x", "split along y",
-                         "split along z", "split along y, positions folded",
+  const char *names[] = {"one piece",
+                         "split along x",
+                         "split along y",
+                         "split along z",
+                         "split along y, positions folded",
                          "split along y, plane by plane"};
   for (int c = 0; c < 6; c++) {
     float *d;
@@ -77,17 +80,21 @@ int main()
     if (c == 0)
       copy_box(h, d, 0, 0, 0, E, E, E, s);
     else if (c == 1)
-      copy_box(h, d, 0, 0, 0, E, E, k, s), copy_box(h, d, 0, 0, k, E, E, E - k, s);
+      copy_box(h, d, 0, 0, 0, E, E, k, s),
+          copy_box(h, d, 0, 0, k, E, E, E - k, s);
     else if (c == 2)
-      copy_box(h, d, 0, 0, 0, E, k, E, s), copy_box(h, d, 0, k, 0, E, E - k, E, s);
+      copy_box(h, d, 0, 0, 0, E, k, E, s),
+          copy_box(h, d, 0, k, 0, E, E - k, E, s);
     else if (c == 3)
-      copy_box(h, d, 0, 0, 0, k, E, E, s), copy_box(h, d, k, 0, 0, E - k, E, E, s);
+      copy_box(h, d, 0, 0, 0, k, E, E, s),
+          copy_box(h, d, k, 0, 0, E - k, E, E, s);
     else if (c == 4)
       copy_box(h, d, 0, 0, 0, E, k, E, s, true),
           copy_box(h, d, 0, k, 0, E, E - k, E, s, true);
     else
       for (int z = 0; z < E; z++)
-        copy_box(h, d, z, 0, 0, 1, k, E, s), copy_box(h, d, z, k, 0, 1, E - k, E, s);
+        copy_box(h, d, z, 0, 0, 1, k, E, s),
+            copy_box(h, d, z, k, 0, 1, E - k, E, s);
     *got = 0;
     sum<<<1, 256, 0, s>>>(d, N, got);
     CK(cudaGetLastError());
