@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import atexit
+import itertools
+import operator
 import os
-import weakref
+import warnings
 from typing import TYPE_CHECKING, Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _slabfeed
@@ -16,20 +18,26 @@ if TYPE_CHECKING:  # pragma: no cover
 IntOr3 = Union[int, Sequence[int]]
 Vectors = Sequence[Sequence[int]]
 
-# Open loaders in the order they were opened: closed at interpreter exit
-# (before mpi4py finalises MPI), in the same order on every rank.
-_open: "Dict[int, weakref.ref[Loader]]" = {}
+# The C loaders of open Loaders, in the order they were opened (keys from a
+# counter: never reused, so the order is the creation order on every rank):
+# closed at interpreter exit (before mpi4py finalises MPI), in that order on
+# every rank. Strong references: the close is collective, so a C loader is
+# never closed by the garbage collector (a Loader dropped without close()
+# stays open until close() or the exit; the C object would only warn and
+# leak it); close() removes the entry.
+_open: "Dict[int, Any]" = {}
+_next_key = itertools.count()
 
 
 @atexit.register
 def _close_open_loaders() -> None:
-    for ref in list(_open.values()):
-        loader = ref()
-        if loader is not None:
-            try:
-                loader.close()
-            except Exception:  # MPI already finalised: nothing to do
-                pass
+    while _open:
+        key = next(iter(_open))
+        c = _open.pop(key)
+        try:
+            c.close()
+        except Exception:  # MPI already finalised: nothing to do
+            pass
 
 
 class Loader:
@@ -124,15 +132,24 @@ class Loader:
         c = MPI.COMM_WORLD if comm is None else comm
         self.rank: int = c.Get_rank()
         self.size: int = c.Get_size()
-        crop3 = (crop,) * 3 if isinstance(crop, int) else tuple(crop)
+        self._key = -1
         self._c = _slabfeed.Loader(
             fint, os.fspath(path), input, target=target, layout=layout,
-            crop=crop3, batch=batch, seed=seed, symmetries=symmetries,
+            crop=crop, batch=batch, seed=seed, symmetries=symmetries,
             input_vectors=input_vectors, target_vectors=target_vectors,
             dtype=dtype, out_layout=out_layout, device=device,
             prefetch=prefetch, halo=halo,
             rank_per_node=-1 if rank_per_node is None else int(bool(rank_per_node)),
             steps_per_epoch=0 if steps_per_epoch is None else steps_per_epoch)
+        # Registered at once (nothing in between may fail: the close is
+        # collective, and a loader missing here would not be closed at exit).
+        self._key = next(_next_key)
+        _open[self._key] = self._c
+        # The C side took crop (an int or 3 ints, numpy ints included).
+        try:
+            crop3: Tuple[int, ...] = (operator.index(crop),) * 3  # type: ignore[arg-type]
+        except TypeError:
+            crop3 = tuple(operator.index(v) for v in crop)  # type: ignore[union-attr]
         self.options: Dict[str, Any] = dict(
             path=os.fspath(path), input=input, target=target, layout=layout,
             crop=crop3, batch=batch, seed=seed, symmetries=symmetries,
@@ -142,7 +159,6 @@ class Loader:
             steps_per_epoch=self._c.steps_per_epoch)
         """The options this loader was opened with (steps_per_epoch as in
         effect)."""
-        _open[id(self)] = weakref.ref(self)
 
     # ---- batches -------------------------------------------------------------
 
@@ -261,8 +277,21 @@ class Loader:
 
         Idempotent; a no-op in a forked child. Batches become stale.
         """
-        _open.pop(id(self), None)
         self._c.close()
+        _open.pop(self._key, None)
+
+    def __del__(self) -> None:
+        # The C loader stays in _open (closed at exit, collectively): only
+        # a warning here, never a close.
+        try:
+            c = self.__dict__.get("_c")
+            if c is not None and not c.closed and self._key in _open:
+                warnings.warn("slabfeed: a Loader was dropped while open; it "
+                              "stays open until the process exit (close() is "
+                              "collective: call it on every rank, or use "
+                              "`with`)", ResourceWarning, stacklevel=2)
+        except Exception:  # interpreter shutdown
+            pass
 
     def __enter__(self) -> "Loader":
         return self

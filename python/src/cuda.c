@@ -103,8 +103,34 @@ int sfpy_cuda_export(sfpy_cuda *c, void *stream, void *given, void *event,
              SFPY_MAX_STREAMS);
     return -1;
   }
+  /* The per-thread default stream is the calling thread's: the join runs
+   * at the loader's next call, maybe on another thread, and would order
+   * another stream. Refused (pass the stream's handle instead). */
+  if (s == cudaStreamPerThread) {
+    snprintf(err, errlen,
+             "slabfeed: stream=2 (the per-thread default stream) is not "
+             "supported for a batch export: it names another stream on "
+             "every thread; pass a cudaStream_t (or 1, the legacy default "
+             "stream)");
+    return -1;
+  }
+  /* The legacy default stream is the one of the current device. */
+  if (s == cudaStreamLegacy) {
+    int dev = -1;
+    cudaError_t rc = cudaGetDevice(&dev);
+    if (rc != cudaSuccess)
+      return fail(err, errlen, "cudaGetDevice", rc);
+    if (dev != c->device) {
+      snprintf(err, errlen,
+               "slabfeed: stream=1 (the legacy default stream) names the "
+               "current device's (%d), but the batch lives on device %d: "
+               "make device %d current, or pass a stream of it",
+               dev, c->device, c->device);
+      return -1;
+    }
+  }
   /* Events cannot be recorded on another device's stream. */
-  if (s != cudaStreamLegacy && s != cudaStreamPerThread) {
+  if (s != cudaStreamLegacy) {
     int dev = -1;
     cudaError_t rc = cudaStreamGetDevice(s, &dev);
     if (rc != cudaSuccess)

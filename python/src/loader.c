@@ -16,6 +16,7 @@ typedef struct {
   uint64_t generation;
   slabfeed_batch b; /* pointers into the loader's memory */
   void *stream;     /* the stream given to next (device batches) */
+  int nb;           /* batch size B of meta (the loader's when handed out) */
   int64_t *meta;    /* copies: [B][3] origins, [B] samples, [B] symmetries */
   PyObject *input;  /* Tensor, made on first access */
   PyObject *target; /* Tensor or None, made on first access */
@@ -26,6 +27,10 @@ typedef struct {
 static PyObject *batch_new(sfpy_state *st, sfpy_loader *L,
                            const slabfeed_batch *b, void *stream)
 {
+  if (st->batch_type == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "slabfeed: the module is gone");
+    return NULL;
+  }
   allocfunc alloc = (allocfunc)PyType_GetSlot(st->batch_type, Py_tp_alloc);
   sfpy_batch *B = (sfpy_batch *)alloc(st->batch_type, 0);
   if (B == NULL)
@@ -45,6 +50,7 @@ static PyObject *batch_new(sfpy_state *st, sfpy_loader *L,
   B->generation = L->generation;
   B->b = *b;
   B->stream = stream;
+  B->nb = nb;
   return (PyObject *)B;
 }
 
@@ -121,7 +127,7 @@ static PyObject *int_tuple(const int64_t *v, int n, int stride)
 static PyObject *batch_get_origin(sfpy_batch *self, void *c)
 {
   (void)c;
-  const int nb = self->loader->batch;
+  const int nb = self->nb;
   PyObject *t = PyTuple_New(nb);
   if (t == NULL)
     return NULL;
@@ -138,14 +144,14 @@ static PyObject *batch_get_origin(sfpy_batch *self, void *c)
 static PyObject *batch_get_sample(sfpy_batch *self, void *c)
 {
   (void)c;
-  const int nb = self->loader->batch;
+  const int nb = self->nb;
   return int_tuple(self->meta + 3 * nb, nb, 1);
 }
 
 static PyObject *batch_get_symmetry(sfpy_batch *self, void *c)
 {
   (void)c;
-  const int nb = self->loader->batch;
+  const int nb = self->nb;
   return int_tuple(self->meta + 4 * nb, nb, 1);
 }
 
@@ -175,7 +181,7 @@ static PyObject *batch_repr(sfpy_batch *self)
   return PyUnicode_FromFormat(
       "<slabfeed.Batch epoch=%llu step=%llu batch=%d device=%d%s>",
       (unsigned long long)self->b.epoch, (unsigned long long)self->b.step,
-      self->loader->batch, self->b.device,
+      self->nb, self->b.device,
       (self->loader->l != NULL && self->loader->generation == self->generation)
           ? ""
           : " stale");
@@ -288,10 +294,19 @@ static int require_idle(sfpy_state *st, const sfpy_loader *L)
 {
   if (require_open(st, L) < 0)
     return -1;
-  if (!L->busy)
-    return 0;
-  sfpy_raise(st, SLABFEED_ERR_STATE, SFPY_BUSY_MESSAGE);
-  return -1;
+  if (L->busy) {
+    sfpy_raise(st, SLABFEED_ERR_STATE, SFPY_BUSY_MESSAGE);
+    return -1;
+  }
+  /* A forked child is refused here, before any CUDA call (join_streams)
+   * or library call that would touch the parent's state. */
+  uint64_t e, s;
+  if (slabfeed_tell(L->l, &e, &s) == SLABFEED_ERR_FORKED) {
+    sfpy_raise(st, SLABFEED_ERR_FORKED,
+               "slabfeed: loader used in a forked child process");
+    return -1;
+  }
+  return 0;
 }
 
 /* Joins the consumer streams registered for the current batch into the
@@ -315,18 +330,20 @@ static int join_streams(sfpy_state *st, sfpy_loader *L)
  * (the CUDA stream protocol: (version, handle)) or .cuda_stream
  * (torch.cuda.Stream), whose handle 0 (the NULL stream, torch's default
  * stream) means the legacy default stream, 1. */
-static int parse_stream(sfpy_loader *L, PyObject *o, void **out)
+static int parse_stream(PyObject *o, void **out)
 {
-  if (o == Py_None) {
-    *out = sfpy_cuda_handoff(L->cuda);
+  /* None gives NULL: the caller takes the handoff stream once the loader is
+   * known to be live (the conversion may run Python code). */
+  *out = NULL;
+  if (o == Py_None)
     return 0;
-  }
-  PyObject *h = NULL;
+  PyObject *h = NULL, *attr = NULL;
   int torch_style = 0;
   if (PyIndex_Check(o)) {
     h = Py_NewRef(o);
-  } else if (PyObject_HasAttrString(o, "__cuda_stream__")) {
-    PyObject *t = PyObject_CallMethod(o, "__cuda_stream__", NULL);
+  } else if ((attr = PyObject_GetAttrString(o, "__cuda_stream__")) != NULL) {
+    PyObject *t = PyObject_CallNoArgs(attr);
+    Py_DECREF(attr);
     torch_style = 1;
     if (t == NULL)
       return -1;
@@ -339,17 +356,22 @@ static int parse_stream(sfpy_loader *L, PyObject *o, void **out)
                       "handle)");
       return -1;
     }
-  } else if (PyObject_HasAttrString(o, "cuda_stream")) {
+  } else if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+    return -1;
+  } else {
+    PyErr_Clear();
     h = PyObject_GetAttrString(o, "cuda_stream");
     torch_style = 1;
-    if (h == NULL)
+    if (h == NULL) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+        return -1;
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError,
+                   "slabfeed: stream must be None, an int (cudaStream_t) or a "
+                   "stream object (torch.cuda.Stream, __cuda_stream__), not %R",
+                   o);
       return -1;
-  } else {
-    PyErr_Format(PyExc_TypeError,
-                 "slabfeed: stream must be None, an int (cudaStream_t) or a "
-                 "stream object (torch.cuda.Stream, __cuda_stream__), not %R",
-                 o);
-    return -1;
+    }
   }
   long long v = 0;
   const int rc = sfpy_int(h, "stream", 0, INTPTR_MAX, &v);
@@ -416,15 +438,42 @@ static int setup_cuda(sfpy_state *st, sfpy_loader *L, MPI_Comm comm)
     rank = 0;
   if (sfpy_cuda_create(L->device, &L->cuda, err, sizeof err) < 0)
     bad = rank + 1;
-  if (MPI_Allreduce(&bad, &failed, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
-    failed = rank + 1; /* cannot agree: fail locally */
+  /* Collectives with the GIL released (other threads run meanwhile; busy
+   * keeps them off this loader). */
+  L->busy = 1;
+  PyThreadState *ts = PyEval_SaveThread();
+  const int arc = MPI_Allreduce(&bad, &failed, 1, MPI_INT, MPI_MAX, comm);
+  PyEval_RestoreThread(ts);
+  L->busy = 0;
+  if (arc != MPI_SUCCESS) {
+    /* No agreement: the other ranks may have succeeded, so no collective
+     * close on this rank alone; the loader is left to the process exit. */
+    L->l = NULL;
+    L->generation++;
+    L->cuda = NULL;
+    if (PyErr_WarnEx(PyExc_ResourceWarning,
+                     "slabfeed: the ranks could not agree on the CUDA setup "
+                     "(MPI_Allreduce failed); the loader is left open to "
+                     "the process exit",
+                     1) < 0)
+      return -1;
+    sfpy_raise(st, SLABFEED_ERR_MPI,
+               "slabfeed: MPI_Allreduce failed after the CUDA setup; the "
+               "loader was not closed (a collective close on one rank "
+               "would hang)");
+    return -1;
+  }
   if (failed == 0)
     return 0;
-  if (MPI_Bcast(err, (int)sizeof err, MPI_CHAR, failed - 1, comm) !=
-      MPI_SUCCESS)
+  L->busy = 1;
+  ts = PyEval_SaveThread();
+  const int brc = MPI_Bcast(err, (int)sizeof err, MPI_CHAR, failed - 1, comm);
+  PyEval_RestoreThread(ts);
+  L->busy = 0;
+  if (brc != MPI_SUCCESS)
     snprintf(err, sizeof err, "slabfeed: a rank failed its CUDA setup");
   err[sizeof err - 1] = '\0';
-  release(L);
+  release(L); /* every rank gets here: the close is collective */
   char msg[600];
   snprintf(msg, sizeof msg, "%s (rank %d)", err, failed - 1);
   sfpy_raise(st, SLABFEED_ERR_CUDA, msg);
@@ -468,24 +517,46 @@ static int loader_init(sfpy_loader *self, PyObject *args, PyObject *kw)
           &o[11], &o[12], &o[13]))
     return -1;
   int rc = -1;
-  if (self->l != NULL) {
-    sfpy_raise(st, SLABFEED_ERR_STATE, "slabfeed: the loader is already open");
+  /* Checked after the argument parsing above, which may run Python code. A
+   * loader is opened once: re-opening would let batches of the old one
+   * pass the generation check (and read past their metadata). */
+  if (self->busy) {
+    sfpy_raise(st, SLABFEED_ERR_STATE, SFPY_BUSY_MESSAGE);
+    goto out;
+  }
+  if (self->opened) {
+    sfpy_raise(st, SLABFEED_ERR_STATE,
+               self->l != NULL
+                   ? "slabfeed: the loader is already open"
+                   : "slabfeed: a Loader is initialised once (this one was "
+                     "opened before): make a new Loader");
     goto out;
   }
   slabfeed_config c;
   slabfeed_config_init(&c);
   c.path = PyBytes_AsString(path);
-  c.input = PyUnicode_AsUTF8AndSize(input_o, NULL);
+  Py_ssize_t len = 0;
+  c.input = PyUnicode_AsUTF8AndSize(input_o, &len);
   if (c.path == NULL || c.input == NULL)
     goto out;
+  if ((size_t)len != strlen(c.input)) {
+    PyErr_SetString(PyExc_ValueError,
+                    "slabfeed: embedded null character in input");
+    goto out;
+  }
   if (target_o != Py_None) {
     if (!PyUnicode_Check(target_o)) {
       PyErr_SetString(PyExc_TypeError,
                       "slabfeed: target must be a str or None");
       goto out;
     }
-    if ((c.target = PyUnicode_AsUTF8AndSize(target_o, NULL)) == NULL)
+    if ((c.target = PyUnicode_AsUTF8AndSize(target_o, &len)) == NULL)
       goto out;
+    if ((size_t)len != strlen(c.target)) {
+      PyErr_SetString(PyExc_ValueError,
+                      "slabfeed: embedded null character in target");
+      goto out;
+    }
   }
   int layout = (int)c.layout, sym = (int)c.symmetries, dtype = (int)c.dtype;
   int out_layout = (int)c.out_layout;
@@ -526,15 +597,17 @@ static int loader_init(sfpy_loader *self, PyObject *args, PyObject *kw)
   char err[2048] = "";
   slabfeed_loader *l = NULL;
   slabfeed_status s;
+  self->opened = 1;
+  self->busy = 1;
   PyThreadState *ts = PyEval_SaveThread();
   s = slabfeed_open(comm, &c, &l, err, sizeof err);
   PyEval_RestoreThread(ts);
+  self->busy = 0;
   if (s != SLABFEED_OK) {
     sfpy_raise(st, s, err);
     goto out;
   }
-  self->l = l;
-  self->generation = 0;
+  self->l = l; /* generation: kept (never reset) */
   self->device = c.device;
   self->prefetch = c.prefetch;
   self->batch = c.batch;
@@ -548,19 +621,25 @@ out:
   return rc;
 }
 
+/* Never closes: slabfeed_close is collective, and the last reference may
+ * go on one rank only (at any point of a garbage collection, or in a DLPack
+ * deleter on a foreign thread). An open loader is left to the process exit
+ * with a ResourceWarning; closing is explicit (close(), `with`, and the
+ * atexit hook of slabfeed.Loader). */
 static void loader_dealloc(sfpy_loader *self)
 {
   PyTypeObject *tp = Py_TYPE(self);
-  if (self->l != NULL) {
+  uint64_t e, s;
+  if (self->l != NULL &&
+      slabfeed_tell(self->l, &e, &s) != SLABFEED_ERR_FORKED) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     if (PyErr_WarnEx(PyExc_ResourceWarning,
                      "slabfeed: a Loader was garbage-collected while open; "
-                     "close() is collective: call it on every rank (or use "
-                     "`with`)",
+                     "its resources are left to the process exit (close() "
+                     "is collective: call it on every rank, or use `with`)",
                      1) < 0)
       PyErr_WriteUnraisable((PyObject *)self);
-    (void)release(self);
     PyErr_Restore(et, ev, tb);
   }
   freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
@@ -574,12 +653,16 @@ static PyObject *loader_next(sfpy_loader *self, PyObject *args, PyObject *kw)
   static char *kwlist[] = {"stream", NULL};
   sfpy_state *st = sfpy_state_of(Py_TYPE(self));
   PyObject *so = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:next", kwlist, &so) ||
-      require_idle(st, self) < 0)
-    return NULL;
   void *stream = NULL;
-  if (self->device >= 0 && parse_stream(self, so, &stream) < 0)
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:next", kwlist, &so) ||
+      (self->device >= 0 && parse_stream(so, &stream) < 0))
     return NULL;
+  /* Only now (the stream's conversion may run Python code that calls
+   * next or close): the loader must be open, idle and not forked. */
+  if (require_idle(st, self) < 0)
+    return NULL;
+  if (self->device >= 0 && stream == NULL)
+    stream = sfpy_cuda_handoff(self->cuda);
   if (join_streams(st, self) < 0)
     return NULL;
   self->generation++;
@@ -607,13 +690,17 @@ static PyObject *loader_time_next(sfpy_loader *self, PyObject *args,
   sfpy_state *st = sfpy_state_of(Py_TYPE(self));
   long long n = 0;
   PyObject *so = Py_None;
+  void *stream = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "L|O:_time_next", kwlist, &n,
                                    &so) ||
-      require_idle(st, self) < 0)
+      (self->device >= 0 && parse_stream(so, &stream) < 0))
     return NULL;
-  void *stream = NULL;
-  if (self->device >= 0 && parse_stream(self, so, &stream) < 0)
+  /* Only now (the stream's conversion may run Python code that calls
+   * next or close): the loader must be open, idle and not forked. */
+  if (require_idle(st, self) < 0)
     return NULL;
+  if (self->device >= 0 && stream == NULL)
+    stream = sfpy_cuda_handoff(self->cuda);
   if (join_streams(st, self) < 0)
     return NULL;
   self->generation++;

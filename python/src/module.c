@@ -112,6 +112,8 @@ static int add_errors(PyObject *m, sfpy_state *st)
 PyObject *sfpy_raise(sfpy_state *st, slabfeed_status s, const char *message)
 {
   PyObject *cls = (s > 0 && s < SFPY_NSTATUS) ? st->errors[s] : st->error;
+  if (cls == NULL) /* module teardown */
+    cls = PyExc_RuntimeError;
   if (message == NULL || message[0] == '\0')
     message = slabfeed_strerror(s);
   PyObject *msg = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message),
@@ -125,7 +127,7 @@ PyObject *sfpy_raise(sfpy_state *st, slabfeed_status s, const char *message)
 
 PyObject *sfpy_raise_stale(sfpy_state *st, const char *message)
 {
-  PyErr_SetString(st->stale, message);
+  PyErr_SetString(st->stale != NULL ? st->stale : PyExc_RuntimeError, message);
   return NULL;
 }
 

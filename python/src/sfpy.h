@@ -129,6 +129,8 @@ typedef struct {
   int batch;    /* local batch B */
   int has_target;
   int busy;          /* a call runs with the GIL released (not thread safe) */
+  int opened;        /* __init__ ran once: never re-initialised (a batch of
+                        the old loader would pass check_live) */
   sfpy_cuda *cuda;   /* device loaders only */
   void *last_stream; /* the stream of the last next (device) */
 } sfpy_loader;

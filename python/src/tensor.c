@@ -24,6 +24,10 @@ PyObject *sfpy_tensor_new(sfpy_state *st, sfpy_loader *L, uint64_t generation,
                           const slabfeed_tensor *t, int device, void *stream,
                           void *ready_event)
 {
+  if (st->tensor_type == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "slabfeed: the module is gone");
+    return NULL;
+  }
   allocfunc alloc = (allocfunc)PyType_GetSlot(st->tensor_type, Py_tp_alloc);
   sfpy_tensor *T = (sfpy_tensor *)alloc(st->tensor_type, 0);
   if (T == NULL)
@@ -144,22 +148,20 @@ static int int_pair(PyObject *o, const char *arg, long long *a, long long *b)
   return 0;
 }
 
-/* order_stream - the DLPack stream rule for a device tensor: `so` is None
- * (the legacy default stream, 1), -1 (the consumer synchronises itself),
- * 1, 2 or a cudaStream_t; 0 is refused. The stream is made to wait on the
- * batch's ready event and is joined at the loader's next next/seek/close. */
-static int order_stream(sfpy_state *st, sfpy_tensor *self, PyObject *so)
+/* order_stream - the DLPack stream rule for a device tensor: `v` is 1 (the
+ * legacy default stream; also for None), -1 (the consumer synchronises
+ * itself), 2 (per-thread default: refused in cuda.c) or a cudaStream_t; 0 is
+ * refused. The stream is made to wait on the batch's ready event and is
+ * joined at the loader's next next/seek/close. No Python code runs here:
+ * the caller checked the loader is live just before. */
+static int order_stream(sfpy_state *st, sfpy_tensor *self, long long v)
 {
-  long long v = 1;
-  if (so != Py_None && sfpy_int(so, "stream", -1, INTPTR_MAX, &v) < 0)
-    return -1;
   if (v == -1)
     return 0;
   if (v == 0) {
     PyErr_SetString(PyExc_ValueError,
                     "slabfeed: __dlpack__(stream=0) is ambiguous (DLPack): "
-                    "pass 1 for the legacy default stream, 2 for the "
-                    "per-thread default stream, or a cudaStream_t");
+                    "pass 1 for the legacy default stream or a cudaStream_t");
     return -1;
   }
   char err[256];
@@ -180,51 +182,50 @@ static PyObject *tensor_dlpack(sfpy_tensor *self, PyObject *args, PyObject *kw)
   if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO:__dlpack__", kwlist, &so,
                                    &mv, &dev, &copy))
     return NULL;
-  if (sfpy_loader_check_live(self->loader, self->generation) < 0)
-    return NULL;
+  /* Every argument to C values first: __index__ / __bool__ may run Python
+   * code that calls next() or close() on the loader. Its liveness is
+   * checked after the last of them, and nothing in between the check and
+   * the capsule runs Python code. */
   long long major = 0, minor = 0;
   if (mv != Py_None && int_pair(mv, "max_version", &major, &minor) < 0)
     return NULL;
+  long long dtype_ = 0, did = 0;
+  if (dev != Py_None && int_pair(dev, "dl_device", &dtype_, &did) < 0)
+    return NULL;
+  int want_copy = 0;
+  if (copy != Py_None && (want_copy = PyObject_IsTrue(copy)) < 0)
+    return NULL;
+  long long sv = self->device < 0 ? -1 : 1; /* None */
+  if (so != Py_None && sfpy_int(so, "stream", -1, INTPTR_MAX, &sv) < 0)
+    return NULL;
+
+  if (sfpy_loader_check_live(self->loader, self->generation) < 0)
+    return NULL;
   const int versioned = major >= 1;
   const DLDevice here = dl_device_of(self);
-  if (dev != Py_None) {
-    long long type = 0, id = 0;
-    if (int_pair(dev, "dl_device", &type, &id) < 0)
-      return NULL;
-    if (type != here.device_type || id != here.device_id) {
-      PyErr_Format(PyExc_BufferError,
-                   "slabfeed: the tensor lives on DLPack device (%d, %d) and "
-                   "is exported there only (no copies; Tensor.tobytes() "
-                   "copies to the host)",
-                   (int)here.device_type, (int)here.device_id);
-      return NULL;
-    }
+  if (dev != Py_None && (dtype_ != here.device_type || did != here.device_id)) {
+    PyErr_Format(PyExc_BufferError,
+                 "slabfeed: the tensor lives on DLPack device (%d, %d) and "
+                 "is exported there only (no copies; Tensor.tobytes() "
+                 "copies to the host)",
+                 (int)here.device_type, (int)here.device_id);
+    return NULL;
   }
-  if (copy != Py_None) {
-    const int c = PyObject_IsTrue(copy);
-    if (c < 0)
-      return NULL;
-    if (c) {
-      PyErr_SetString(PyExc_BufferError,
-                      "slabfeed: __dlpack__(copy=True) is not supported: "
-                      "batches are exported without copies (Tensor.tobytes() "
-                      "copies to the host)");
-      return NULL;
-    }
+  if (want_copy) {
+    PyErr_SetString(PyExc_BufferError,
+                    "slabfeed: __dlpack__(copy=True) is not supported: "
+                    "batches are exported without copies (Tensor.tobytes() "
+                    "copies to the host)");
+    return NULL;
   }
   if (self->device < 0) {
-    if (so != Py_None) {
-      long long v = 0;
-      if (sfpy_int(so, "stream", -1, INTPTR_MAX, &v) < 0)
-        return NULL;
-      if (v != -1) {
-        PyErr_SetString(PyExc_ValueError,
-                        "slabfeed: stream must be None for a host tensor "
-                        "(DLPack)");
-        return NULL;
-      }
+    if (sv != -1) {
+      PyErr_SetString(PyExc_ValueError,
+                      "slabfeed: stream must be None for a host tensor "
+                      "(DLPack)");
+      return NULL;
     }
-  } else if (order_stream(st, self, so) < 0) {
+  } else if (order_stream(st, self, sv) < 0) {
     return NULL;
   }
 
@@ -345,10 +346,16 @@ static PyObject *tensor_get_strides(sfpy_tensor *self, void *c)
   return shape_tuple(self->t.strides, self->t.ndim);
 }
 
+/* The dtype's name, bound-checked (a newer library may add dtypes). */
+static const char *dtype_alias(slabfeed_dtype d)
+{
+  return ((unsigned)d < 3u) ? sfpy_dtype_aliases[d] : "unknown";
+}
+
 static PyObject *tensor_get_dtype(sfpy_tensor *self, void *c)
 {
   (void)c;
-  return PyUnicode_FromString(sfpy_dtype_aliases[self->t.dtype]);
+  return PyUnicode_FromString(dtype_alias(self->t.dtype));
 }
 
 static PyObject *tensor_get_ndim(sfpy_tensor *self, void *c)
@@ -383,7 +390,7 @@ static PyObject *tensor_repr(sfpy_tensor *self)
     return NULL;
   PyObject *r = PyUnicode_FromFormat(
       "<slabfeed.Tensor shape=%R dtype=%s device=%d%s>", shape,
-      sfpy_dtype_aliases[self->t.dtype], self->device,
+      dtype_alias(self->t.dtype), self->device,
       (self->loader->l != NULL && self->loader->generation == self->generation)
           ? ""
           : " stale");
@@ -398,8 +405,10 @@ static PyMethodDef tensor_methods[] = {
      "copy=None)\n\nA DLPack capsule over the batch memory (no copy): the "
      "versioned one (DLPack 1.0) when max_version >= (1, 0), else the "
      "legacy one. bfloat16 is kDLBfloat. Device tensors: `stream` (None = "
-     "legacy default stream 1, 2 = per-thread default, a cudaStream_t, or "
-     "-1 = no ordering) is made to wait on the batch (no host wait). Raises "
+     "legacy default stream 1 of the current device, which must be the "
+     "tensor's, a cudaStream_t, or -1 = no ordering; 2, the per-thread "
+     "default stream, is refused) is made to wait on the batch (no host wait). "
+     "Raises "
      "StaleBatchError once the batch is stale, ForkedError in a forked "
      "child, BufferError for copy=True or another dl_device."},
     {"__dlpack_device__", (PyCFunction)tensor_dlpack_device, METH_NOARGS,

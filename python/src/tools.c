@@ -1,11 +1,18 @@
 /*
  * The tools of slabfeed_tools.h for Python: the parallel generator, the
  * dataset description and the independent serial reference reader (what
- * the tests compare every batch with).
+ * the tests compare every batch with). The GIL is held across their HDF5
+ * calls (see below).
  */
 #include "sfpy.h"
 
 #include <string.h>
+
+/* The GIL stays held across every HDF5 call of these tools (generate,
+ * describe, the Reader): HDF5 is not thread safe, and the GIL is what
+ * serialises the calls of the Python threads of a process. generate is
+ * collective over its communicator: it blocks the other Python threads of
+ * this process until it returns (every rank must call it anyway). */
 
 static const char *const content_names[] = {"index", "field", NULL};
 
@@ -47,8 +54,16 @@ PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw)
   g.path = PyBytes_AsString(path);
   if (g.path == NULL)
     goto out;
-  if (input != NULL && (g.input = PyUnicode_AsUTF8AndSize(input, NULL)) == NULL)
-    goto out;
+  Py_ssize_t len = 0;
+  if (input != NULL) {
+    if ((g.input = PyUnicode_AsUTF8AndSize(input, &len)) == NULL)
+      goto out;
+    if ((size_t)len != strlen(g.input)) {
+      PyErr_SetString(PyExc_ValueError,
+                      "slabfeed: embedded null character in input");
+      goto out;
+    }
+  }
   if (target == Py_None) {
     g.target = NULL;
   } else if (target != NULL) {
@@ -57,8 +72,13 @@ PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw)
                       "slabfeed: target must be a str or None");
       goto out;
     }
-    if ((g.target = PyUnicode_AsUTF8AndSize(target, NULL)) == NULL)
+    if ((g.target = PyUnicode_AsUTF8AndSize(target, &len)) == NULL)
       goto out;
+    if ((size_t)len != strlen(g.target)) {
+      PyErr_SetString(PyExc_ValueError,
+                      "slabfeed: embedded null character in target");
+      goto out;
+    }
   }
   long long in_ch = g.input_channels, tg_ch = g.target_channels;
   int lay = (int)g.layout, cont = (int)g.content;
@@ -81,9 +101,7 @@ PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw)
   if (sfpy_comm_from_fint(st, comm_o, &comm) < 0)
     goto out;
   char err[2048] = "";
-  PyThreadState *ts = PyEval_SaveThread();
   const slabfeed_status s = slabfeed_generate(comm, &g, err, sizeof err);
-  PyEval_RestoreThread(ts);
   if (s != SLABFEED_OK) {
     sfpy_raise(st, s, err);
     goto out;
@@ -114,10 +132,8 @@ PyObject *sfpy_describe(PyObject *module, PyObject *args, PyObject *kw)
     goto out;
   slabfeed_dataset_info info = SLABFEED_DATASET_INFO_INIT;
   char err[2048] = "";
-  PyThreadState *ts = PyEval_SaveThread();
   const slabfeed_status s = slabfeed_describe(
       p, dataset, (slabfeed_file_layout)lay, &info, err, sizeof err);
-  PyEval_RestoreThread(ts);
   if (s != SLABFEED_OK) {
     sfpy_raise(st, s, err);
     goto out;
@@ -143,6 +159,7 @@ out:
 typedef struct {
   PyObject_HEAD slabfeed_reader *r;
   PyObject *path; /* bytes */
+  int busy;       /* inside crop: close (from Python code it ran) refused */
 } sfpy_reader;
 
 static int reader_init(sfpy_reader *self, PyObject *args, PyObject *kw)
@@ -153,7 +170,7 @@ static int reader_init(sfpy_reader *self, PyObject *args, PyObject *kw)
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:Reader", kwlist,
                                    PyUnicode_FSConverter, &path))
     return -1;
-  if (self->r != NULL) {
+  if (self->r != NULL || self->busy) {
     Py_DECREF(path);
     sfpy_raise(st, SLABFEED_ERR_STATE, "slabfeed: the reader is already open");
     return -1;
@@ -161,11 +178,8 @@ static int reader_init(sfpy_reader *self, PyObject *args, PyObject *kw)
   const char *p = PyBytes_AsString(path);
   char err[2048] = "";
   slabfeed_status s = SLABFEED_ERR_ARG;
-  if (p != NULL) {
-    PyThreadState *ts = PyEval_SaveThread();
+  if (p != NULL)
     s = slabfeed_reader_open(p, &self->r, err, sizeof err);
-    PyEval_RestoreThread(ts);
-  }
   if (s != SLABFEED_OK) {
     Py_DECREF(path);
     if (p != NULL)
@@ -203,8 +217,6 @@ static PyObject *reader_crop(sfpy_reader *self, PyObject *args, PyObject *kw)
                                    &dataset, &origin_o, &crop_o, &sym_o, &vec_o,
                                    &dt_o, &ol_o, &lay_o))
     return NULL;
-  if (self->r == NULL)
-    return sfpy_raise(st, SLABFEED_ERR_STATE, "slabfeed: the reader is closed");
   int64_t origin[3], crop[3];
   int groups[SLABFEED_MAX_VECTORS][3];
   int ngroups = 0, dtype = 0, out_layout = 0, layout = 0;
@@ -229,6 +241,12 @@ static PyObject *reader_crop(sfpy_reader *self, PyObject *args, PyObject *kw)
           0 ||
       sfpy_choice(lay_o, "layout", sfpy_file_layouts, NULL, &layout) < 0)
     return NULL;
+  /* After the conversions (which may run Python code, close() included). */
+  if (self->r == NULL)
+    return sfpy_raise(st, SLABFEED_ERR_STATE, "slabfeed: the reader is closed");
+  if (self->busy)
+    return sfpy_raise(st, SLABFEED_ERR_STATE,
+                      "slabfeed: the reader is in use (crop)");
   /* The channel count sizes the output. */
   slabfeed_dataset_info info = SLABFEED_DATASET_INFO_INIT;
   char err[2048] = "";
@@ -243,12 +261,19 @@ static PyObject *reader_crop(sfpy_reader *self, PyObject *args, PyObject *kw)
   if (out == NULL)
     return NULL;
   char *dst = PyBytes_AsString(out);
-  PyThreadState *ts = PyEval_SaveThread();
+  /* The allocation may have run Python code (a collection): again. */
+  if (dst == NULL || self->r == NULL) {
+    Py_DECREF(out);
+    return dst == NULL ? NULL
+                       : sfpy_raise(st, SLABFEED_ERR_STATE,
+                                    "slabfeed: the reader is closed");
+  }
+  self->busy = 1;
   s = slabfeed_reader_crop(self->r, dataset, (slabfeed_file_layout)layout,
                            origin, crop, (int)sym, ngroups,
                            (const int(*)[3])groups, (slabfeed_dtype)dtype,
                            (slabfeed_out_layout)out_layout, dst);
-  PyEval_RestoreThread(ts);
+  self->busy = 0;
   if (s != SLABFEED_OK) {
     Py_DECREF(out);
     return sfpy_raise(st, s, slabfeed_reader_error(self->r));
@@ -259,6 +284,9 @@ static PyObject *reader_crop(sfpy_reader *self, PyObject *args, PyObject *kw)
 static PyObject *reader_close(sfpy_reader *self, PyObject *noargs)
 {
   (void)noargs;
+  if (self->busy)
+    return sfpy_raise(sfpy_state_of(Py_TYPE(self)), SLABFEED_ERR_STATE,
+                      "slabfeed: the reader is in use (crop)");
   slabfeed_reader_close(self->r);
   self->r = NULL;
   Py_RETURN_NONE;

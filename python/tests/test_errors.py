@@ -161,3 +161,111 @@ def test_one_thread_at_a_time(index_volume):
         t.join()
         assert refused and "another thread" in refused[0]
         L.next()  # free again
+
+
+class _Sneaky:
+    """An int-like whose __index__ runs `hook` first (user code inside an
+    argument conversion)."""
+
+    def __init__(self, value: int, hook) -> None:
+        self.value, self.hook = value, hook
+
+    def __index__(self) -> int:
+        self.hook()
+        return self.value
+
+
+def test_dlpack_arguments_before_liveness(index_volume):
+    """__dlpack__ converts its arguments (which may run Python code calling
+    next() or close()) before it checks the batch: no stale pointer goes
+    out."""
+    with open_loader(index_volume) as L:
+        b = L.next()
+        for kw in ({"stream": _Sneaky(-1, L._c.next)},
+                   {"max_version": (_Sneaky(1, L._c.next), 0)},
+                   {"dl_device": (1, _Sneaky(0, L._c.next))}):
+            with pytest.raises(slabfeed.StaleBatchError):
+                b.input.__dlpack__(**kw)
+            b = L.next()
+        b.input.__dlpack__(stream=_Sneaky(-1, lambda: None))  # still fine
+    with open_loader(index_volume) as L:
+        b = L.next()
+        L.next()
+        b = L.next()
+        with pytest.raises(slabfeed.StaleBatchError, match="closed"):
+            b.input.__dlpack__(stream=_Sneaky(-1, L._c.close))  # collective: every rank
+
+
+def test_loader_init_once(index_volume):
+    """A Loader object is opened once: __init__ again (open or closed) is a
+    StateError, and batches of the old loader stay stale."""
+    with open_loader(index_volume) as L:
+        args = (slabfeed._mpi.comm_handle(COMM), index_volume, "Nbody")
+        with pytest.raises(slabfeed.StateError, match="already open"):
+            L._c.__init__(*args, target="Hydro", crop=(8, 8, 8), batch=2)
+        b = L.next()
+    with pytest.raises(slabfeed.StateError, match="once"):
+        L._c.__init__(*args, target="Hydro", crop=(8, 8, 8), batch=1)
+    assert L._c.closed and not b.valid
+    assert len(b.origin) == len(b.sample) == len(b.symmetry) == 2
+    with pytest.raises(slabfeed.StaleBatchError):
+        b.input.__dlpack__()
+
+
+def test_dropped_open_loader_warns_and_does_not_close(index_volume):
+    """Dropping the last reference of an open C loader never closes it (the
+    close is collective): a ResourceWarning, on one rank only here, and the
+    ranks go on with collective calls. slabfeed.Loader keeps its C loader
+    registered, so the atexit hook still closes it on every rank."""
+    import gc
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)  # the wrapper's
+        c = open_loader(index_volume, crop=2, batch=1)._c
+    slabfeed._loader._open.pop(next(k for k, v in slabfeed._loader._open.items() if v is c))
+    c.next()
+    if COMM.rank == 0:
+        with pytest.warns(ResourceWarning, match="garbage-collected while open"):
+            del c
+            gc.collect()
+    COMM.Barrier()  # rank 0 did not enter a collective close
+    with open_loader(index_volume) as L:  # collectives still work on every rank
+        L.next()
+    # Rank > 0 leaks c as well (the process exit takes it).
+
+    with pytest.warns(ResourceWarning, match="dropped while open"):
+        L2 = open_loader(index_volume, crop=2, batch=1)
+        key = L2._key
+        del L2
+        gc.collect()
+    c2 = slabfeed._loader._open[key]  # still registered: closed at exit ...
+    assert not c2.closed
+    c2.close()  # ... or here, collectively
+    slabfeed._loader._open.pop(key)
+
+
+def test_fork_checked_before_cuda(index_volume):
+    """In a forked child next/_time_next/seek raise ForkedError before
+    anything else (a device loader would otherwise make CUDA calls)."""
+    L = open_loader(index_volume)
+    L.next()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # child
+        bad = 0
+        calls = (L._c.next, lambda: L._c._time_next(1), lambda: L._c.seek(0, 0),
+                 lambda: L._c.next(_Sneaky(1, lambda: None)))
+        for bit, call in enumerate(calls):
+            try:
+                call()
+                bad |= 1 << bit
+            except slabfeed.ForkedError:
+                pass
+            except BaseException:
+                bad |= 1 << bit
+        os._exit(bad)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    L.next()
+    L.close()

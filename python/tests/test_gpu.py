@@ -104,9 +104,10 @@ def test_stream_arguments(index_volume):
         with pytest.raises(ValueError, match="ambiguous"):
             b.input.__dlpack__(stream=0)
         b.input.__dlpack__(stream=-1)  # the consumer orders itself
-        b.input.__dlpack__(stream=2)  # per-thread default stream
-        # 2 took one place; max_streams in all besides the stream of next
-        streams = [torch.cuda.Stream() for _ in range(slabfeed._slabfeed.max_streams)]
+        with pytest.raises(slabfeed.CUDAError, match="per-thread"):
+            b.input.__dlpack__(stream=2)  # per-thread default stream: refused
+        # max_streams in all besides the stream of next
+        streams = [torch.cuda.Stream() for _ in range(slabfeed._slabfeed.max_streams + 1)]
         for s in streams[:-1]:
             b.input.__dlpack__(stream=s.cuda_stream)
         with pytest.raises(slabfeed.CUDAError, match="at most"):
