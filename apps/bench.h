@@ -36,6 +36,9 @@ typedef struct bench_result {
   double anon, shmem, slab; /* private RSS, shared RSS, own slab (bytes) */
   double busy_ms;           /* measured length of the simulated step */
   double steady_ms;         /* GPU time per step after the pipeline filled */
+  double remote_mb_step;    /* MB moved with MPI_Get per step */
+  double remote_gets_step;  /* MPI_Get operations per step */
+  double remote_run_kb;     /* mean contiguous run on the wire, KB */
 } bench_result;
 
 /* Measures the ceilings (host memcpy and, with a device, the copy engines

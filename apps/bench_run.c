@@ -129,6 +129,11 @@ void bench_run_loader(const bench_ctx *b, slabfeed_loader *l, int W, int S,
                       ? gathered / (s1.t_gather - s0.t_gather) / 1e9
                       : 0;
   r->link_gbs = gathered / dt / 1e9;
+  const double remote = (double)(s1.bytes_remote - s0.bytes_remote);
+  const double runs = (double)(s1.remote_runs - s0.remote_runs);
+  r->remote_mb_step = remote / S / 1e6;
+  r->remote_gets_step = (double)(s1.remote_gets - s0.remote_gets) / S;
+  r->remote_run_kb = runs > 0 ? remote / runs / 1e3 : 0;
   uint64_t anon, shmem;
   cli_rss_parts(&anon, &shmem);
   r->anon = (double)anon;

@@ -242,6 +242,13 @@ typedef struct slabfeed_stats {
   int loader_thread;      /* 1: a loader thread produces ahead (device
                              batches, MPI_THREAD_MULTIPLE or one node);
                              0: the work runs inside slabfeed_next */
+  /* Added in 0.2 (older callers' structs end above): */
+  uint64_t remote_gets; /* MPI_Get operations issued (one per piece and
+                           dataset held on another node) */
+  uint64_t remote_runs; /* contiguous runs of floats they move: what one
+                           network operation carries in Open MPI's osc
+                           components; bytes_remote / remote_runs is the
+                           mean message size on the wire */
 } slabfeed_stats;
 
 #define SLABFEED_STATS_INIT SLABFEED_SIZED_INIT(slabfeed_stats)

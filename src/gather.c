@@ -81,9 +81,14 @@ void sf__gather_account(const sf__store *s, int d, const sf__piece *p,
 {
   const uint64_t b =
       (uint64_t)(s->channels[d] * p->n[0] * p->n[1] * p->n[2]) * sizeof(float);
-  if (from == SF__FROM_REMOTE)
+  if (from == SF__FROM_REMOTE) {
+    /* One get per piece and dataset; its subarray types move one
+     * contiguous run per crop row of each channel (a row is contiguous on
+     * both sides; more only when a crop spans whole rows of the box). */
     delta->bytes_remote += b;
-  else if (from == SF__FROM_OWN)
+    delta->remote_gets += 1;
+    delta->remote_runs += (uint64_t)(s->channels[d] * p->n[0] * p->n[1]);
+  } else if (from == SF__FROM_OWN)
     delta->bytes_own += b;
   else
     delta->bytes_node += b;

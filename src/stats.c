@@ -32,6 +32,8 @@ void sf__stats_add(sf__stats *s, const slabfeed_stats *d)
   t->t_wait += d->t_wait;
   t->slab_bytes += d->slab_bytes;
   t->staging_bytes += d->staging_bytes;
+  t->remote_gets += d->remote_gets;
+  t->remote_runs += d->remote_runs;
   if (d->loader_thread)
     t->loader_thread = d->loader_thread;
   pthread_mutex_unlock(&s->mu);
