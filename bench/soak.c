@@ -2,8 +2,8 @@
  * `every` steps, so that a leak shows as growth per step.
  *   mpirun -n P soak FILE [steps] [crop] [batch] [device]
  * defaults: 100000 steps, crop 16, batch 2, device -1 (host batches).
- * Prints per report: step, RSS and its private (RssAnon) and shared
- * (RssShmem) parts, the device memory in use (cudaMemGetInfo, GPU builds),
+ * Prints per report: step, the private (RssAnon) and shared (RssShmem)
+ * resident memory, the device memory in use (cudaMemGetInfo, GPU builds),
  * and at the end the growth per step between the first report and the
  * last (the first 10^4 steps warm allocator caches and are not counted).
  * With a device, the batches go to a stream of the soak's own; the soak
@@ -12,31 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "slabfeed.h"
 
 #ifdef SF_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
-
-/* Resident memory from /proc/self/status, bytes (0 when unknown). */
-static void rss(uint64_t *total, uint64_t *anon, uint64_t *shmem)
-{
-  *total = *anon = *shmem = 0;
-  FILE *f = fopen("/proc/self/status", "r");
-  if (f == NULL)
-    return;
-  char line[256];
-  unsigned long long kb;
-  while (fgets(line, sizeof line, f) != NULL) {
-    if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
-      *total = kb * 1024;
-    else if (sscanf(line, "RssAnon: %llu kB", &kb) == 1)
-      *anon = kb * 1024;
-    else if (sscanf(line, "RssShmem: %llu kB", &kb) == 1)
-      *shmem = kb * 1024;
-  }
-  fclose(f);
-}
 
 /* Device memory in use on the current device, bytes (0 without CUDA). */
 static uint64_t device_used(void)
@@ -96,9 +77,9 @@ int main(int argc, char **argv)
   }
   if (rank == 0)
     printf("soak: %ld steps, %d rank(s), crop %lld, batch %d, %s\n"
-           "%10s %12s %12s %12s %12s\n",
+           "%10s %12s %12s %12s\n",
            steps, size, (long long)c.crop[0], c.batch,
-           c.device >= 0 ? "device batches" : "host batches", "step", "rss MB",
+           c.device >= 0 ? "device batches" : "host batches", "step",
            "private MB", "shared MB", "device MB");
   uint64_t first_anon = 0, first_dev = 0, last_anon = 0, last_dev = 0;
   long first_step = -1, last_step = 0;
@@ -115,10 +96,11 @@ int main(int argc, char **argv)
     if (stream != NULL)
       cudaStreamSynchronize((cudaStream_t)stream);
 #endif
-    uint64_t t, a, sh;
-    rss(&t, &a, &sh);
+    uint64_t a, sh;
+    cli_rss_parts(&a, &sh);
     const uint64_t dev = device_used();
-    if (first_step < 0 && (s >= every * 1 && (steps < 20000 || s >= 10000))) {
+    /* The first 10^4 steps warm allocator caches (short runs: none). */
+    if (first_step < 0 && (steps < 20000 || s >= 10000)) {
       first_step = s;
       first_anon = a;
       first_dev = dev;
@@ -127,8 +109,8 @@ int main(int argc, char **argv)
     last_anon = a;
     last_dev = dev;
     if (rank == 0)
-      printf("%10ld %12.1f %12.1f %12.1f %12.1f\n", s, (double)t / 1e6,
-             (double)a / 1e6, (double)sh / 1e6, (double)dev / 1e6);
+      printf("%10ld %12.1f %12.1f %12.1f\n", s, (double)a / 1e6,
+             (double)sh / 1e6, (double)dev / 1e6);
   }
   const long span = last_step - first_step;
   const double host_growth =

@@ -2,6 +2,11 @@
 
 #include <string.h>
 
+int sf__gather_remote(const sf__store *s, const sf__piece *p)
+{
+  return s->peer[p->src] == NULL;
+}
+
 sf__from sf__gather_source(const sf__store *s, int d, const sf__piece *p,
                            const float *landing, const int64_t crop[3],
                            sf__view *v)

@@ -31,6 +31,10 @@ typedef struct sf__view {
   int64_t at[3];
 } sf__view;
 
+/* 1 when piece p is held on another node (it moves with MPI_Get), else 0:
+ * the same for every dataset of the piece. */
+int sf__gather_remote(const sf__store *s, const sf__piece *p);
+
 /* Where dataset d of piece p is read from. For own and node pieces *v is
  * the segment in the node window; for remote pieces it is the piece's place
  * in `landing`, a crop-shaped buffer [C][crop..] that sf__gather_get fills

@@ -276,21 +276,23 @@ static slabfeed_status copy_piece(const sf__view *v, int64_t c,
 }
 
 /* Pieces from other nodes: MPI_Get into the pinned stage (once the DMA
- * that last read it is done), completed before the copies are enqueued. */
-static slabfeed_status get_remote(sf__backend *g, int st, int n, sf__err *e)
+ * that last read it is done), completed before the copies are enqueued.
+ * *any tells whether there was one. */
+static slabfeed_status get_remote(sf__backend *g, int st, int n, int *any,
+                                  sf__err *e)
 {
   sf__batch_plan *p = g->ctx.plan;
   sf__store *s = g->ctx.store;
-  int any = 0;
+  *any = 0;
   for (int i = 0; i < n; i++)
-    any |= sf__store_segment(s, p->pieces[i].src, 0) == NULL;
-  if (!any)
+    *any |= sf__gather_remote(s, &p->pieces[i]);
+  if (!*any)
     return SLABFEED_OK;
   SF_RANGE_PUSH("get");
   if (g->h2d_pending[st])
     sf__cu_event_sync(g->h2d_done[st], e);
   for (int i = 0; i < n && e->status == SLABFEED_OK; i++)
-    if (sf__store_segment(s, p->pieces[i].src, 0) == NULL)
+    if (sf__gather_remote(s, &p->pieces[i]))
       for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++)
         sf__gather_get(s, d, &p->pieces[i], p->crop, g->hstage[st][d], e);
   if (e->status == SLABFEED_OK)
@@ -308,11 +310,11 @@ static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
   SF_RANGE_PUSH("plan");
   const int n = sf__batch_pieces(p, slot, i);
   SF_RANGE_POP();
-  if (get_remote(g, st, n, e) != SLABFEED_OK)
+  int remote;
+  if (get_remote(g, st, n, &remote, e) != SLABFEED_OK)
     return e->status;
   SF_RANGE_PUSH("h2d");
   const double t0 = sf__now();
-  const uint64_t remote0 = delta->bytes_remote;
   for (int k = 0; k < n && e->status == SLABFEED_OK; k++) {
     const sf__piece *pc = &p->pieces[k];
     for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++) {
@@ -324,7 +326,8 @@ static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
       sf__gather_account(s, d, pc, from, delta);
     }
   }
-  if (e->status == SLABFEED_OK && delta->bytes_remote > remote0 &&
+  /* The pinned stage is free again once these copies have read it. */
+  if (e->status == SLABFEED_OK && remote &&
       sf__cu_record(g->h2d_done[st], g->copy, e) == SLABFEED_OK)
     g->h2d_pending[st] = 1;
   delta->t_h2d += sf__now() - t0;

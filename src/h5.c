@@ -122,50 +122,41 @@ slabfeed_status sf__h5_preflight(const char *path, int for_write, sf__err *e)
   return SLABFEED_OK;
 }
 
-/* End (byte address) of the storage of dataset dset in its file: offset
- * plus size for contiguous storage, the last allocated chunk for chunked
- * storage; 0 when unknown (compact data lives in the object header). */
-static uint64_t storage_end(hid_t dset)
+uint64_t sf__h5_file_bytes(const char *path)
 {
-  const haddr_t off = H5Dget_offset(dset);
-  if (off != HADDR_UNDEF)
-    return (uint64_t)off + (uint64_t)H5Dget_storage_size(dset);
-  H5Eclear2(H5E_DEFAULT);
-  uint64_t end = 0;
-#if H5_VERSION_GE(1, 10, 5)
-  const hid_t space = H5Dget_space(dset);
-  hsize_t n = 0;
-  if (space >= 0 && H5Dget_num_chunks(dset, space, &n) >= 0)
-    for (hsize_t k = 0; k < n; k++) {
-      haddr_t addr = HADDR_UNDEF;
-      hsize_t size = 0;
-      unsigned mask = 0;
-      if (H5Dget_chunk_info(dset, space, k, NULL, &mask, &addr, &size) >= 0 &&
-          addr != HADDR_UNDEF && (uint64_t)addr + size > end)
-        end = (uint64_t)addr + size;
-    }
-  if (space >= 0)
-    H5Sclose(space);
-  H5Eclear2(H5E_DEFAULT);
-#endif
-  return end;
+  struct stat st;
+  return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
 slabfeed_status sf__h5_check_size(hid_t dset, const char *path,
-                                  const char *name, sf__err *e)
+                                  const char *name, uint64_t before, sf__err *e)
 {
-  const uint64_t end = storage_end(dset);
   struct stat st;
   if (stat(path, &st) != 0)
     return sf__fail(e, SLABFEED_ERR_IO,
                     "'%s' disappeared while it was read: %s", path,
                     strerror(errno));
-  if (end > 0 && (uint64_t)st.st_size < end)
+  const uint64_t now = (uint64_t)st.st_size;
+  if (before > 0 && now < before)
     return sf__fail(e, SLABFEED_ERR_IO,
-                    "'%s' is %lld bytes but the data of '%s' ends at byte "
+                    "'%s' shrank from %llu to %llu bytes while it was read "
+                    "(truncated or being rewritten; the missing part would "
+                    "read as zeros)",
+                    path, (unsigned long long)before, (unsigned long long)now);
+  /* Contiguous storage: where the data ends is one metadata query. */
+  const haddr_t off = H5Dget_offset(dset);
+  if (off == HADDR_UNDEF) {
+    H5Eclear2(H5E_DEFAULT);
+    return SLABFEED_OK;
+  }
+  const uint64_t end = (uint64_t)off + (uint64_t)H5Dget_storage_size(dset);
+  if (now < end)
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "'%s' is %llu bytes but the data of '%s' ends at byte "
                     "%llu: the file was truncated or is still being written "
                     "(the missing part would read as zeros)",
-                    path, (long long)st.st_size, name, (unsigned long long)end);
+                    path, (unsigned long long)now, name,
+                    (unsigned long long)end);
   return SLABFEED_OK;
 }
 

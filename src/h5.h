@@ -25,11 +25,16 @@ void sf__h5_quiet_end(const sf__h5_quiet *q);
  * created (its directory must be writable). */
 slabfeed_status sf__h5_preflight(const char *path, int for_write, sf__err *e);
 
-/* Fails when the file on disk ends before the storage of dataset dset
- * (`name`): a file truncated, or still being written, would otherwise read
- * zeros. Local; call after the slabs are read. */
+/* Size of the file at path in bytes (0 when it cannot be read). */
+uint64_t sf__h5_file_bytes(const char *path);
+
+/* Fails when the file shrank below `before` bytes (its size before the
+ * read; 0: not known) or, for contiguous storage, ends before the data of
+ * dataset dset (`name`): a file truncated, or still being written, would
+ * otherwise read zeros. Local; call after the slabs are read. */
 slabfeed_status sf__h5_check_size(hid_t dset, const char *path,
-                                  const char *name, sf__err *e);
+                                  const char *name, uint64_t before,
+                                  sf__err *e);
 
 /* Collective over comm when HDF5 is parallel (MPI-IO driver, collective
  * metadata reads); otherwise every rank opens the file on its own. Opens

@@ -133,13 +133,14 @@ static slabfeed_status read_slabs(slabfeed_loader *l, hid_t dsets[],
   const sf__config *c = &l->cfg;
   SF_RANGE_PUSH("read");
   const double t0 = sf__now();
+  const uint64_t before = sf__h5_file_bytes(c->path);
   for (int d = 0; d < c->ndsets; d++) {
     injected(l, d == 0 ? "read.input" : "read.target", e);
     sf__slab_read(&l->store, d, dsets[d], c->path, sf__config_dataset(c, d),
                   &info[d], e);
   }
   for (int d = 0; d < c->ndsets && e->status == SLABFEED_OK; d++)
-    sf__h5_check_size(dsets[d], c->path, sf__config_dataset(c, d), e);
+    sf__h5_check_size(dsets[d], c->path, sf__config_dataset(c, d), before, e);
   SF_RANGE_POP();
   if (sf__agree(l->comm, e) == SLABFEED_OK)
     sf__store_publish(&l->store, e);
@@ -264,7 +265,6 @@ slabfeed_status slabfeed_open(MPI_Comm comm, const slabfeed_config *cfg,
   } else {
     MPI_Comm_set_errhandler(l->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(l->comm, &l->rank);
-    MPI_Comm_size(l->comm, &l->size);
     MPI_Query_thread(&l->thread_level);
   }
   MPI_Comm agree_on = l->comm != MPI_COMM_NULL ? l->comm : comm;

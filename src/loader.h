@@ -9,7 +9,7 @@
 struct slabfeed_loader {
   sf__config cfg;
   MPI_Comm comm; /* duplicate of the caller's */
-  int rank, size, thread_level;
+  int rank, thread_level;
   sf__store store;
   sf__batch_plan plan;
   sf__stats stats;

@@ -217,16 +217,23 @@ static void shrinking(const char *path)
   sf__h5_open(MPI_COMM_WORLD, path, &f, &e);
   sf__h5_dataset(f, path, "Hydro", SLABFEED_LAYOUT_AUTO, &d, &info, &e);
   CHECK(e.status == SLABFEED_OK &&
-            sf__h5_check_size(d, path, "Hydro", &e) == SLABFEED_OK,
+            sf__h5_check_size(d, path, "Hydro", 0, &e) == SLABFEED_OK,
         "intact file: %s", e.msg);
+  const uint64_t before = sf__h5_file_bytes(path);
   MPI_Barrier(MPI_COMM_WORLD);
   struct stat st;
   if (rank == 0 && stat(path, &st) == 0)
     CHECK(truncate(path, st.st_size / 2) == 0, "truncate");
   MPI_Barrier(MPI_COMM_WORLD);
-  CHECK(sf__h5_check_size(d, path, "Hydro", &e) == SLABFEED_ERR_IO &&
+  sf__err shrank;
+  sf__err_clear(&shrank);
+  CHECK(sf__h5_check_size(d, path, "Hydro", before, &shrank) ==
+                SLABFEED_ERR_IO &&
+            strstr(shrank.msg, "shrank") != NULL,
+        "a file that shrank during the read must be an error: %s", shrank.msg);
+  CHECK(sf__h5_check_size(d, path, "Hydro", 0, &e) == SLABFEED_ERR_IO &&
             strstr(e.msg, "truncated") != NULL,
-        "a file that shrank must be an error: %s", e.msg);
+        "a file that ends before its data must be an error: %s", e.msg);
   if (rank == 0 && e.status == SLABFEED_ERR_IO)
     printf("  file truncated after open: %s\n", e.msg);
   if (d >= 0)
