@@ -3,6 +3,10 @@
  * are the library's: slabfeed_open reports them on every rank alike. */
 #include "cli.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 /* Enums are stored through an int (CLI_ENUM). */
 _Static_assert(sizeof(slabfeed_file_layout) == sizeof(int), "enum size");
 _Static_assert(sizeof(slabfeed_symmetries) == sizeof(int), "enum size");
@@ -25,6 +29,46 @@ static const cli_choice out_layouts[] = {
     {"ncdhw", SLABFEED_OUT_NCDHW}, {"ndhwc", SLABFEED_OUT_NDHWC}, {NULL, 0}};
 
 #define CFG(field) offsetof(slabfeed_config, field)
+
+/* --node-memory: bytes, with an optional binary suffix K, M, G or T. */
+static int set_node_memory(void *base, const char *value, char *err,
+                           size_t errlen)
+{
+  char *end;
+  errno = 0;
+  const double v = strtod(value, &end);
+  double scale = 1;
+  if (*end != '\0' && end[1] == '\0')
+    switch (*end) {
+    case 'K':
+      scale = 0x1p10;
+      end++;
+      break;
+    case 'M':
+      scale = 0x1p20;
+      end++;
+      break;
+    case 'G':
+      scale = 0x1p30;
+      end++;
+      break;
+    case 'T':
+      scale = 0x1p40;
+      end++;
+      break;
+    default:
+      break;
+    }
+  if (end == value || *end != '\0' || errno != 0 || !(v > 0) ||
+      v * scale >= 0x1p63) {
+    snprintf(err, errlen,
+             "'%s' is not a size (bytes, or a number with K, M, G or T)",
+             value);
+    return -1;
+  }
+  ((slabfeed_config *)base)->node_memory = (uint64_t)(v * scale);
+  return 0;
+}
 
 const cli_option cli_loader_options[] = {
     {.name = "--file",
@@ -115,4 +159,21 @@ const cli_option cli_loader_options[] = {
      .at = CFG(rank_per_node),
      .help = "treat every rank as its own node (remote pieces travel with "
              "MPI_Get)"},
+    {.name = "--group-nodes",
+     .kind = CLI_INT,
+     .at = CFG(group_nodes),
+     .metavar = "G",
+     .help = "nodes per replication group: 0 the smallest that fits "
+             "--node-memory (default), -1 all nodes, or G"},
+    {.name = "--node-memory",
+     .kind = CLI_CALL,
+     .set = set_node_memory,
+     .metavar = "BYTES",
+     .help = "slab store one node may hold, e.g. 200G (default: half the "
+             "node's memory less 2 GiB per rank)"},
+    {.name = "--locality",
+     .kind = CLI_FLAG,
+     .at = CFG(locality),
+     .help = "draw crop origins in the z-range of the rank's node: no crop "
+             "byte crosses nodes"},
     {.name = NULL}};

@@ -150,6 +150,11 @@ typedef enum {
  * Overridden by slabfeed_config.rank_per_node when that is 0 or 1. */
 #define SLABFEED_ENV_RANK_PER_NODE "SLABFEED_RANK_PER_NODE"
 
+/* Environment variable giving slabfeed_config.group_nodes when that is 0
+ * (a node count, or -1 for all nodes): a batch script can place the volume
+ * without changing the program. */
+#define SLABFEED_ENV_GROUP_NODES "SLABFEED_GROUP_NODES"
+
 #define SLABFEED_MAX_VECTORS 4 /* vector groups per dataset */
 
 /* Loader options. Fill with slabfeed_config_init, then set fields. Strings
@@ -178,6 +183,22 @@ typedef struct slabfeed_config {
   int halo;                 /* z-planes copied on each side; default 0 */
   int rank_per_node;        /* -1: from SLABFEED_ENV_RANK_PER_NODE; 0; 1 */
   uint64_t steps_per_epoch; /* 0: enough crops to cover the box once */
+  /* Added in 0.3 (older callers' structs end above): where the volume
+   * lives across nodes. The N nodes form replication groups of G nodes;
+   * each group holds the whole volume, sharded over its ranks, so crops
+   * move between nodes only inside a group (none at G = 1). */
+  int group_nodes;      /* G: 0 (default) the smallest group whose share
+                           fits node_memory; -1 all nodes (one group);
+                           k > 0 forces k (at most the node count) */
+  uint64_t node_memory; /* bytes of slab store one node may hold; 0
+                           (default): half the node's physical memory less
+                           2 GiB per rank on it (at least 1/8 of it); the
+                           smallest over the nodes is used */
+  int locality;         /* 1: every rank draws its z origins inside its
+                           node's z-range of its group and the node keeps
+                           crop - 1 planes above it: no crop byte crosses
+                           nodes at any G, each global batch is stratified
+                           in z (docs/CONVENTIONS.md); default 0 */
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -249,6 +270,16 @@ typedef struct slabfeed_stats {
                            network operation carries in Open MPI's osc
                            components; bytes_remote / remote_runs is the
                            mean message size on the wire */
+  /* Added in 0.3: the placement chosen at open (the same on every rank
+   * but group). */
+  int nodes;                 /* nodes of the job (shared-memory domains) */
+  int group_nodes;           /* G: nodes per replication group (smallest) */
+  int groups;                /* replication groups */
+  int group;                 /* this rank's group */
+  uint64_t node_budget;      /* per-node budget in effect, bytes */
+  uint64_t node_store_bytes; /* largest slab store of one node, bytes */
+  uint64_t replica_bytes;    /* bytes this rank fetched over MPI at open
+                                (replicas and halos of other nodes) */
 } slabfeed_stats;
 
 #define SLABFEED_STATS_INIT SLABFEED_SIZED_INIT(slabfeed_stats)

@@ -6,7 +6,7 @@
 #include "geometry.h"
 
 /* A crop spans at most 2 periodic z-runs; each is cut at most once per
- * slab boundary it crosses (P), plus the own-store run. */
+ * slab boundary of the group it crosses, plus the own-store run. */
 static int max_zruns(const sf__store *s)
 {
   return 2 * s->size + 4;
@@ -42,6 +42,13 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
     x->layout = p->out_layout;
   }
   sf__sampler_init(&b->sampler, info[0].shape, p->seed, p->symmetries);
+  /* Locality mode draws z origins in the z-range of this rank's node. */
+  b->zlo = 0;
+  b->zn = info[0].shape[0];
+  if (p->locality) {
+    b->zlo = store->L.reach0[store->rank];
+    b->zn = store->L.reach[store->rank];
+  }
   b->steps_per_epoch = p->steps_per_epoch;
   if (b->steps_per_epoch == 0) {
     const double box = (double)info[0].shape[0] * (double)info[0].shape[1] *
@@ -80,30 +87,33 @@ void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
   for (int i = 0; i < b->B; i++) {
     const size_t k = (size_t)slot * (size_t)b->B + (size_t)i;
     b->sample[k] = (int64_t)(first + (uint64_t)i);
-    sf__sampler_draw(&b->sampler, epoch, first + (uint64_t)i, &b->origin[3 * k],
-                     &b->sym[k]);
+    sf__sampler_draw_in(&b->sampler, epoch, first + (uint64_t)i, b->zlo, b->zn,
+                        &b->origin[3 * k], &b->sym[k]);
   }
 }
 
-/* Splits the z-run [z, z+len) (inside [0,Z)) by source; appends to zr[]. */
+/* Splits the z-run [z, z+len) (inside [0,Z)) by source: this rank's own
+ * segment (core and halo) first, else the rank of its group whose core
+ * holds the plane; appends to zr[]. */
 static int split_z(const sf__store *s, int64_t z, int64_t len, int64_t off,
                    sf__zrun *zr)
 {
+  const sf__layout *L = &s->L;
   const int64_t Z = s->shape[0];
   const int64_t mine = sf__store_planes(s, s->rank);
+  const int64_t first = sf__layout_first(L, s->rank);
   int n = 0;
   while (len > 0) {
-    const int64_t p = sf__pmod(z - (s->z0 - s->halo), Z);
+    const int64_t p = sf__pmod(z - first, Z);
     int64_t run;
     if (p < mine) { /* own core or halo */
       run = len < mine - p ? len : mine - p;
       zr[n++] = (sf__zrun){s->rank, p, run, off};
     } else {
-      const int o = sf__split_owner(Z, s->size, z);
-      const int64_t oz0 = sf__split_begin(Z, s->size, o);
-      const int64_t oz1 = sf__split_begin(Z, s->size, o + 1);
-      run = len < oz1 - z ? len : oz1 - z;
-      zr[n++] = (sf__zrun){o, z - oz0 + s->halo, run, off};
+      int64_t end;
+      const int o = sf__layout_owner(L, s->group, z, &end);
+      run = len < end - z ? len : end - z;
+      zr[n++] = (sf__zrun){o, z - L->core0[o] + L->lo[o], run, off};
     }
     z += run;
     off += run;

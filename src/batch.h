@@ -27,6 +27,7 @@ typedef struct sf__batch_plan {
   int64_t crop[3]; /* crop extents (z,y,x) */
   uint64_t steps_per_epoch;
   sf__sampler sampler;
+  int64_t zlo, zn; /* z origins are drawn from [zlo, zlo + zn) (mod Z) */
   sf__xform xf[SF_MAX_DSETS];
   int64_t *origin; /* [K][B][3] */
   int32_t *sym;    /* [K][B] */

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,14 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
   if (c->device < -1)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: device %d (use -1 for host batches)", c->device);
+  if (c->group_nodes < -1)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: group_nodes %d (0 from the memory budget, -1 all "
+                    "nodes, k > 0 k nodes per group)",
+                    c->group_nodes);
+  if (c->locality < 0 || c->locality > 1)
+    return sf__fail(e, SLABFEED_ERR_ARG, "config: locality %d is not 0 or 1",
+                    c->locality);
   if (c->rank_per_node < -1 || c->rank_per_node > 1)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: rank_per_node %d is not -1, 0 or 1",
@@ -122,6 +131,17 @@ slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
   if (c->rank_per_node < 0) {
     const char *env = getenv(SLABFEED_ENV_RANK_PER_NODE);
     c->rank_per_node = env != NULL && env[0] == '1';
+  }
+  c->group_nodes = c->pub.group_nodes;
+  const char *g = getenv(SLABFEED_ENV_GROUP_NODES);
+  if (c->group_nodes == 0 && g != NULL && g[0] != '\0') {
+    char *end;
+    const long v = strtol(g, &end, 10);
+    if (*end != '\0' || v < -1 || v > INT_MAX)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "%s='%s' is not -1, 0 or a node count",
+                      SLABFEED_ENV_GROUP_NODES, g);
+    c->group_nodes = (int)v;
   }
   return SLABFEED_OK;
 }
@@ -163,7 +183,10 @@ static uint64_t config_hash(const sf__config *cc)
                           (int64_t)c->steps_per_epoch,
                           c->device < 0 ? -1 : 0,
                           cc->rank_per_node,
-                          cc->ndsets};
+                          cc->ndsets,
+                          cc->group_nodes,
+                          (int64_t)c->node_memory,
+                          c->locality};
   h = fnv(h, nums, sizeof nums);
   h = fnv(h, c->input_vectors, sizeof(int) * 3 * (size_t)c->n_input_vectors);
   return fnv(h, c->target_vectors,
@@ -181,10 +204,11 @@ slabfeed_status sf__config_agree(MPI_Comm comm, const sf__config *c, sf__err *e)
   uint64_t both[2] = {h, ~h}, ext[2];
   SF_MPI_GOTO(MPI_Allreduce(both, ext, 2, MPI_UINT64_T, MPI_MIN, comm), e, out);
   if (ext[0] != h || ~ext[1] != h)
-    sf__fail(e, SLABFEED_ERR_ARG,
-             "config: the options differ between ranks (all ranks must pass "
-             "the same slabfeed_config, device aside, and see the same %s)",
-             SLABFEED_ENV_RANK_PER_NODE);
+    sf__fail(
+        e, SLABFEED_ERR_ARG,
+        "config: the options differ between ranks (all ranks must pass "
+        "the same slabfeed_config, device aside, and see the same %s and %s)",
+        SLABFEED_ENV_RANK_PER_NODE, SLABFEED_ENV_GROUP_NODES);
 out:
   return sf__agree(comm, e);
 }

@@ -18,6 +18,8 @@ typedef struct sf__config {
   char path[SF_PATH_MAX], input[SF_NAME_MAX], target[SF_NAME_MAX];
   int ndsets;        /* 1, or 2 with a target */
   int rank_per_node; /* resolved: the option, else the environment */
+  int group_nodes;   /* resolved: the option when not 0, else the
+                        environment (SLABFEED_GROUP_NODES), else 0 */
 } sf__config;
 
 /* Copies the caller's struct (its size first; missing fields take their

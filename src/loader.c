@@ -144,8 +144,16 @@ static slabfeed_status read_slabs(slabfeed_loader *l, hid_t dsets[],
   SF_RANGE_POP();
   if (sf__agree(l->comm, e) == SLABFEED_OK)
     sf__store_publish(&l->store, e);
+  const sf__store *st = &l->store;
   const slabfeed_stats read = {.t_read = sf__now() - t0,
-                               .slab_bytes = (uint64_t)l->store.bytes};
+                               .slab_bytes = (uint64_t)st->bytes,
+                               .nodes = st->nodes,
+                               .group_nodes = st->L.G,
+                               .groups = st->L.ng,
+                               .group = st->group,
+                               .node_budget = st->budget,
+                               .node_store_bytes = (uint64_t)st->node_bytes,
+                               .replica_bytes = st->fill_remote};
   sf__stats_add(&l->stats, &read);
   return sf__agree(l->comm, e);
 }
@@ -200,8 +208,15 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
   memset(info, 0, sizeof info);
   if (open_datasets(l, &file, dsets, info, e) == SLABFEED_OK) {
     const int64_t ch[2] = {info[0].channels, info[1].channels};
-    if (sf__store_open(&l->store, l->comm, l->cfg.ndsets, ch, info[0].shape,
-                       l->cfg.pub.halo, l->cfg.rank_per_node, e) == SLABFEED_OK)
+    const slabfeed_config *p = &l->cfg.pub;
+    const sf__store_opts o = {l->cfg.rank_per_node,
+                              l->cfg.group_nodes,
+                              p->node_memory,
+                              p->locality,
+                              p->halo,
+                              p->crop[0]};
+    if (sf__store_open(&l->store, l->comm, l->cfg.ndsets, ch, info[0].shape, &o,
+                       e) == SLABFEED_OK)
       read_slabs(l, dsets, info, e);
   }
   close_datasets(file, dsets, l->cfg.ndsets);

@@ -31,7 +31,17 @@ void sf__sampler_init(sf__sampler *s, const int64_t shape[3], uint64_t seed,
 void sf__sampler_draw(const sf__sampler *s, uint64_t epoch, uint64_t k,
                       int64_t origin[3], int32_t *sym)
 {
-  for (int a = 0; a < 3; a++)
+  sf__sampler_draw_in(s, epoch, k, 0, s->shape[0], origin, sym);
+}
+
+void sf__sampler_draw_in(const sf__sampler *s, uint64_t epoch, uint64_t k,
+                         int64_t z0, int64_t nz, int64_t origin[3],
+                         int32_t *sym)
+{
+  origin[0] = (z0 + (int64_t)sf__uniform(sf__hash(s->seed, epoch, k, 0),
+                                         (uint64_t)nz)) %
+              s->shape[0];
+  for (int a = 1; a < 3; a++)
     origin[a] = (int64_t)sf__uniform(sf__hash(s->seed, epoch, k, (uint32_t)a),
                                      (uint64_t)s->shape[a]);
   *sym = s->sym[sf__uniform(sf__hash(s->seed, epoch, k, 3), (uint64_t)s->nsym)];

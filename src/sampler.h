@@ -49,4 +49,10 @@ void sf__sampler_init(sf__sampler *s, const int64_t shape[3], uint64_t seed,
 void sf__sampler_draw(const sf__sampler *s, uint64_t epoch, uint64_t k,
                       int64_t origin[3], int32_t *sym);
 
+/* The same with the z origin drawn from [z0, z0 + nz) (mod Z) instead of
+ * [0, Z): locality mode. nz == Z, z0 == 0 is sf__sampler_draw. */
+void sf__sampler_draw_in(const sf__sampler *s, uint64_t epoch, uint64_t k,
+                         int64_t z0, int64_t nz, int64_t origin[3],
+                         int32_t *sym);
+
 #endif

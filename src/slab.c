@@ -5,27 +5,26 @@
 #include "geometry.h"
 #include "h5.h"
 
-/* Runs of rank r's store: planes q in [0, planes) hold global z0 - H + q
- * (mod Z); cut where the global index wraps and every `cap` planes. Writes
- * up to max runs into runs (when not NULL); returns the count. */
+/* The planes of rank r's core that it reads itself (placement.h), in
+ * runs cut every `cap` planes, placed at their index in r's segment.
+ * Writes up to max runs into runs (when not NULL); returns the count. */
 static int store_runs(const sf__store *s, int r, int64_t cap, sf__h5_run *runs,
                       int max)
 {
-  const int64_t Z = s->shape[0];
-  const int64_t planes = sf__store_planes(s, r);
+  const sf__layout *L = &s->L;
   int n = 0;
-  int64_t q = 0;
-  while (q < planes) {
-    const int64_t z = sf__pmod(sf__split_begin(Z, s->size, r) - s->halo + q, Z);
-    int64_t len = planes - q;
-    if (len > Z - z)
-      len = Z - z;
-    if (len > cap)
-      len = cap;
-    if (runs != NULL && n < max)
-      runs[n] = (sf__h5_run){z, len, q};
-    n++;
-    q += len;
+  for (int64_t z = L->core0[r]; z < L->core1[r];) {
+    int64_t end;
+    const int reader = sf__layout_reader(L, z, &end);
+    if (end > L->core1[r])
+      end = L->core1[r];
+    for (int64_t a = z; reader == r && a < end; a += cap) {
+      const int64_t len = end - a < cap ? end - a : cap;
+      if (runs != NULL && n < max)
+        runs[n] = (sf__h5_run){a, len, a - L->core0[r] + L->lo[r]};
+      n++;
+    }
+    z = end;
   }
   return n;
 }

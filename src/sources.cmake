@@ -4,7 +4,7 @@ set(SLABFEED_SOURCES
   src/config.c src/stats.c                      # options, statistics
   src/host.c                                    # host back end
   src/batch.c                                   # batch plan
-  src/store.c src/slab.c src/h5.c src/gather.c  # slabs, windows, pieces
+  src/placement.c src/store.c src/slab.c src/h5.c src/gather.c  # slabs, windows, pieces
   src/inject.c src/geometry.c src/sampler.c src/symmetry.c src/transform.c src/errors.c
   src/gen.c src/reference.c)                    # tools
 if(SLABFEED_HAVE_CUDA)

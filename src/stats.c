@@ -36,6 +36,16 @@ void sf__stats_add(sf__stats *s, const slabfeed_stats *d)
   t->remote_runs += d->remote_runs;
   if (d->loader_thread)
     t->loader_thread = d->loader_thread;
+  /* The placement is set once, at open. */
+  if (d->nodes > 0) {
+    t->nodes = d->nodes;
+    t->group_nodes = d->group_nodes;
+    t->groups = d->groups;
+    t->group = d->group;
+    t->node_budget = d->node_budget;
+    t->node_store_bytes = d->node_store_bytes;
+    t->replica_bytes = d->replica_bytes;
+  }
   pthread_mutex_unlock(&s->mu);
 }
 

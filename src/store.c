@@ -9,8 +9,7 @@
 
 int64_t sf__store_planes(const sf__store *s, int r)
 {
-  return sf__split_begin(s->shape[0], s->size, r + 1) -
-         sf__split_begin(s->shape[0], s->size, r) + 2 * s->halo;
+  return sf__layout_planes(&s->L, r);
 }
 
 int64_t sf__store_plane_bytes(const sf__store *s)
@@ -41,9 +40,10 @@ static int64_t segment_bytes(const sf__store *s, int r)
   return total;
 }
 
-static slabfeed_status make_windows(sf__store *s, int rank_per_node, sf__err *e)
+/* The node communicator: ranks sharing memory (each rank alone with
+ * rank_per_node), node_rank 0 the lowest world rank. */
+static slabfeed_status make_node(sf__store *s, int rank_per_node, sf__err *e)
 {
-  MPI_Info info = MPI_INFO_NULL;
   if (rank_per_node)
     SF_MPI_GOTO(MPI_Comm_split(s->comm, s->rank, 0, &s->node), e, out);
   else
@@ -52,6 +52,13 @@ static slabfeed_status make_windows(sf__store *s, int rank_per_node, sf__err *e)
                 e, out);
   SF_MPI_GOTO(MPI_Comm_rank(s->node, &s->node_rank), e, out);
   SF_MPI_GOTO(MPI_Comm_size(s->node, &s->node_size), e, out);
+out:
+  return e->status;
+}
+
+static slabfeed_status make_windows(sf__store *s, sf__err *e)
+{
+  MPI_Info info = MPI_INFO_NULL;
   SF_MPI_GOTO(MPI_Info_create(&info), e, out);
   SF_MPI_GOTO(MPI_Info_set(info, "alloc_shared_noncontig", "true"), e, out);
   SF_MPI_GOTO(MPI_Win_allocate_shared((MPI_Aint)s->bytes, 1, info, s->node,
@@ -73,11 +80,6 @@ static slabfeed_status make_windows(sf__store *s, int rank_per_node, sf__err *e)
    * one node every piece is reached through the shared window, and some
    * MPI builds cannot create a window on one process (Debian's Open MPI
    * excludes osc ucx and pt2pt, and osc rdma refuses a single rank). */
-  int leaders = s->node_rank == 0;
-  SF_MPI_GOTO(
-      MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, s->comm), e,
-      out);
-  s->nodes = leaders;
   if (s->nodes > 1) {
     const MPI_Aint bytes = s->base != NULL ? (MPI_Aint)s->bytes : 0;
     const int rc = MPI_Win_create(s->base, bytes, 1, MPI_INFO_NULL, s->comm,
@@ -144,9 +146,81 @@ out:
   return e->status;
 }
 
+/* Node index of every rank (nodes numbered by their lowest world rank)
+ * into s->L-sized scratch `nodeof`; sets s->nodes. */
+static slabfeed_status find_nodes(sf__store *s, int *nodeof, sf__err *e)
+{
+  int leader = s->rank;
+  int *first = NULL;
+  SF_MPI_GOTO(
+      MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, s->node), e,
+      out);
+  SF_MPI_GOTO(MPI_Allgather(&leader, 1, MPI_INT, nodeof, 1, MPI_INT, s->comm),
+              e, out);
+  /* nodeof holds each rank's leader; leaders are their own leaders. */
+  first = malloc((size_t)s->size * sizeof *first);
+  if (first == NULL) {
+    sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the node table");
+    goto out;
+  }
+  s->nodes = 0;
+  for (int r = 0; r < s->size; r++)
+    if (nodeof[r] == r)
+      first[r] = s->nodes++;
+  for (int r = 0; r < s->size; r++)
+    nodeof[r] = first[nodeof[r]];
+out:
+  free(first);
+  return e->status;
+}
+
+uint64_t sf__store_mem_total(void)
+{
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (f == NULL)
+    return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+      break;
+  fclose(f);
+  return (uint64_t)kb * 1024;
+}
+
+/* The placement: the budget agreed as the minimum over nodes, then the
+ * group size (every rank computes the same layout from the same tables). */
+static slabfeed_status place(sf__store *s, const sf__store_opts *o, sf__err *e)
+{
+  int *nodeof = malloc((size_t)s->size * sizeof *nodeof);
+  if (nodeof == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the node table");
+  uint64_t budget = o->budget;
+  if (budget == 0) {
+    const uint64_t total = sf__store_mem_total();
+    budget =
+        total > 0 ? sf__layout_default_budget(total, s->node_size) : UINT64_MAX;
+  }
+  if (find_nodes(s, nodeof, e) == SLABFEED_OK)
+    SF_MPI_GOTO(
+        MPI_Allreduce(&budget, &s->budget, 1, MPI_UINT64_T, MPI_MIN, s->comm),
+        e, out);
+  int64_t plane = 0;
+  for (int d = 0; d < s->ndsets; d++)
+    plane += s->channels[d] * sf__store_plane_bytes(s);
+  if (e->status == SLABFEED_OK &&
+      sf__layout_choose(&s->L, s->size, s->nodes, nodeof, s->shape[0],
+                        o->group_nodes, s->budget, plane, o->halo, o->locality,
+                        o->crop_z, e) == SLABFEED_OK)
+    s->node_bytes = sf__layout_node_bytes(&s->L, plane);
+out:
+  free(nodeof);
+  return e->status;
+}
+
 slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
                                const int64_t channels[], const int64_t shape[3],
-                               int64_t halo, int rank_per_node, sf__err *e)
+                               const sf__store_opts *o, sf__err *e)
 {
   memset(s, 0, sizeof *s);
   s->open = 1;
@@ -154,7 +228,6 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   s->node = MPI_COMM_NULL;
   s->shm_win = s->world_win = MPI_WIN_NULL;
   s->ndsets = ndsets;
-  s->halo = halo;
   memcpy(s->shape, shape, sizeof s->shape);
   for (int d = 0; d < ndsets; d++)
     s->channels[d] = channels[d];
@@ -162,24 +235,22 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
       MPI_Comm_size(comm, &s->size) != MPI_SUCCESS)
     return sf__fail(e, SLABFEED_ERR_MPI, "MPI_Comm_rank/size failed");
 
-  if ((int64_t)s->size > shape[0])
-    sf__fail(e, SLABFEED_ERR_ARG,
-             "%d ranks but the box has only %lld z-planes: every rank needs "
-             "at least one plane (use at most %lld ranks)",
-             s->size, (long long)shape[0], (long long)shape[0]);
-  else if (halo < 0 || halo > shape[0])
+  if (o->halo < 0 || o->halo > shape[0])
     sf__fail(e, SLABFEED_ERR_ARG, "halo %lld must be in [0, Z=%lld]",
-             (long long)halo, (long long)shape[0]);
-  if (e->status == SLABFEED_OK) {
-    s->z0 = sf__split_begin(shape[0], s->size, s->rank);
-    s->z1 = sf__split_begin(shape[0], s->size, s->rank + 1);
+             (long long)o->halo, (long long)shape[0]);
+  /* Every rank computes the same placement from agreed inputs, so a
+   * failure of the placement itself is found by all. */
+  if (make_node(s, o->rank_per_node, e) == SLABFEED_OK &&
+      place(s, o, e) == SLABFEED_OK) {
+    s->group = s->L.groupof[s->rank];
+    s->z0 = s->L.core0[s->rank];
+    s->z1 = s->L.core1[s->rank];
     s->bytes = segment_bytes(s, s->rank);
     if (s->bytes < 0)
       sf__fail(e, SLABFEED_ERR_ARG, "slab size of rank %d overflows 64 bits",
                s->rank);
   }
-  if (sf__agree(comm, e) == SLABFEED_OK &&
-      make_windows(s, rank_per_node, e) == SLABFEED_OK)
+  if (sf__agree(comm, e) == SLABFEED_OK && make_windows(s, e) == SLABFEED_OK)
     map_peers(s, e);
   if (sf__inject("window", s->rank))
     sf__fail(e, SLABFEED_ERR_MPI, "injected failure at stage 'window' (test)");
@@ -195,16 +266,93 @@ const float *sf__store_segment(const sf__store *s, int r, int d)
   return (const float *)(s->peer[r] + sf__store_offset(s, r, d));
 }
 
-slabfeed_status sf__store_publish(sf__store *s, sf__err *e)
+/* Copies `len` planes of every channel of every dataset from plane qr of
+ * rank r's segment to plane q of this rank's: memcpy from a segment of
+ * this node, else MPI_Get (blocks of at most 1 GiB). */
+static slabfeed_status fetch_planes(sf__store *s, int r, int64_t qr, int64_t q,
+                                    int64_t len, sf__err *e)
+{
+  const int64_t pb = sf__store_plane_bytes(s);
+  const int64_t pr = sf__store_planes(s, r), pm = sf__store_planes(s, s->rank);
+  for (int d = 0; d < s->ndsets; d++)
+    for (int64_t c = 0; c < s->channels[d]; c++) {
+      const int64_t from = sf__store_offset(s, r, d) + (c * pr + qr) * pb;
+      char *to = s->base + sf__store_offset(s, s->rank, d) + (c * pm + q) * pb;
+      const int64_t bytes = len * pb;
+      if (s->peer[r] != NULL) {
+        memmove(to, s->peer[r] + from, (size_t)bytes);
+        continue;
+      }
+      for (int64_t done = 0; done < bytes;) {
+        const int64_t n =
+            bytes - done < ((int64_t)1 << 30) ? bytes - done : (int64_t)1 << 30;
+        SF_MPI_GOTO(MPI_Get(to + done, (int)n, MPI_BYTE, r,
+                            (MPI_Aint)(from + done), (int)n, MPI_BYTE,
+                            s->world_win),
+                    e, out);
+        done += n;
+        s->fill_remote += (uint64_t)n;
+      }
+    }
+out:
+  return e->status;
+}
+
+/* Fills every plane of this rank's segment that it did not read itself. */
+static slabfeed_status fill(sf__store *s, sf__err *e)
+{
+  const sf__layout *L = &s->L;
+  const int64_t Z = s->shape[0], first = sf__layout_first(L, s->rank);
+  const int64_t planes = sf__store_planes(s, s->rank);
+  for (int64_t q = 0; q < planes && e->status == SLABFEED_OK;) {
+    const int64_t z = sf__pmod(first + q, Z);
+    int64_t end;
+    const int r = sf__layout_reader(L, z, &end);
+    int64_t len = end - z;
+    if (len > planes - q)
+      len = planes - q;
+    const int64_t qr = z - L->core0[r] + L->lo[r];
+    if (r != s->rank || qr != q)
+      fetch_planes(s, r, qr, q, len, e);
+    q += len;
+  }
+  if (e->status == SLABFEED_OK && s->world_win != MPI_WIN_NULL)
+    SF_MPI_GOTO(MPI_Win_flush_all(s->world_win), e, out);
+out:
+  return e->status;
+}
+
+/* Makes this node's writes to the shared window visible to its ranks. */
+static slabfeed_status node_sync(sf__store *s, sf__err *e)
 {
   SF_MPI_GOTO(MPI_Win_sync(s->shm_win), e, out);
   SF_MPI_GOTO(MPI_Barrier(s->comm), e, out);
   SF_MPI_GOTO(MPI_Win_sync(s->shm_win), e, out);
-  if (s->world_win != MPI_WIN_NULL) {
-    SF_MPI_GOTO(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->world_win), e, out);
-    s->world_locked = 1;
-  }
 out:
+  return e->status;
+}
+
+slabfeed_status sf__store_publish(sf__store *s, sf__err *e)
+{
+  /* The collective calls are made after a local failure too; only the
+   * fetches are skipped. */
+  sf__err local = *e;
+  sf__err_clear(e);
+  if (node_sync(s, e) == SLABFEED_OK && s->world_win != MPI_WIN_NULL) {
+    const int rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, s->world_win);
+    if (rc != MPI_SUCCESS)
+      sf__fail_mpi(e, rc, "MPI_Win_lock_all");
+    else
+      s->world_locked = 1;
+  }
+  if (e->status == SLABFEED_OK && local.status == SLABFEED_OK &&
+      s->base != NULL)
+    fill(s, e);
+  sf__err sync;
+  sf__err_clear(&sync);
+  node_sync(s, e->status == SLABFEED_OK ? e : &sync);
+  if (local.status != SLABFEED_OK)
+    *e = local;
   return e->status;
 }
 
@@ -229,4 +377,5 @@ void sf__store_close(sf__store *s)
   s->peer = NULL;
   s->peer_bytes = NULL;
   s->base = NULL;
+  sf__layout_free(&s->L);
 }

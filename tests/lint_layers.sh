@@ -14,16 +14,18 @@ declare -A layer=(
   [geometry]=0 [inject]=0 [symmetry]=0 [convert]=0 [nvtx]=0 [transform_gpu]=0
   [errors]=0 [stats]=0
   # 1: leaves over the base
-  [sampler]=1 [transform]=1 [cudart]=1 [h5]=1 [store]=1 [config]=1
-  # 2: how slabs are read and pieces move
-  [slab]=2 [gather]=2
-  # 3: the plan of a batch
-  [batch]=3
-  # 4: the back-end interface; 5: its implementations (reached by the
+  [sampler]=1 [transform]=1 [cudart]=1 [h5]=1 [placement]=1 [config]=1
+  # 2: the store (windows) over the placement
+  [store]=2
+  # 3: how slabs are read and pieces move
+  [slab]=3 [gather]=3
+  # 4: the plan of a batch
+  [batch]=4
+  # 5: the back-end interface; 6: its implementations (reached by the
   # facade only through the interface's ops tables)
-  [backend]=4 [host]=5 [gpu]=5 [gpu_none]=5
-  # 6: the facade, and the tools beside it
-  [loader]=6 [gen]=6 [reference]=6
+  [backend]=5 [host]=6 [gpu]=6 [gpu_none]=6
+  # 7: the facade, and the tools beside it
+  [loader]=7 [gen]=7 [reference]=7
 )
 
 bad=0

@@ -1,11 +1,47 @@
 /* Crops from the loader (host path) against an independent serial read of
  * the whole file and the DESIGN formulas written out here: periodic wrap on
  * every axis, slab-crossing crops, both file layouts, input plus target,
- * vector groups, all 48 symmetry ids, every dtype and output layout. */
+ * vector groups, all 48 symmetry ids, every dtype and output layout; for
+ * every placement the environment asks for (SLABFEED_RANK_PER_NODE,
+ * SLABFEED_GROUP_NODES, SF_TEST_LOCALITY=1), with the slab of each rank and
+ * how the pieces travel checked against the placement worked out here. */
 #include "convert.h"
 #include "testutil.h"
 
 static int rank, size;
+
+/* This rank's place, worked out from the documented rules: groups of
+ * consecutive nodes, the group's ranks splitting the box. */
+typedef struct place {
+  int rpn, G, locality;
+  int gs, idx; /* ranks in this rank's group, index in it */
+} place;
+
+static void find_place(place *p)
+{
+  const char *g = getenv(SLABFEED_ENV_GROUP_NODES);
+  const char *loc = getenv("SF_TEST_LOCALITY");
+  const int nodes = p->rpn ? size : 1;
+  const int want = g != NULL ? atoi(g) : 0;
+  /* 0 (the budget) gives 1 node per group for these small boxes */
+  p->G = want == -1 ? nodes : want == 0 ? 1 : want;
+  p->locality = loc != NULL && loc[0] == '1';
+  const int ng = nodes / p->G > 1 ? nodes / p->G : 1;
+  p->G = nodes / ng; /* the smallest group */
+  if (!p->rpn) {
+    p->gs = size;
+    p->idx = rank;
+    return;
+  }
+  for (int k = 0; k < ng; k++) {
+    int64_t a, b;
+    slabfeed_slab_plan(nodes, ng, k, &a, &b);
+    if (rank >= a && rank < b) {
+      p->gs = (int)(b - a);
+      p->idx = rank - (int)a;
+    }
+  }
+}
 
 typedef struct tcase {
   const char *tag;
@@ -58,8 +94,9 @@ static float expect(const whole *w, const int64_t N[3], const int64_t crop[3],
                       (o[2] + j[2]) % N[2]);
 }
 
-static void run_case(const tcase *t, int rpn)
+static void run_case(const tcase *t, const place *pl)
 {
+  const int rpn = pl->rpn;
   const int64_t N[3] = {13, 11, 9};
   char path[96];
   snprintf(path, sizeof path, "crops_np%d_%s.h5", size, t->tag);
@@ -84,6 +121,7 @@ static void run_case(const tcase *t, int rpn)
   memcpy(c.input_vectors, vin, sizeof vin);
   c.n_target_vectors = 1;
   memcpy(c.target_vectors, vtg, sizeof vtg);
+  c.locality = pl->locality;
   char err[1024];
   slabfeed_loader *l = NULL;
   const slabfeed_status st =
@@ -98,6 +136,12 @@ static void run_case(const tcase *t, int rpn)
         "independent read of %s", path);
 
   const int steps = (t->min_samples + size * c.batch - 1) / (size * c.batch);
+  /* This rank's slab in its group, and the z-range its origins come from
+   * in locality mode (its node's range: its slab, or the box on one node). */
+  int64_t z0, z1;
+  slabfeed_slab_plan(N[0], pl->gs, pl->idx, &z0, &z1);
+  const int64_t lz0 = rpn ? z0 : 0, lz1 = rpn ? z1 : N[0];
+  int outside = 0;
   int64_t bad = 0, checked = 0;
   int seen[48] = {0}, wraps[3] = {0, 0, 0}, crosses = 0;
   for (int s = 0; s < steps; s++) {
@@ -120,16 +164,16 @@ static void run_case(const tcase *t, int rpn)
           seen[g] = 1;
           for (int a = 0; a < 3; a++)
             wraps[a] += o[a] + t->crop[a] > N[a];
-          /* planes of more than one rank's slab */
-          int64_t z0, z1;
-          slabfeed_slab_plan(N[0], size, 0, &z0, &z1);
+          outside += pl->locality && (o[0] < lz0 || o[0] >= lz1);
+          /* planes of more than one rank's slab of the group */
           int owners = 0, last = -1;
           for (int64_t k = 0; k < t->crop[0]; k++) {
             const int64_t z = (o[0] + k) % N[0];
             int r = 0;
-            for (; r < size; r++) {
-              slabfeed_slab_plan(N[0], size, r, &z0, &z1);
-              if (z >= z0 && z < z1)
+            for (; r < pl->gs; r++) {
+              int64_t a0, a1;
+              slabfeed_slab_plan(N[0], pl->gs, r, &a0, &a1);
+              if (z >= a0 && z < a1)
                 break;
             }
             owners += r != last;
@@ -172,11 +216,21 @@ static void run_case(const tcase *t, int rpn)
 
   slabfeed_stats stats = SLABFEED_STATS_INIT;
   slabfeed_stats_get(l, &stats);
-  int64_t planes_held, z0, z1;
-  slabfeed_slab_plan(N[0], size, rank, &z0, &z1);
-  planes_held = z1 - z0 + 2 * t->halo;
+  /* Locality: the last rank of each node keeps crop - 1 planes above. */
+  const int last_of_node = rpn || z1 == N[0];
+  const int64_t above = pl->locality && last_of_node && t->crop[0] - 1 > t->halo
+                            ? t->crop[0] - 1
+                            : t->halo;
+  const int64_t planes_held = z1 - z0 + t->halo + above;
   CHECK(stats.slab_bytes == (uint64_t)(9 * planes_held * N[1] * N[2] * 4),
-        "%s: slab store holds slab + halo only", t->tag);
+        "%s: slab store holds slab + halo only (%llu B)", t->tag,
+        (unsigned long long)stats.slab_bytes);
+  CHECK(stats.group_nodes == (rpn ? pl->G : 1) &&
+            stats.nodes == (rpn ? size : 1),
+        "%s: placement %d nodes, G %d (stats say %d, %d)", t->tag,
+        rpn ? size : 1, pl->G, stats.nodes, stats.group_nodes);
+  CHECK(outside == 0, "%s: %d origins outside the node's range [%lld, %lld)",
+        t->tag, outside, (long long)lz0, (long long)lz1);
   uint64_t node = stats.bytes_node, remote = stats.bytes_remote;
   MPI_Allreduce(MPI_IN_PLACE, seen, 48, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, wraps, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -186,7 +240,12 @@ static void run_case(const tcase *t, int rpn)
                 MPI_COMM_WORLD);
   for (int a = 0; a < 3; a++)
     CHECK(wraps[a] > 0, "%s: no crop wrapped on axis %d", t->tag, a);
-  if (size > 1 && t->halo == 0) {
+  int gs_max = pl->gs;
+  MPI_Allreduce(MPI_IN_PLACE, &gs_max, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (pl->locality || (rpn && gs_max == 1))
+    CHECK(remote == 0, "%s: %llu bytes crossed nodes (none may)", t->tag,
+          (unsigned long long)remote);
+  else if (gs_max > 1 && t->halo == 0) {
     CHECK(crosses > 0, "%s: no crop crossed a slab boundary", t->tag);
     CHECK(rpn ? remote > 0 && node == 0 : node > 0 && remote == 0,
           "%s: pieces must travel by %s (node %llu, remote %llu)", t->tag,
@@ -216,7 +275,8 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *env = getenv(SLABFEED_ENV_RANK_PER_NODE);
-  const int rpn = env != NULL && env[0] == '1';
+  place pl = {.rpn = env != NULL && env[0] == '1'};
+  find_place(&pl);
   const tcase cases[] = {
       {"cf_all",
        SLABFEED_LAYOUT_CF,
@@ -260,6 +320,9 @@ int main(int argc, char **argv)
        60},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    run_case(&cases[i], rpn);
-  return check_finish(rpn ? "mpi.crops (rank per node)" : "mpi.crops");
+    run_case(&cases[i], &pl);
+  if (rank == 0)
+    printf("placement: %s, G %d%s\n", pl.rpn ? "rank per node" : "one node",
+           pl.G, pl.locality ? ", locality" : "");
+  return check_finish("mpi.crops");
 }
