@@ -134,11 +134,13 @@ static void run_loader_runs(const bench_ctx *b, const bench_args *a,
     cli_fail_agreed(b->prog, st, err);
   slabfeed_stats s = SLABFEED_STATS_INIT;
   slabfeed_stats_get(l, &s);
+  char line[1024];
+  slabfeed_placement(l, line, sizeof line);
   if (b->rank == 0)
     printf("open: slab %.1f MB per rank read in %.2f s; staging %.1f MB; "
-           "loader thread %d\n",
-           s.slab_bytes / 1e6, s.t_read, s.staging_bytes / 1e6,
-           s.loader_thread);
+           "loader thread %d\n%s\n",
+           s.slab_bytes / 1e6, s.t_read, s.staging_bytes / 1e6, s.loader_thread,
+           line);
   memset(r, 0, sizeof *r);
 #ifdef SF_BENCH_CUDA
   r->device_mem = b->cfg.device >= 0 ? bench_device_used() - dev0 : 0;

@@ -38,7 +38,9 @@ typedef struct bench_result {
   double steady_ms;         /* GPU time per step after the pipeline filled */
   double remote_mb_step;    /* MB moved with MPI_Get per step */
   double remote_gets_step;  /* MPI_Get operations per step */
-  double remote_run_kb;     /* mean contiguous run on the wire, KB */
+  double remote_run_kb;     /* mean transfer (contiguous run or message) */
+  double remote_gbs;        /* remote bytes per second of the run, GB/s */
+  double group_nodes;       /* G: nodes per replication group */
 } bench_result;
 
 /* Measures the ceilings (host memcpy and, with a device, the copy engines

@@ -70,9 +70,12 @@ static void print_summary(const bench_ceilings *c, double step_ms,
   printf("; per rank: own slab %.0f MB + private RSS %.0f MB (peak RSS %.0f "
          "MB counts the node window's shared pages)",
          t->slab / 1e6, t->anon / 1e6, t->rss / 1e6);
-  printf("; remote (MPI_Get) %.2f MB per step per rank in %.0f gets, mean "
-         "contiguous run %.2f KB (rank 0)",
-         r0->remote_mb_step, r0->remote_gets_step, r0->remote_run_kb);
+  printf("; G %.0f node(s) per group; remote %.2f MB per step per rank = "
+         "%.3f GB/s = %.3f x MPI_Get ceiling (%.1f GB/s), in %.1f transfers "
+         "per step, mean transfer %.2f KB on the wire (rank 0)",
+         r0->group_nodes, r0->remote_mb_step, r0->remote_gbs,
+         ratio(r0->remote_gbs, c->mpi_get), c->mpi_get, r0->remote_gets_step,
+         r0->remote_run_kb);
   if (r0->gather_gbs > 0)
     printf("; host gather %.2f GB/s per rank = %.3f x 1-thread memcpy",
            r0->gather_gbs, ratio(r0->gather_gbs, c->memcpy1));
@@ -126,6 +129,8 @@ static void print_json(const bench_ctx *b, const char *mode,
   json_double(&j, "remote_mb_step", r0->remote_mb_step, 3);
   json_double(&j, "remote_gets_step", r0->remote_gets_step, 1);
   json_double(&j, "remote_run_kb", r0->remote_run_kb, 3);
+  json_double(&j, "remote_gbs", r0->remote_gbs, 4);
+  json_int(&j, "group_nodes", (long long)r0->group_nodes);
   json_end(&j);
 }
 

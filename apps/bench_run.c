@@ -134,6 +134,8 @@ void bench_run_loader(const bench_ctx *b, slabfeed_loader *l, int W, int S,
   r->remote_mb_step = remote / S / 1e6;
   r->remote_gets_step = (double)(s1.remote_gets - s0.remote_gets) / S;
   r->remote_run_kb = runs > 0 ? remote / runs / 1e3 : 0;
+  r->remote_gbs = remote / dt / 1e9;
+  r->group_nodes = s1.group_nodes;
   uint64_t anon, shmem;
   cli_rss_parts(&anon, &shmem);
   r->anon = (double)anon;

@@ -158,6 +158,9 @@ int main(int argc, char **argv)
       slabfeed_open(MPI_COMM_WORLD, &cfg, &c.l, err, sizeof err);
   if (st != SLABFEED_OK) /* agreed by slabfeed_open */
     cli_fail_agreed(prog, st, err);
+  char line[1024];
+  if (slabfeed_placement(c.l, line, sizeof line) == SLABFEED_OK && rank == 0)
+    printf("%s\n", line);
   slabfeed_status s = slabfeed_reader_open(cfg.path, &c.ref, err, sizeof err);
   if (s != SLABFEED_OK)
     cli_note(&st, msg, sizeof msg, s, "reference reader: %s", err);

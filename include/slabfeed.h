@@ -350,6 +350,16 @@ SLABFEED_API slabfeed_status slabfeed_seek(slabfeed_loader *l, uint64_t epoch,
 SLABFEED_API slabfeed_status slabfeed_tell(const slabfeed_loader *l,
                                            uint64_t *epoch, uint64_t *step);
 
+/* slabfeed_placement - one line saying how the volume was placed at
+ * open: nodes, replication groups, the slab store of the fullest node
+ * against the budget, what this rank replicated, and how crop pieces from
+ * other nodes travel. Print it from one rank at open.
+ * Collective no. Threads safe. Device none.
+ * Failure: SLABFEED_ERR_ARG for NULL l or buf or len 0.
+ * Lifetime: buf is the caller's; the line is truncated to len - 1. */
+SLABFEED_API slabfeed_status slabfeed_placement(const slabfeed_loader *l,
+                                                char *buf, size_t len);
+
 /* slabfeed_steps_per_epoch - steps per epoch in effect (from the config,
  * or the default that covers the box once).
  * Collective no. Threads safe. Device none. Failure: 0 for NULL l.

@@ -9,6 +9,8 @@
 #include "batch.h"
 #include "stats.h"
 
+#define SF_MAX_SLOTS 64 /* deepest ring: the prefetch limit of the config */
+
 typedef struct sf__backend sf__backend; /* defined by each back end */
 
 /* What a back end may use; all of it outlives the back end. */

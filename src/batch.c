@@ -7,14 +7,14 @@
 
 /* A crop spans at most 2 periodic z-runs; each is cut at most once per
  * slab boundary of the group it crosses, plus the own-store run. */
-static int max_zruns(const sf__store *s)
+int sf__batch_max_zruns(const sf__batch_plan *b)
 {
-  return 2 * s->size + 4;
+  return 2 * b->store->size + 4;
 }
 
-static int max_pieces(const sf__store *s)
+int sf__batch_max_pieces(const sf__batch_plan *b)
 {
-  return max_zruns(s) * 4;
+  return sf__batch_max_zruns(b) * 4;
 }
 
 slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
@@ -42,13 +42,8 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
     x->layout = p->out_layout;
   }
   sf__sampler_init(&b->sampler, info[0].shape, p->seed, p->symmetries);
-  /* Locality mode draws z origins in the z-range of this rank's node. */
-  b->zlo = 0;
-  b->zn = info[0].shape[0];
-  if (p->locality) {
-    b->zlo = store->L.reach0[store->rank];
-    b->zn = store->L.reach[store->rank];
-  }
+  /* Locality mode draws z origins in the z-range of the rank's node. */
+  b->locality = p->locality;
   b->steps_per_epoch = p->steps_per_epoch;
   if (b->steps_per_epoch == 0) {
     const double box = (double)info[0].shape[0] * (double)info[0].shape[1] *
@@ -62,8 +57,8 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
   b->origin = malloc(KB * 3 * sizeof *b->origin);
   b->sym = malloc(KB * sizeof *b->sym);
   b->sample = malloc(KB * sizeof *b->sample);
-  b->pieces = malloc((size_t)max_pieces(store) * sizeof *b->pieces);
-  b->zruns = malloc((size_t)max_zruns(store) * sizeof *b->zruns);
+  b->pieces = malloc((size_t)sf__batch_max_pieces(b) * sizeof *b->pieces);
+  b->zruns = malloc((size_t)sf__batch_max_zruns(b) * sizeof *b->zruns);
   if (!b->origin || !b->sym || !b->sample || !b->pieces || !b->zruns)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the batch plan");
   return SLABFEED_OK;
@@ -79,6 +74,19 @@ void sf__batch_free(sf__batch_plan *b)
   memset(b, 0, sizeof *b);
 }
 
+void sf__batch_draw(const sf__batch_plan *b, int rank, uint64_t epoch,
+                    uint64_t step, int i, int64_t origin[3], int32_t *sym)
+{
+  const uint64_t B = (uint64_t)b->B;
+  const uint64_t k = step * (uint64_t)b->size * B + (uint64_t)rank * B + i;
+  int64_t zlo = 0, zn = b->sampler.shape[0];
+  if (b->locality) {
+    zlo = b->store->L.reach0[rank];
+    zn = b->store->L.reach[rank];
+  }
+  sf__sampler_draw_in(&b->sampler, epoch, k, zlo, zn, origin, sym);
+}
+
 void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
                          uint64_t step)
 {
@@ -87,31 +95,30 @@ void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
   for (int i = 0; i < b->B; i++) {
     const size_t k = (size_t)slot * (size_t)b->B + (size_t)i;
     b->sample[k] = (int64_t)(first + (uint64_t)i);
-    sf__sampler_draw_in(&b->sampler, epoch, first + (uint64_t)i, b->zlo, b->zn,
-                        &b->origin[3 * k], &b->sym[k]);
+    sf__batch_draw(b, b->rank, epoch, step, i, &b->origin[3 * k], &b->sym[k]);
   }
 }
 
-/* Splits the z-run [z, z+len) (inside [0,Z)) by source: this rank's own
- * segment (core and halo) first, else the rank of its group whose core
- * holds the plane; appends to zr[]. */
-static int split_z(const sf__store *s, int64_t z, int64_t len, int64_t off,
-                   sf__zrun *zr)
+/* Splits the z-run [z, z+len) (inside [0,Z)) by source as rank v sees
+ * it: v's own segment (core and halo) first, else the rank of v's group
+ * whose core holds the plane; appends to zr[]. */
+static int split_z(const sf__store *s, int v, int64_t z, int64_t len,
+                   int64_t off, sf__zrun *zr)
 {
   const sf__layout *L = &s->L;
   const int64_t Z = s->shape[0];
-  const int64_t mine = sf__store_planes(s, s->rank);
-  const int64_t first = sf__layout_first(L, s->rank);
+  const int64_t mine = sf__store_planes(s, v);
+  const int64_t first = sf__layout_first(L, v);
   int n = 0;
   while (len > 0) {
     const int64_t p = sf__pmod(z - first, Z);
     int64_t run;
     if (p < mine) { /* own core or halo */
       run = len < mine - p ? len : mine - p;
-      zr[n++] = (sf__zrun){s->rank, p, run, off};
+      zr[n++] = (sf__zrun){v, p, run, off};
     } else {
       int64_t end;
-      const int o = sf__layout_owner(L, s->group, z, &end);
+      const int o = sf__layout_owner(L, L->groupof[v], z, &end);
       run = len < end - z ? len : end - z;
       zr[n++] = (sf__zrun){o, z - L->core0[o] + L->lo[o], run, off};
     }
@@ -122,30 +129,37 @@ static int split_z(const sf__store *s, int64_t z, int64_t len, int64_t off,
   return n;
 }
 
-int sf__batch_pieces(sf__batch_plan *b, int slot, int i)
+int sf__batch_split(const sf__batch_plan *b, int viewer,
+                    const int64_t origin[3], sf__piece *pieces, sf__zrun *zruns)
 {
   const sf__store *s = b->store;
-  const int64_t *origin = &b->origin[3 * ((size_t)slot * (size_t)b->B + i)];
   sf__run zs[2], ys[2], xs[2];
   const int nz = sf__periodic_split(origin[0], b->crop[0], s->shape[0], zs);
   const int ny = sf__periodic_split(origin[1], b->crop[1], s->shape[1], ys);
   const int nx = sf__periodic_split(origin[2], b->crop[2], s->shape[2], xs);
   int nzr = 0;
   for (int k = 0; k < nz; k++)
-    nzr += split_z(s, zs[k].begin, zs[k].len, zs[k].crop_off, b->zruns + nzr);
+    nzr +=
+        split_z(s, viewer, zs[k].begin, zs[k].len, zs[k].crop_off, zruns + nzr);
   int n = 0;
   for (int k = 0; k < nzr; k++) {
-    const sf__zrun *r = &b->zruns[k];
+    const sf__zrun *r = &zruns[k];
     for (int j = 0; j < ny; j++)
       for (int m = 0; m < nx; m++)
-        b->pieces[n++] = (sf__piece){r->src,
-                                     r->q,
-                                     ys[j].begin,
-                                     xs[m].begin,
-                                     {r->len, ys[j].len, xs[m].len},
-                                     {r->off, ys[j].crop_off, xs[m].crop_off}};
+        pieces[n++] = (sf__piece){r->src,
+                                  r->q,
+                                  ys[j].begin,
+                                  xs[m].begin,
+                                  {r->len, ys[j].len, xs[m].len},
+                                  {r->off, ys[j].crop_off, xs[m].crop_off}};
   }
   return n;
+}
+
+int sf__batch_pieces(sf__batch_plan *b, int slot, int i)
+{
+  const int64_t *origin = &b->origin[3 * ((size_t)slot * (size_t)b->B + i)];
+  return sf__batch_split(b, b->rank, origin, b->pieces, b->zruns);
 }
 
 int32_t sf__batch_symmetry(const sf__batch_plan *b, int slot, int i)

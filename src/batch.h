@@ -27,7 +27,7 @@ typedef struct sf__batch_plan {
   int64_t crop[3]; /* crop extents (z,y,x) */
   uint64_t steps_per_epoch;
   sf__sampler sampler;
-  int64_t zlo, zn; /* z origins are drawn from [zlo, zlo + zn) (mod Z) */
+  int locality; /* z origins from the z-range of the rank's node */
   sf__xform xf[SF_MAX_DSETS];
   int64_t *origin; /* [K][B][3] */
   int32_t *sym;    /* [K][B] */
@@ -48,9 +48,25 @@ void sf__batch_free(sf__batch_plan *b);
 void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
                          uint64_t step);
 
-/* Splits sample i of slot `slot` into pieces by the rank holding them (the
- * own store, halo included, first); returns the count, pieces in
- * b->pieces (valid until the next call). */
+/* Origin and symmetry of sample i of the batch of `rank` at (epoch, step):
+ * a pure function, callable from any thread for any rank. */
+void sf__batch_draw(const sf__batch_plan *b, int rank, uint64_t epoch,
+                    uint64_t step, int i, int64_t origin[3], int32_t *sym);
+
+/* Splits the crop at `origin` into pieces by the rank holding them as rank
+ * `viewer` sees it (its own segment, halo included, first; else the ranks
+ * of its group); returns the count. pieces[] and zruns[] are the caller's
+ * scratch of sf__batch_max_pieces and sf__batch_max_zruns entries. Pure:
+ * any thread, any viewer. */
+int sf__batch_split(const sf__batch_plan *b, int viewer,
+                    const int64_t origin[3], sf__piece *pieces,
+                    sf__zrun *zruns);
+int sf__batch_max_pieces(const sf__batch_plan *b);
+int sf__batch_max_zruns(const sf__batch_plan *b);
+
+/* Splits sample i of slot `slot` of this rank (sf__batch_split into the
+ * plan's own scratch); returns the count, pieces in b->pieces (valid until
+ * the next call). */
 int sf__batch_pieces(sf__batch_plan *b, int slot, int i);
 
 /* Symmetry id of sample i of slot `slot`. */

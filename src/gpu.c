@@ -1,16 +1,22 @@
 /* The GPU back end: crops go from the node's registered shared window (or,
- * from other nodes, MPI_Get into pinned staging) to device staging with
- * cudaMemcpy3DAsync on the copy stream, through the fused kernel on the
- * compute stream into a ring of K batch slots. A loader thread produces
- * ahead; next hands out a slot and makes the caller's stream wait on its
- * ready event. All memory, streams and events are taken at open; nothing
- * after it allocates, registers or synchronises the device. */
+ * from other nodes, the pinned landing slot fetch.c filled ahead) to device
+ * staging with cudaMemcpy3DAsync on the copy stream, through the fused
+ * kernel on the compute stream into a ring of K batch slots. A loader
+ * thread produces ahead and never calls MPI; next (the caller's thread)
+ * drives the remote transfers, hands out a slot and makes the caller's
+ * stream wait on its ready event. All memory, streams and events are taken
+ * at open; nothing after it allocates, registers or synchronises the
+ * device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
+#include <time.h>
+
 #include "backend.h"
 #include "cudart.h"
+#include "fetch.h"
 #include "inject.h"
 #include "nvtx.h"
 #include "transform_gpu.h"
@@ -18,7 +24,6 @@
 #ifndef SF_STAGES
 #define SF_STAGES 2 /* crop staging buffers per dataset */
 #endif
-#define SF_MAX_SLOTS 64
 
 struct sf__backend {
   sf__context ctx;
@@ -26,10 +31,15 @@ struct sf__backend {
   int K;
   cudaStream_t copy, compute, aux;
   float *dstage[SF_STAGES][SF_MAX_DSETS]; /* device crop staging */
-  float *hstage[SF_STAGES][SF_MAX_DSETS]; /* pinned, for MPI_Get */
-  cudaEvent_t staged[SF_STAGES], consumed[SF_STAGES], h2d_done[SF_STAGES];
-  int h2d_pending[SF_STAGES];
+  cudaEvent_t staged[SF_STAGES], consumed[SF_STAGES];
   int stage;
+  /* Remote pieces: K pinned landing slots (batch n lands in n % K), and
+   * the event after the copies that read each. Driven by the caller's
+   * thread (fetch); the producer reads a slot once `landed` passes it. */
+  float *landing[SF_MAX_SLOTS];
+  cudaEvent_t copied[SF_MAX_SLOTS];
+  sf__fetch fetch;
+  sf__fetch_map map; /* the producer's */
   void *slot[SF_MAX_SLOTS][SF_MAX_DSETS];
   cudaEvent_t ready[SF_MAX_SLOTS], released[SF_MAX_SLOTS];
   int release_pending[SF_MAX_SLOTS]; /* released[k] was recorded and not
@@ -40,14 +50,17 @@ struct sf__backend {
   /* ring state, under mu */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int threaded, running, stop, failed;
+  int running, stop, failed;
   pthread_t thread;
   uint64_t produced, released_upto, next;
+  uint64_t landed; /* batches whose remote pieces are in their slot */
   uint64_t start_epoch, start_step; /* position of batch 0 */
   sf__err err;
   cudaStream_t last_stream; /* the stream that received batch next - 1 */
   int have_last;
 };
+
+static int slot_free(void *arg, int slot, int block);
 
 /* ---- Open / close ----------------------------------------------------------
  */
@@ -91,12 +104,12 @@ static slabfeed_status create_objects(sf__backend *g, sf__err *e)
     return e->status;
   for (int i = 0; i < SF_STAGES; i++)
     if (sf__cu_event_create(&g->staged[i], e) ||
-        sf__cu_event_create(&g->consumed[i], e) ||
-        sf__cu_event_create(&g->h2d_done[i], e))
+        sf__cu_event_create(&g->consumed[i], e))
       return e->status;
   for (int k = 0; k < g->K; k++)
     if (sf__cu_event_create(&g->ready[k], e) ||
-        sf__cu_event_create(&g->released[k], e))
+        sf__cu_event_create(&g->released[k], e) ||
+        sf__cu_event_create(&g->copied[k], e))
       return e->status;
   for (int i = 0; i < SF_STAGES; i++)
     for (int d = 0; d < p->ndsets; d++) {
@@ -104,11 +117,13 @@ static slabfeed_status create_objects(sf__backend *g, sf__err *e)
       if (sf__cu_malloc((void **)&g->dstage[i][d], bytes, e))
         return e->status;
       mem.staging_bytes += bytes;
-      if (g->ctx.store->nodes > 1) {
-        if (sf__cu_host_alloc((void **)&g->hstage[i][d], bytes, e))
-          return e->status;
-        mem.staging_bytes += bytes;
-      }
+    }
+  if (sf__fetch_needed(p))
+    for (int k = 0; k < g->K; k++) {
+      if (sf__cu_host_alloc((void **)&g->landing[k], sf__fetch_slot_bytes(p),
+                            e))
+        return e->status;
+      mem.staging_bytes += sf__fetch_slot_bytes(p);
     }
   for (int k = 0; k < g->K; k++)
     for (int d = 0; d < p->ndsets; d++) {
@@ -161,10 +176,11 @@ static slabfeed_status gpu_open(const sf__context *ctx, sf__backend **out,
   sf__err restore;
   sf__err_clear(&restore);
   sf__cu_set_device(caller, e->status == SLABFEED_OK ? e : &restore);
-  /* The thread makes MPI calls only when pieces come from other nodes. */
-  g->threaded =
-      ctx->thread_level == MPI_THREAD_MULTIPLE || ctx->store->nodes == 1;
-  const slabfeed_stats mode = {.loader_thread = g->threaded};
+  if (e->status == SLABFEED_OK &&
+      sf__fetch_map_init(&g->map, p, e) == SLABFEED_OK)
+    sf__fetch_open(&g->fetch, p, ctx->store, g->K, g->landing, slot_free, g, e);
+  /* The loader thread never calls MPI: remote pieces move in next. */
+  const slabfeed_stats mode = {.loader_thread = 1};
   sf__stats_add(ctx->stats, &mode);
   return e->status;
 }
@@ -189,25 +205,28 @@ static void gpu_close(sf__backend *g)
   stop_thread(g);
   sf__err e;
   sf__err_clear(&e);
-  /* Closing may wait: our streams drain before their memory goes. */
+  /* Closing may wait: our streams drain before their memory goes, and
+   * the transfers in flight are settled (collective, as close is). */
   if (g->copy)
     sf__cu_stream_sync(g->copy, &e);
   if (g->compute)
     sf__cu_stream_sync(g->compute, &e);
+  sf__fetch_settle(&g->fetch, &e);
+  sf__fetch_close(&g->fetch);
+  sf__fetch_map_free(&g->map);
   for (int k = 0; k < g->K; k++) {
     for (int d = 0; d < SF_MAX_DSETS; d++)
       sf__cu_free(g->slot[k][d]);
+    sf__cu_free_host(g->landing[k]);
     sf__cu_event_destroy(g->ready[k]);
     sf__cu_event_destroy(g->released[k]);
+    sf__cu_event_destroy(g->copied[k]);
   }
   for (int i = 0; i < SF_STAGES; i++) {
-    for (int d = 0; d < SF_MAX_DSETS; d++) {
+    for (int d = 0; d < SF_MAX_DSETS; d++)
       sf__cu_free(g->dstage[i][d]);
-      sf__cu_free_host(g->hstage[i][d]);
-    }
     sf__cu_event_destroy(g->staged[i]);
     sf__cu_event_destroy(g->consumed[i]);
-    sf__cu_event_destroy(g->h2d_done[i]);
   }
   for (int i = 0; i < g->nreg; i++)
     sf__cu_host_unregister(g->reg[i]);
@@ -275,64 +294,49 @@ static slabfeed_status copy_piece(const sf__view *v, int64_t c,
   return copy_planes(v, c, p, 0, p->n[0], crop, dst, s, e);
 }
 
-/* Pieces from other nodes: MPI_Get into the pinned stage (once the DMA
- * that last read it is done), completed before the copies are enqueued.
- * *any tells whether there was one. */
-static slabfeed_status get_remote(sf__backend *g, int st, int n, int *any,
-                                  sf__err *e)
-{
-  sf__batch_plan *p = g->ctx.plan;
-  sf__store *s = g->ctx.store;
-  *any = 0;
-  for (int i = 0; i < n; i++)
-    *any |= sf__gather_remote(s, &p->pieces[i]);
-  if (!*any)
-    return SLABFEED_OK;
-  SF_RANGE_PUSH("get");
-  if (g->h2d_pending[st])
-    sf__cu_event_sync(g->h2d_done[st], e);
-  for (int i = 0; i < n && e->status == SLABFEED_OK; i++)
-    if (sf__gather_remote(s, &p->pieces[i]))
-      for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++)
-        sf__gather_get(s, d, &p->pieces[i], p->crop, g->hstage[st][d], e);
-  if (e->status == SLABFEED_OK)
-    sf__gather_complete(s, e);
-  SF_RANGE_POP();
-  return e->status;
-}
-
-/* Stages sample i of slot `slot` into device staging st. */
+/* Stages sample i of slot `slot` into device staging st; remote pieces
+ * come from landing slot `land` (batch n lands in n % K). */
 static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
-                                  slabfeed_stats *delta, sf__err *e)
+                                  const float *land, slabfeed_stats *delta,
+                                  sf__err *e)
 {
   sf__batch_plan *p = g->ctx.plan;
   sf__store *s = g->ctx.store;
   SF_RANGE_PUSH("plan");
   const int n = sf__batch_pieces(p, slot, i);
   SF_RANGE_POP();
-  int remote;
-  if (get_remote(g, st, n, &remote, e) != SLABFEED_OK)
-    return e->status;
   SF_RANGE_PUSH("h2d");
   const double t0 = sf__now();
   for (int k = 0; k < n && e->status == SLABFEED_OK; k++) {
     const sf__piece *pc = &p->pieces[k];
+    const int remote = sf__gather_remote(s, pc);
     for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++) {
+      const float *landed =
+          remote ? land + sf__fetch_map_at(&g->map, s, d, pc) : NULL;
       sf__view v;
-      const sf__from from =
-          sf__gather_source(s, d, pc, g->hstage[st][d], p->crop, &v);
+      const sf__from from = sf__gather_source(s, d, pc, landed, &v);
       for (int64_t c = 0; c < s->channels[d] && e->status == SLABFEED_OK; c++)
         copy_piece(&v, c, pc, p->crop, g->dstage[st][d], g->copy, e);
       sf__gather_account(s, d, pc, from, delta);
     }
   }
-  /* The pinned stage is free again once these copies have read it. */
-  if (e->status == SLABFEED_OK && remote &&
-      sf__cu_record(g->h2d_done[st], g->copy, e) == SLABFEED_OK)
-    g->h2d_pending[st] = 1;
   delta->t_h2d += sf__now() - t0;
   SF_RANGE_POP();
   return e->status;
+}
+
+/* Waits (loader thread) until the remote pieces of batch n have landed;
+ * 0 when told to stop first. */
+static int wait_landed(sf__backend *g, uint64_t n)
+{
+  if (!g->fetch.active)
+    return 1;
+  pthread_mutex_lock(&g->mu);
+  while (!g->stop && !g->failed && g->landed <= n)
+    pthread_cond_wait(&g->cv, &g->mu);
+  const int go = !g->stop && !g->failed;
+  pthread_mutex_unlock(&g->mu);
+  return go;
 }
 
 /* Produces batch n of the current generation into its slot. */
@@ -345,6 +349,10 @@ static slabfeed_status produce(sf__backend *g, uint64_t n, sf__err *e)
   sf__batch_position(p, g->start_epoch, g->start_step, n, &epoch, &step);
   double t = sf__now();
   sf__batch_plan_slot(p, slot, epoch, step);
+  const int land = (int)(n % (uint64_t)g->K);
+  if (g->fetch.active)
+    sf__fetch_map_batch(&g->map, p, p->rank,
+                        &p->origin[3 * (size_t)slot * (size_t)p->B]);
   delta.t_plan = sf__now() - t;
   /* The slot's last batch must be released by the consumer's stream. */
   if (g->release_pending[slot]) {
@@ -357,7 +365,7 @@ static slabfeed_status produce(sf__backend *g, uint64_t n, sf__err *e)
     g->stage = (g->stage + 1) % SF_STAGES;
     /* Staging st is free once the transform that last read it is done. */
     if (sf__cu_wait(g->copy, g->consumed[st], e) ||
-        stage_crop(g, slot, i, st, &delta, e) ||
+        stage_crop(g, slot, i, st, g->landing[land], &delta, e) ||
         sf__cu_record(g->staged[st], g->copy, e) ||
         sf__cu_wait(g->compute, g->staged[st], e))
       break;
@@ -381,6 +389,9 @@ static slabfeed_status produce(sf__backend *g, uint64_t n, sf__err *e)
     if (e->status == SLABFEED_OK)
       sf__cu_record(g->consumed[st], g->compute, e);
   }
+  /* The landing slot is free again once these copies have read it. */
+  if (e->status == SLABFEED_OK && g->fetch.active)
+    sf__cu_record(g->copied[land], g->copy, e);
   if (e->status == SLABFEED_OK)
     sf__cu_record(g->ready[slot], g->compute, e);
   sf__stats_add(g->ctx.stats, &delta);
@@ -407,7 +418,7 @@ static void *loader_thread(void *arg)
     const uint64_t n = g->produced;
     const int stop = g->stop;
     pthread_mutex_unlock(&g->mu);
-    if (stop)
+    if (stop || !wait_landed(g, n))
       break;
     produce(g, n, &e);
     pthread_mutex_lock(&g->mu);
@@ -445,6 +456,82 @@ static slabfeed_status check_stream(const sf__backend *g, cudaStream_t s,
   return e->status;
 }
 
+/* Caller's thread (inside fetch): the landing slot of the batch j being
+ * posted held batch j - K, which may be overwritten once the producer has
+ * staged it and those copies are done; always when the producer is
+ * stopped (its copies were waited for). */
+static int slot_free(void *arg, int slot, int block)
+{
+  sf__backend *g = arg;
+  const uint64_t j = g->fetch.recv_posted, K = (uint64_t)g->K;
+  if (j < K || !g->running)
+    return 1;
+  pthread_mutex_lock(&g->mu);
+  while (block && !g->failed && g->produced <= j - K)
+    pthread_cond_wait(&g->cv, &g->mu);
+  const int staged = g->produced > j - K, failed = g->failed;
+  pthread_mutex_unlock(&g->mu);
+  if (failed) /* the stream is void: nothing will read the slot */
+    return 1;
+  if (!staged)
+    return 0;
+  sf__err e;
+  sf__err_clear(&e);
+  if (block) {
+    sf__cu_event_sync(g->copied[slot], &e);
+    return 1;
+  }
+  return sf__cu_event_done(g->copied[slot], &e);
+}
+
+/* Caller's thread: waits until batch n is produced. With remote pieces it
+ * drives their transfers meanwhile: requests up to K batches ahead, blocks
+ * in MPI only for the batch the producer waits on, and otherwise polls so
+ * that the transfers other ranks wait on keep moving. */
+static slabfeed_status wait_batch(sf__backend *g, uint64_t n, sf__err *e)
+{
+  sf__fetch *f = &g->fetch;
+  sf__err fe;
+  sf__err_clear(&fe);
+  if (f->active)
+    sf__fetch_pump(f, n + (uint64_t)g->K - 1, &fe);
+  pthread_mutex_lock(&g->mu);
+  for (;;) {
+    if (fe.status != SLABFEED_OK && !g->failed) {
+      g->err = fe;
+      g->failed = 1;
+      pthread_cond_broadcast(&g->cv);
+    }
+    if (g->failed) {
+      *e = g->err;
+      break;
+    }
+    if (f->active && g->landed != f->landed) {
+      g->landed = f->landed;
+      pthread_cond_broadcast(&g->cv);
+    }
+    if (g->produced > n)
+      break;
+    if (!f->active) {
+      pthread_cond_wait(&g->cv, &g->mu);
+      continue;
+    }
+    const uint64_t need = g->produced; /* the producer's batch */
+    pthread_mutex_unlock(&g->mu);
+    if (f->landed <= need) {
+      sf__fetch_wait(f, need, &fe);
+    } else {
+      /* The producer is staging: keep the transfers moving. */
+      struct timespec ts = {0, 200000};
+      nanosleep(&ts, NULL);
+      sf__fetch_pump(f, n + (uint64_t)g->K - 1, &fe);
+    }
+    pthread_mutex_lock(&g->mu);
+  }
+  pthread_mutex_unlock(&g->mu);
+  return e->status;
+}
+
 static slabfeed_status gpu_next(sf__backend *g, void *stream,
                                 slabfeed_batch *out, sf__err *e)
 {
@@ -467,22 +554,10 @@ static slabfeed_status gpu_next(sf__backend *g, void *stream,
   pthread_mutex_lock(&g->mu);
   g->released_upto = n;
   pthread_cond_broadcast(&g->cv);
-  if (g->threaded) {
-    while (!g->failed && g->produced <= n)
-      pthread_cond_wait(&g->cv, &g->mu);
-  } else {
-    while (!g->failed && g->produced < g->released_upto + (uint64_t)g->K) {
-      if (produce(g, g->produced, &g->err) != SLABFEED_OK)
-        g->failed = 1;
-      else
-        g->produced++;
-    }
-  }
-  const int failed = g->failed;
-  if (failed)
-    *e = g->err;
   pthread_mutex_unlock(&g->mu);
+  const int failed = wait_batch(g, n, e) != SLABFEED_OK;
   slabfeed_stats delta = {.t_wait = sf__now() - t0};
+  sf__fetch_take(&g->fetch, &delta);
   SF_RANGE_POP();
   if (failed)
     return e->status;
@@ -520,16 +595,21 @@ static slabfeed_status gpu_start(sf__backend *g, uint64_t epoch, uint64_t step,
         return e->status;
       g->release_pending[k] = 1;
     }
+  /* Transfers in flight end with the generation (collective: every rank
+   * seeks at the same point); their landing slots are read by copies that
+   * must be done first. */
+  if (g->fetch.active &&
+      (sf__cu_stream_sync(g->copy, e) || sf__fetch_settle(&g->fetch, e)))
+    return e->status;
+  sf__fetch_begin(&g->fetch, epoch, step);
   g->start_epoch = epoch;
   g->start_step = step;
-  g->produced = g->released_upto = g->next = 0;
+  g->produced = g->released_upto = g->next = g->landed = 0;
   /* Batch numbers restart at 0; there is no previous batch to release. */
   g->have_last = 0;
-  if (g->threaded) {
-    if (pthread_create(&g->thread, NULL, loader_thread, g) != 0)
-      return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot start the loader thread");
-    g->running = 1;
-  }
+  if (pthread_create(&g->thread, NULL, loader_thread, g) != 0)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot start the loader thread");
+  g->running = 1;
   return SLABFEED_OK;
 }
 

@@ -1,28 +1,50 @@
 /* The host back end: the caller's thread plans, gathers (memcpy from the
- * node window, MPI_Get from other nodes) and transforms each batch with the
- * reference transform into a ring of host batches. */
+ * node window; pieces from other nodes requested ahead by fetch.c, up to
+ * K batches in flight) and transforms each batch with the reference
+ * transform into a ring of host batches. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "fetch.h"
 #include "nvtx.h"
 
 struct sf__backend {
   sf__context ctx;
   float *staging[SF_MAX_DSETS]; /* one staged crop per dataset */
   void *ring[SF_MAX_DSETS];     /* K host batches per dataset */
-  int slot;                     /* next ring slot */
-  uint64_t epoch, step;         /* position of the next batch */
+  float *landing[SF_MAX_SLOTS]; /* K landing slots for remote pieces */
+  sf__fetch fetch;
+  sf__fetch_map map;    /* where the pieces of the batch in hand landed */
+  int slot;             /* next ring slot */
+  uint64_t n;           /* batch number of the next batch in the generation */
+  uint64_t epoch, step; /* position of the next batch */
 };
+
+/* Landing slots are free once their batch is gathered: always, here. */
+static int host_slot_free(void *arg, int slot, int block)
+{
+  (void)arg;
+  (void)slot;
+  (void)block;
+  return 1;
+}
 
 static void host_close(sf__backend *h)
 {
   if (h == NULL)
     return;
+  sf__err e;
+  sf__err_clear(&e);
+  sf__fetch_settle(&h->fetch, &e);
+  sf__fetch_close(&h->fetch);
+  sf__fetch_map_free(&h->map);
   for (int d = 0; d < SF_MAX_DSETS; d++) {
     free(h->staging[d]);
     free(h->ring[d]);
   }
+  for (int k = 0; k < SF_MAX_SLOTS; k++)
+    free(h->landing[k]);
   free(h);
 }
 
@@ -37,6 +59,8 @@ static void host_sizes(const sf__batch_plan *p, int d, size_t *stage,
 static uint64_t host_bytes(const sf__context *ctx)
 {
   uint64_t total = 0;
+  if (sf__fetch_needed(ctx->plan))
+    total += (uint64_t)ctx->plan->K * sf__fetch_slot_bytes(ctx->plan);
   for (int d = 0; d < ctx->plan->ndsets; d++) {
     size_t stage, ring;
     host_sizes(ctx->plan, d, &stage, &ring);
@@ -67,45 +91,57 @@ static slabfeed_status host_open(const sf__context *ctx, sf__backend **out,
                       stage + ring);
     mem.staging_bytes += stage + ring;
   }
+  if (sf__fetch_needed(p))
+    for (int k = 0; k < p->K; k++) {
+      h->landing[k] = malloc(sf__fetch_slot_bytes(p));
+      if (h->landing[k] == NULL)
+        return sf__fail(e, SLABFEED_ERR_NOMEM,
+                        "cannot allocate %zu bytes of landing slots",
+                        sf__fetch_slot_bytes(p));
+      mem.staging_bytes += sf__fetch_slot_bytes(p);
+    }
   sf__stats_add(ctx->stats, &mem);
-  return SLABFEED_OK;
+  /* Collective (every rank is here): the engine's communicator. */
+  if (sf__fetch_map_init(&h->map, p, e) != SLABFEED_OK)
+    return e->status;
+  return sf__fetch_open(&h->fetch, p, ctx->store, p->K, h->landing,
+                        host_slot_free, h, e);
 }
 
+/* Collective when remote pieces move (every rank seeks and opens at the
+ * same point): what is in flight is settled before the stream restarts. */
 static slabfeed_status host_start(sf__backend *h, uint64_t epoch, uint64_t step,
                                   sf__err *e)
 {
-  (void)e;
+  if (sf__fetch_settle(&h->fetch, e) != SLABFEED_OK)
+    return e->status;
+  sf__fetch_begin(&h->fetch, epoch, step);
+  h->n = 0;
   h->epoch = epoch;
   h->step = step;
   return SLABFEED_OK;
 }
 
-/* Gathers sample i of slot `slot` into the staged crops: node pieces by
- * memcpy, remote pieces by MPI_Get straight into place. */
-static slabfeed_status gather(sf__backend *h, int slot, int i,
-                              slabfeed_stats *delta, sf__err *e)
+/* Gathers sample i of ring slot `slot` into the staged crops: node pieces
+ * by memcpy, remote pieces from where they landed (landing slot n % K). */
+static void gather(sf__backend *h, int slot, int i, slabfeed_stats *delta)
 {
   sf__batch_plan *p = h->ctx.plan;
   sf__store *s = h->ctx.store;
   const int n = sf__batch_pieces(p, slot, i);
-  int remote = 0;
-  for (int d = 0; d < p->ndsets; d++)
-    for (int k = 0; k < n && e->status == SLABFEED_OK; k++) {
-      const sf__piece *pc = &p->pieces[k];
+  for (int k = 0; k < n; k++) {
+    const sf__piece *pc = &p->pieces[k];
+    const int remote = sf__gather_remote(s, pc);
+    for (int d = 0; d < p->ndsets; d++) {
+      const float *landed = remote ? h->landing[h->n % (uint64_t)p->K] +
+                                         sf__fetch_map_at(&h->map, s, d, pc)
+                                   : NULL;
       sf__view v;
-      const sf__from from =
-          sf__gather_source(s, d, pc, h->staging[d], p->crop, &v);
-      if (from == SF__FROM_REMOTE) {
-        sf__gather_get(s, d, pc, p->crop, h->staging[d], e);
-        remote = 1;
-      } else {
-        sf__gather_copy(&v, s->channels[d], pc, p->crop, h->staging[d]);
-      }
+      const sf__from from = sf__gather_source(s, d, pc, landed, &v);
+      sf__gather_copy(&v, s->channels[d], pc, p->crop, h->staging[d]);
       sf__gather_account(s, d, pc, from, delta);
     }
-  if (e->status == SLABFEED_OK && remote)
-    sf__gather_complete(s, e);
-  return e->status;
+  }
 }
 
 static slabfeed_status host_next(sf__backend *h, void *stream,
@@ -116,10 +152,22 @@ static slabfeed_status host_next(sf__backend *h, void *stream,
   const int slot = h->slot;
   slabfeed_stats delta = {.batches = 1, .samples = (uint64_t)p->B};
   double t = sf__now();
+  /* Remote pieces: up to K batches requested, this one complete. Batch n
+   * uses landing slot n % K, as the ring. */
+  if (sf__fetch_pump(&h->fetch, h->n + (uint64_t)p->K - 1, e) != SLABFEED_OK ||
+      sf__fetch_wait(&h->fetch, h->n, e) != SLABFEED_OK)
+    return e->status;
+  sf__fetch_take(&h->fetch, &delta);
+  double now = sf__now();
+  delta.t_wait = now - t;
+  t = now;
   SF_RANGE_PUSH("plan");
   sf__batch_plan_slot(p, slot, h->epoch, h->step);
+  if (h->fetch.active)
+    sf__fetch_map_batch(&h->map, p, p->rank,
+                        &p->origin[3 * (size_t)slot * (size_t)p->B]);
   SF_RANGE_POP();
-  double now = sf__now();
+  now = sf__now();
   delta.t_plan = now - t;
   void *data[SF_MAX_DSETS];
   for (int d = 0; d < p->ndsets; d++)
@@ -127,8 +175,7 @@ static slabfeed_status host_next(sf__backend *h, void *stream,
                                        (size_t)sf__batch_sample_bytes(p, d);
   for (int i = 0; i < p->B; i++) {
     t = now;
-    if (gather(h, slot, i, &delta, e) != SLABFEED_OK)
-      return e->status;
+    gather(h, slot, i, &delta);
     now = sf__now();
     delta.t_gather += now - t;
     t = now;
@@ -145,6 +192,7 @@ static slabfeed_status host_next(sf__backend *h, void *stream,
   sf__batch_describe(p, slot, data, h->epoch, h->step, out);
   sf__stats_add(h->ctx.stats, &delta);
   h->slot = (slot + 1) % p->K;
+  h->n++;
   sf__batch_position(p, h->epoch, h->step, 1, &h->epoch, &h->step);
   return SLABFEED_OK;
 }

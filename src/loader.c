@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fetch.h"
 #include "h5.h"
 #include "inject.h"
 #include "nvtx.h"
@@ -369,6 +370,41 @@ slabfeed_status slabfeed_stats_get(const slabfeed_loader *l,
   slabfeed_stats s;
   sf__stats_read((sf__stats *)&l->stats, &s);
   sf__sized_write(out, &s, sizeof s, SF_STATS_MIN);
+  return SLABFEED_OK;
+}
+
+slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
+                                   size_t len)
+{
+  if (l == NULL || buf == NULL || len == 0)
+    return SLABFEED_ERR_ARG;
+  if (l->forked)
+    return SLABFEED_ERR_FORKED;
+  const sf__store *s = &l->store;
+  const sf__layout *L = &s->L;
+  char groups[64];
+  if (L->N % L->ng != 0)
+    snprintf(groups, sizeof groups, "%d or %d nodes", L->G, L->G + 1);
+  else
+    snprintf(groups, sizeof groups, "%d node%s", L->G, L->G == 1 ? "" : "s");
+  const char *how = l->plan.locality ? "none cross nodes (locality mode)"
+                    : !sf__fetch_needed(&l->plan) ? "none cross nodes"
+                    : sf__fetch_mode_chosen() == SF__FETCH_SEND
+                        ? "fetched ahead, one message per holder and batch"
+                        : "fetched ahead, one MPI_Rget per piece";
+  snprintf(buf, len,
+           "placement: %d node%s of %d rank%s in %d group%s of %s, "
+           "each group holding the whole volume sharded over its ranks; "
+           "slab store %.2f GB on the fullest node (budget %.2f GB per "
+           "node%s); %.2f GB replicated over MPI at open by this rank; "
+           "crop pieces from other nodes: %s",
+           L->N, L->N == 1 ? "" : "s", s->size, s->size == 1 ? "" : "s", L->ng,
+           L->ng == 1 ? "" : "s", groups, (double)s->node_bytes / 1e9,
+           s->budget == UINT64_MAX ? 0.0 : (double)s->budget / 1e9,
+           (uint64_t)s->node_bytes > s->budget ? ", exceeded: no smaller "
+                                                 "group fits"
+                                               : "",
+           (double)s->fill_remote / 1e9, how);
   return SLABFEED_OK;
 }
 

@@ -21,11 +21,13 @@ declare -A layer=(
   [slab]=3 [gather]=3
   # 4: the plan of a batch
   [batch]=4
-  # 5: the back-end interface; 6: its implementations (reached by the
+  # 5: remote pieces fetched ahead (over the plan)
+  [fetch]=5
+  # 6: the back-end interface; 7: its implementations (reached by the
   # facade only through the interface's ops tables)
-  [backend]=5 [host]=6 [gpu]=6 [gpu_none]=6
-  # 7: the facade, and the tools beside it
-  [loader]=7 [gen]=7 [reference]=7
+  [backend]=6 [host]=7 [gpu]=7 [gpu_none]=7
+  # 8: the facade, and the tools beside it
+  [loader]=8 [gen]=8 [reference]=8
 )
 
 bad=0

@@ -50,7 +50,7 @@ static int open_pair(slabfeed_config *c, slabfeed_loader **cpu,
 
 static void compare(const char *path, slabfeed_dtype dt,
                     slabfeed_out_layout lay, int halo, cudaStream_t s,
-                    int expect_thread)
+                    int expect_thread, int expect_remote)
 {
   slabfeed_config c;
   base_config(&c, path, 20);
@@ -102,6 +102,17 @@ static void compare(const char *path, slabfeed_dtype dt,
   CHECK(bad == 0,
         "dtype %d layout %d halo %d: %lld batches differ between GPU and CPU",
         dt, lay, halo, (long long)bad);
+  /* Every rank its own node and one group: pieces of the other ranks'
+   * slabs crossed "nodes" on both paths. */
+  slabfeed_stats sc = SLABFEED_STATS_INIT, sg = SLABFEED_STATS_INIT;
+  slabfeed_stats_get(cpu, &sc);
+  slabfeed_stats_get(gpu, &sg);
+  uint64_t moved[2] = {sc.bytes_remote, sg.bytes_remote};
+  MPI_Allreduce(MPI_IN_PLACE, moved, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  if (expect_remote)
+    CHECK(moved[0] > 0 && moved[1] > 0,
+          "remote bytes host %llu, device %llu: expected both > 0",
+          (unsigned long long)moved[0], (unsigned long long)moved[1]);
   slabfeed_close(cpu);
   slabfeed_close(gpu);
 }
@@ -311,7 +322,11 @@ int main(int argc, char **argv)
     return check_skip("gpu.loader", "no CUDA device");
   const char *env = getenv(SLABFEED_ENV_RANK_PER_NODE);
   const int rpn = env != NULL && env[0] == '1' && size > 1;
-  const int expect_thread = provided == MPI_THREAD_MULTIPLE || !rpn;
+  /* The loader thread never calls MPI: it runs at every thread level. */
+  const int expect_thread = 1;
+  const char *g = getenv(SLABFEED_ENV_GROUP_NODES);
+  const int expect_remote = rpn && g != NULL && strcmp(g, "1") != 0;
+  (void)provided;
   char path[64];
   snprintf(path, sizeof path, "gpu_np%d_%d.h5", size, rpn);
   make_file(path, 48, 40, 36, SLABFEED_LAYOUT_CF, 0, 0, 1);
@@ -321,7 +336,7 @@ int main(int argc, char **argv)
   for (int dt = 0; dt < 3; dt++)
     for (int lay = 0; lay < 2; lay++)
       compare(path, (slabfeed_dtype)dt, (slabfeed_out_layout)lay,
-              dt == 1 ? 3 : 0, s, expect_thread);
+              dt == 1 ? 3 : 0, s, expect_thread, expect_remote);
   slow_consumer(path, s);
   two_streams(path, s);
   device_restored(path);
