@@ -99,6 +99,13 @@ size_t sf__fetch_slot_bytes(const sf__batch_plan *b)
   return n;
 }
 
+uint64_t sf__fetch_host_bytes(const sf__batch_plan *b)
+{
+  if (!sf__fetch_needed(b) || sf__fetch_mode_chosen() != SF__FETCH_SEND)
+    return 0;
+  return (uint64_t)b->K * sf__fetch_slot_bytes(b);
+}
+
 int sf__fetch_needed(const sf__batch_plan *b)
 {
   /* Some group spans more than one node (groups hold N / ng or one more
@@ -149,10 +156,20 @@ slabfeed_status sf__fetch_open(sf__fetch *f, const sf__batch_plan *b,
   f->ns = calloc((size_t)K, sizeof *f->ns);
   f->origins = malloc((size_t)b->B * 3 * sizeof *f->origins);
   f->types = malloc((size_t)f->tcap * sizeof *f->types);
+  f->mine =
+      malloc((size_t)b->B * (size_t)sf__batch_max_pieces(b) * sizeof *f->mine);
   f->displs = malloc((size_t)f->tcap * sizeof *f->displs);
   f->lens = malloc((size_t)f->tcap * sizeof *f->lens);
+  if (f->mode == SF__FETCH_SEND) {
+    f->send_floats = (int64_t)(sf__fetch_slot_bytes(b) / sizeof(float));
+    for (int k = 0; k < K; k++)
+      if ((f->sendbuf[k] = malloc(sf__fetch_slot_bytes(b))) == NULL)
+        return sf__fail(e, SLABFEED_ERR_NOMEM,
+                        "cannot allocate %zu bytes of send slots",
+                        sf__fetch_slot_bytes(b));
+  }
   if (!f->rreq || !f->sreq || !f->nr || !f->ns || !f->origins || !f->types ||
-      !f->displs || !f->lens)
+      !f->displs || !f->lens || !f->mine)
     return sf__fail(e, SLABFEED_ERR_NOMEM,
                     "cannot allocate the remote-piece requests");
   return sf__fetch_map_init(&f->map, b, e);
@@ -232,8 +249,41 @@ out:
   return e->status;
 }
 
+/* SEND: the message of batch j for rank r as a derived datatype over this
+ * rank's segment (MPI packs it): the fallback when the send slot is full. */
+static slabfeed_status send_typed(sf__fetch *f, int r, int n, uint64_t j,
+                                  MPI_Request *req, sf__err *e)
+{
+  sf__store *s = f->s;
+  int nt = 0;
+  MPI_Datatype msg = MPI_DATATYPE_NULL;
+  for (int k = 0; k < n && e->status == SLABFEED_OK; k++)
+    for (int d = 0; d < f->plan->ndsets && e->status == SLABFEED_OK; d++)
+      if (sf__gather_type(s, d, &f->mine[k], &f->types[nt], e) == SLABFEED_OK) {
+        f->displs[nt] = (MPI_Aint)sf__store_offset(s, s->rank, d);
+        f->lens[nt] = 1;
+        nt++;
+      }
+  if (e->status != SLABFEED_OK)
+    goto out;
+  SF_MPI_GOTO(MPI_Type_create_struct(nt, f->lens, f->displs, f->types, &msg), e,
+              out);
+  SF_MPI_GOTO(MPI_Type_commit(&msg), e, out);
+  SF_MPI_GOTO(MPI_Isend(s->base, 1, msg, r, (int)(j & 0x7fff), f->comm, req), e,
+              out);
+out:
+  if (msg != MPI_DATATYPE_NULL)
+    MPI_Type_free(&msg);
+  for (int t = 0; t < nt; t++)
+    MPI_Type_free(&f->types[t]);
+  return e->status;
+}
+
 /* SEND: posts the messages of batch j from this rank to every rank of its
- * group on another node that needs pieces of it. */
+ * group on another node that needs pieces of it. Each message is packed
+ * (memcpy, rows into dense pieces) into the batch's send slot and sent
+ * contiguously, so that the transport moves one large block (a single
+ * copy where it can); what does not fit goes as a derived datatype. */
 static slabfeed_status post_send(sf__fetch *f, uint64_t j, sf__err *e)
 {
   const sf__batch_plan *b = f->plan;
@@ -241,6 +291,8 @@ static slabfeed_status post_send(sf__fetch *f, uint64_t j, sf__err *e)
   const sf__layout *L = &s->L;
   const int slot = (int)(j % (uint64_t)f->K);
   MPI_Request *req = f->sreq + (size_t)slot * (size_t)b->size;
+  float *buf = f->sendbuf[slot];
+  int64_t used = 0;
   int n = 0;
   const int g = s->group;
   for (int m = L->gfirst[g]; m < L->gfirst[g + 1] && e->status == SLABFEED_OK;
@@ -248,40 +300,43 @@ static slabfeed_status post_send(sf__fetch *f, uint64_t j, sf__err *e)
     const int r = L->order[m];
     if (L->nodeof[r] == L->nodeof[s->rank])
       continue;
+    /* The pieces of r's batch j held here, in r's landing order. */
     draw_batch(f, r, j);
-    int nt = 0;
-    for (int i = 0; i < b->B && e->status == SLABFEED_OK; i++) {
-      const int np = sf__batch_split(b, r, f->origins + 3 * i, f->map.pieces,
-                                     f->map.zruns);
-      for (int k = 0; k < np && e->status == SLABFEED_OK; k++) {
-        const sf__piece *p = &f->map.pieces[k];
-        if (p->src != s->rank)
-          continue;
-        for (int d = 0; d < b->ndsets && e->status == SLABFEED_OK; d++)
-          if (sf__gather_type(s, d, p, &f->types[nt], e) == SLABFEED_OK) {
-            f->displs[nt] = (MPI_Aint)sf__store_offset(s, s->rank, d);
-            f->lens[nt] = 1;
-            nt++;
-          }
-      }
+    int np = 0;
+    int64_t floats = 0;
+    for (int i = 0; i < b->B; i++) {
+      const int q = sf__batch_split(b, r, f->origins + 3 * i, f->map.pieces,
+                                    f->map.zruns);
+      for (int k = 0; k < q; k++)
+        if (f->map.pieces[k].src == s->rank) {
+          f->mine[np++] = f->map.pieces[k];
+          for (int d = 0; d < b->ndsets; d++)
+            floats += sf__gather_elems(s, d, &f->map.pieces[k]);
+        }
     }
-    MPI_Datatype msg = MPI_DATATYPE_NULL;
-    if (e->status == SLABFEED_OK && nt > 0) {
-      SF_MPI_GOTO(
-          MPI_Type_create_struct(nt, f->lens, f->displs, f->types, &msg), e,
-          free_types);
-      SF_MPI_GOTO(MPI_Type_commit(&msg), e, free_types);
-      SF_MPI_GOTO(
-          MPI_Isend(s->base, 1, msg, r, (int)(j & 0x7fff), f->comm, &req[n]), e,
-          free_types);
-      n++;
+    if (np == 0)
+      continue;
+    if (buf != NULL && used + floats <= f->send_floats) {
+      float *at = buf + used;
+      for (int k = 0; k < np; k++)
+        for (int d = 0; d < b->ndsets; d++) {
+          sf__piece dense = f->mine[k];
+          sf__view v;
+          sf__gather_source(s, d, &dense, NULL, &v);
+          dense.d[0] = dense.d[1] = dense.d[2] = 0;
+          sf__gather_copy(&v, s->channels[d], &dense, dense.n, at);
+          at += sf__gather_elems(s, d, &dense);
+        }
+      SF_MPI_GOTO(MPI_Isend(buf + used, (int)floats, MPI_FLOAT, r,
+                            (int)(j & 0x7fff), f->comm, &req[n]),
+                  e, out);
+      used += floats;
+    } else if (send_typed(f, r, np, j, &req[n], e) != SLABFEED_OK) {
+      goto out;
     }
-  free_types:
-    if (msg != MPI_DATATYPE_NULL)
-      MPI_Type_free(&msg);
-    for (int t = 0; t < nt; t++)
-      MPI_Type_free(&f->types[t]);
+    n++;
   }
+out:
   f->ns[slot] = n;
   return e->status;
 }
@@ -416,6 +471,9 @@ void sf__fetch_close(sf__fetch *f)
   free(f->types);
   free(f->displs);
   free(f->lens);
+  free(f->mine);
+  for (int k = 0; k < SF_FETCH_MAX_SLOTS; k++)
+    free(f->sendbuf[k]);
   sf__fetch_map_free(&f->map);
   memset(f, 0, sizeof *f);
 }

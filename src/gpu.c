@@ -125,6 +125,7 @@ static slabfeed_status create_objects(sf__backend *g, sf__err *e)
         return e->status;
       mem.staging_bytes += sf__fetch_slot_bytes(p);
     }
+  mem.staging_bytes += sf__fetch_host_bytes(p);
   for (int k = 0; k < g->K; k++)
     for (int d = 0; d < p->ndsets; d++) {
       const size_t bytes = (size_t)p->B * (size_t)sf__batch_sample_bytes(p, d);
@@ -520,13 +521,23 @@ static slabfeed_status wait_batch(sf__backend *g, uint64_t n, sf__err *e)
     pthread_mutex_unlock(&g->mu);
     if (f->landed <= need) {
       sf__fetch_wait(f, need, &fe);
+      pthread_mutex_lock(&g->mu);
     } else {
-      /* The producer is staging: keep the transfers moving. */
-      struct timespec ts = {0, 200000};
-      nanosleep(&ts, NULL);
+      /* The producer is staging: keep the transfers moving, and wake as
+       * soon as it is done. */
       sf__fetch_pump(f, n + (uint64_t)g->K - 1, &fe);
+      pthread_mutex_lock(&g->mu);
+      if (g->produced <= n && !g->failed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100000;
+        if (ts.tv_nsec >= 1000000000) {
+          ts.tv_sec++;
+          ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+      }
     }
-    pthread_mutex_lock(&g->mu);
   }
   pthread_mutex_unlock(&g->mu);
   return e->status;
@@ -636,12 +647,11 @@ static slabfeed_status gpu_copy_to_host(sf__backend *g,
                   "loader");
 }
 
-/* Device batches take pinned and device memory only (whose allocations
- * fail cleanly), no pageable host memory. */
+/* Device batches take pinned and device memory (whose allocations fail
+ * cleanly) and pageable memory only for the send slots of remote pieces. */
 static uint64_t gpu_host_bytes(const sf__context *ctx)
 {
-  (void)ctx;
-  return 0;
+  return sf__fetch_host_bytes(ctx->plan);
 }
 
 const sf__backend_ops sf__gpu_backend = {
