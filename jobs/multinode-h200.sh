@@ -6,6 +6,7 @@
 # $OUT/multinode.log and $OUT/multinode.jsonl.
 #   OUT=bench-out DEV=0 jobs/multinode-h200.sh       # 2 ranks on one H200
 #   OUT=bench-out DEV=local jobs/multinode-h200.sh   # one H200 per rank
+# MODES (default "send get") lists the remote designs; EXTRA adds options.
 set -euo pipefail
 B=build/apps
 OUT=${OUT:-bench-out}
@@ -20,7 +21,7 @@ export OMPI_MCA_osc=${OMPI_MCA_osc:-sm,pt2pt}
 log() { tee -a "$OUT/multinode.log"; }
 [ -f "$FILE" ] || mpirun --oversubscribe -n 8 $B/slabfeed-gen --file "$FILE" --shape "$SIZE" | log
 L="--file $FILE --input Nbody --target Hydro --input-vector 1,2,3 --target-vector 1,2,3 --device $DEV"
-run() { echo "## $*" | log; mpirun --oversubscribe -n 2 $B/slabfeed-bench $L "$@" 2>&1 | log; }
+run() { echo "## $*" | log; mpirun --oversubscribe -n 2 $B/slabfeed-bench $L ${EXTRA:-} "$@" 2>&1 | log; }
 # A volume that fits the budget: G = 1 by default, against one node.
 run --crop 128 --batch 4 --dtype bf16 --steps 60 --label onenode
 run --crop 128 --batch 4 --dtype bf16 --steps 60 --rank-per-node --label rpn-auto
