@@ -160,7 +160,10 @@ slabfeed_status sf__fetch_open(sf__fetch *f, const sf__batch_plan *b,
       malloc((size_t)b->B * (size_t)sf__batch_max_pieces(b) * sizeof *f->mine);
   f->displs = malloc((size_t)f->tcap * sizeof *f->displs);
   f->lens = malloc((size_t)f->tcap * sizeof *f->lens);
-  if (f->mode == SF__FETCH_SEND) {
+  /* SLABFEED_SEND_PACK=0 sends every message as a derived datatype (to
+   * measure the two against each other). */
+  const char *pack = getenv("SLABFEED_SEND_PACK");
+  if (f->mode == SF__FETCH_SEND && !(pack != NULL && pack[0] == '0')) {
     f->send_floats = (int64_t)(sf__fetch_slot_bytes(b) / sizeof(float));
     for (int k = 0; k < K; k++)
       if ((f->sendbuf[k] = malloc(sf__fetch_slot_bytes(b))) == NULL)
@@ -407,6 +410,13 @@ slabfeed_status sf__fetch_pump(sf__fetch *f, uint64_t upto, sf__err *e)
     return SLABFEED_OK;
   while (advance(f, upto, 0, e))
     ;
+  /* With nothing of its own in flight this rank still serves the others:
+   * gets and messages aimed at it move only while it is inside MPI. */
+  int flag;
+  if (e->status == SLABFEED_OK &&
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, f->comm, &flag,
+                 MPI_STATUS_IGNORE) != MPI_SUCCESS)
+    sf__fail(e, SLABFEED_ERR_MPI, "MPI_Iprobe (progress)");
   return e->status;
 }
 

@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <errno.h>
-#include <time.h>
+#include <sched.h>
 
 #include "backend.h"
 #include "cudart.h"
@@ -523,20 +522,12 @@ static slabfeed_status wait_batch(sf__backend *g, uint64_t n, sf__err *e)
       sf__fetch_wait(f, need, &fe);
       pthread_mutex_lock(&g->mu);
     } else {
-      /* The producer is staging: keep the transfers moving, and wake as
-       * soon as it is done. */
+      /* The producer is staging: keep the transfers moving (other ranks
+       * wait on them; below MPI_THREAD_MULTIPLE they progress only while
+       * this thread is inside MPI), and see it done at once. */
       sf__fetch_pump(f, n + (uint64_t)g->K - 1, &fe);
+      sched_yield();
       pthread_mutex_lock(&g->mu);
-      if (g->produced <= n && !g->failed) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100000;
-        if (ts.tv_nsec >= 1000000000) {
-          ts.tv_sec++;
-          ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-      }
     }
   }
   pthread_mutex_unlock(&g->mu);
