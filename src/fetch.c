@@ -99,13 +99,6 @@ size_t sf__fetch_slot_bytes(const sf__batch_plan *b)
   return n;
 }
 
-uint64_t sf__fetch_host_bytes(const sf__batch_plan *b)
-{
-  if (!sf__fetch_needed(b) || sf__fetch_mode_chosen() != SF__FETCH_SEND)
-    return 0;
-  return (uint64_t)b->K * sf__fetch_slot_bytes(b);
-}
-
 int sf__fetch_needed(const sf__batch_plan *b)
 {
   /* Some group spans more than one node (groups hold N / ng or one more
@@ -160,17 +153,6 @@ slabfeed_status sf__fetch_open(sf__fetch *f, const sf__batch_plan *b,
       malloc((size_t)b->B * (size_t)sf__batch_max_pieces(b) * sizeof *f->mine);
   f->displs = malloc((size_t)f->tcap * sizeof *f->displs);
   f->lens = malloc((size_t)f->tcap * sizeof *f->lens);
-  /* SLABFEED_SEND_PACK=0 sends every message as a derived datatype (to
-   * measure the two against each other). */
-  const char *pack = getenv("SLABFEED_SEND_PACK");
-  if (f->mode == SF__FETCH_SEND && !(pack != NULL && pack[0] == '0')) {
-    f->send_floats = (int64_t)(sf__fetch_slot_bytes(b) / sizeof(float));
-    for (int k = 0; k < K; k++)
-      if ((f->sendbuf[k] = malloc(sf__fetch_slot_bytes(b))) == NULL)
-        return sf__fail(e, SLABFEED_ERR_NOMEM,
-                        "cannot allocate %zu bytes of send slots",
-                        sf__fetch_slot_bytes(b));
-  }
   if (!f->rreq || !f->sreq || !f->nr || !f->ns || !f->origins || !f->types ||
       !f->displs || !f->lens || !f->mine)
     return sf__fail(e, SLABFEED_ERR_NOMEM,
@@ -252,8 +234,9 @@ out:
   return e->status;
 }
 
-/* SEND: the message of batch j for rank r as a derived datatype over this
- * rank's segment (MPI packs it): the fallback when the send slot is full. */
+/* SEND: the message of batch j for rank r: this rank's n pieces of r's
+ * batch (in f->mine, in r's landing order) as one derived datatype over
+ * this rank's segment, which MPI packs as it sends. */
 static slabfeed_status send_typed(sf__fetch *f, int r, int n, uint64_t j,
                                   MPI_Request *req, sf__err *e)
 {
@@ -283,10 +266,9 @@ out:
 }
 
 /* SEND: posts the messages of batch j from this rank to every rank of its
- * group on another node that needs pieces of it. Each message is packed
- * (memcpy, rows into dense pieces) into the batch's send slot and sent
- * contiguously, so that the transport moves one large block (a single
- * copy where it can); what does not fit goes as a derived datatype. */
+ * group on another node that needs pieces of it. (Packing each message
+ * into a contiguous send slot first was measured slower on the H200
+ * machine: docs/DECISIONS.md.) */
 static slabfeed_status post_send(sf__fetch *f, uint64_t j, sf__err *e)
 {
   const sf__batch_plan *b = f->plan;
@@ -294,8 +276,6 @@ static slabfeed_status post_send(sf__fetch *f, uint64_t j, sf__err *e)
   const sf__layout *L = &s->L;
   const int slot = (int)(j % (uint64_t)f->K);
   MPI_Request *req = f->sreq + (size_t)slot * (size_t)b->size;
-  float *buf = f->sendbuf[slot];
-  int64_t used = 0;
   int n = 0;
   const int g = s->group;
   for (int m = L->gfirst[g]; m < L->gfirst[g + 1] && e->status == SLABFEED_OK;
@@ -306,40 +286,16 @@ static slabfeed_status post_send(sf__fetch *f, uint64_t j, sf__err *e)
     /* The pieces of r's batch j held here, in r's landing order. */
     draw_batch(f, r, j);
     int np = 0;
-    int64_t floats = 0;
     for (int i = 0; i < b->B; i++) {
       const int q = sf__batch_split(b, r, f->origins + 3 * i, f->map.pieces,
                                     f->map.zruns);
       for (int k = 0; k < q; k++)
-        if (f->map.pieces[k].src == s->rank) {
+        if (f->map.pieces[k].src == s->rank)
           f->mine[np++] = f->map.pieces[k];
-          for (int d = 0; d < b->ndsets; d++)
-            floats += sf__gather_elems(s, d, &f->map.pieces[k]);
-        }
     }
-    if (np == 0)
-      continue;
-    if (buf != NULL && used + floats <= f->send_floats) {
-      float *at = buf + used;
-      for (int k = 0; k < np; k++)
-        for (int d = 0; d < b->ndsets; d++) {
-          sf__piece dense = f->mine[k];
-          sf__view v;
-          sf__gather_source(s, d, &dense, NULL, &v);
-          dense.d[0] = dense.d[1] = dense.d[2] = 0;
-          sf__gather_copy(&v, s->channels[d], &dense, dense.n, at);
-          at += sf__gather_elems(s, d, &dense);
-        }
-      SF_MPI_GOTO(MPI_Isend(buf + used, (int)floats, MPI_FLOAT, r,
-                            (int)(j & 0x7fff), f->comm, &req[n]),
-                  e, out);
-      used += floats;
-    } else if (send_typed(f, r, np, j, &req[n], e) != SLABFEED_OK) {
-      goto out;
-    }
-    n++;
+    if (np > 0 && send_typed(f, r, np, j, &req[n], e) == SLABFEED_OK)
+      n++;
   }
-out:
   f->ns[slot] = n;
   return e->status;
 }
@@ -482,8 +438,6 @@ void sf__fetch_close(sf__fetch *f)
   free(f->displs);
   free(f->lens);
   free(f->mine);
-  for (int k = 0; k < SF_FETCH_MAX_SLOTS; k++)
-    free(f->sendbuf[k]);
   sf__fetch_map_free(&f->map);
   memset(f, 0, sizeof *f);
 }

@@ -15,12 +15,11 @@
  *                  subarray type at the holder: one network operation per
  *                  crop row in Open MPI's osc components);
  *   SF__FETCH_SEND the holder, which can compute what each rank will ask,
- *                  packs all of a batch's pieces for one rank into a send
- *                  slot and sends them as one contiguous message (a struct
- *                  of subarray types, packed by MPI, when the slot is
- *                  full): one large message per holder and batch, received
- *                  contiguously. Two-sided, so positions are posted in the
- *                  same order on every rank and sf__fetch_settle is
+ *                  sends all of a batch's pieces for one rank as one
+ *                  message (a struct of subarray types over its segment,
+ *                  packed by MPI), received contiguously: one large message
+ *                  per holder and batch. Two-sided, so positions are posted
+ *                  in the same order on every rank and sf__fetch_settle is
  *                  collective. */
 #ifndef SF_FETCH_H
 #define SF_FETCH_H
@@ -28,8 +27,6 @@
 #include "batch.h"
 
 typedef enum { SF__FETCH_GET = 0, SF__FETCH_SEND = 1 } sf__fetch_mode;
-
-#define SF_FETCH_MAX_SLOTS 64 /* the prefetch limit */
 
 /* Where the remote pieces of one batch land. */
 typedef struct sf__fetch_map {
@@ -81,10 +78,8 @@ typedef struct sf__fetch {
   MPI_Request *rreq, *sreq; /* [K][cap] receive / send requests */
   int *nr, *ns;             /* [K] */
   int cap;
-  sf__fetch_map map;                  /* the poster's */
-  int64_t *origins;                   /* [B][3] scratch */
-  float *sendbuf[SF_FETCH_MAX_SLOTS]; /* SEND: packed messages per slot */
-  int64_t send_floats;                /* capacity of each */
+  sf__fetch_map map;   /* the poster's */
+  int64_t *origins;    /* [B][3] scratch */
   sf__piece *mine;     /* SEND: this rank's pieces of one message */
   MPI_Datatype *types; /* SEND: scratch of one typed message */
   MPI_Aint *displs;
@@ -99,9 +94,6 @@ size_t sf__fetch_slot_bytes(const sf__batch_plan *b);
 
 /* The transfer mode: SLABFEED_REMOTE (get|send), else the default. */
 sf__fetch_mode sf__fetch_mode_chosen(void);
-
-/* Pageable host bytes sf__fetch_open takes (the send slots). */
-uint64_t sf__fetch_host_bytes(const sf__batch_plan *b);
 
 /* 1 when a piece of some crop can be held on another node. */
 int sf__fetch_needed(const sf__batch_plan *b);

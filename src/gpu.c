@@ -124,7 +124,6 @@ static slabfeed_status create_objects(sf__backend *g, sf__err *e)
         return e->status;
       mem.staging_bytes += sf__fetch_slot_bytes(p);
     }
-  mem.staging_bytes += sf__fetch_host_bytes(p);
   for (int k = 0; k < g->K; k++)
     for (int d = 0; d < p->ndsets; d++) {
       const size_t bytes = (size_t)p->B * (size_t)sf__batch_sample_bytes(p, d);
@@ -638,11 +637,12 @@ static slabfeed_status gpu_copy_to_host(sf__backend *g,
                   "loader");
 }
 
-/* Device batches take pinned and device memory (whose allocations fail
- * cleanly) and pageable memory only for the send slots of remote pieces. */
+/* Device batches take pinned and device memory only (whose allocations
+ * fail cleanly), no pageable host memory. */
 static uint64_t gpu_host_bytes(const sf__context *ctx)
 {
-  return sf__fetch_host_bytes(ctx->plan);
+  (void)ctx;
+  return 0;
 }
 
 const sf__backend_ops sf__gpu_backend = {
