@@ -714,3 +714,28 @@ void cli_rss_parts(uint64_t *anon, uint64_t *shmem)
   }
   fclose(f);
 }
+
+int cli_parse_size(const char *value, uint64_t *out, char *err, size_t errlen)
+{
+  char *end;
+  errno = 0;
+  const double v = strtod(value, &end);
+  double scale = 1;
+  if (*end != '\0' && end[1] == '\0') {
+    const char *units = "KMGT";
+    const char *u = strchr(units, *end);
+    if (u != NULL) {
+      scale = ldexp(1.0, 10 * (int)(u - units + 1));
+      end++;
+    }
+  }
+  if (end == value || *end != '\0' || errno != 0 || !(v > 0) ||
+      v * scale >= 0x1p63) {
+    snprintf(err, errlen,
+             "'%s' is not a size (bytes, or a number with K, M, G or T)",
+             value);
+    return -1;
+  }
+  *out = (uint64_t)(v * scale);
+  return 0;
+}

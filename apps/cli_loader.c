@@ -3,10 +3,6 @@
  * are the library's: slabfeed_open reports them on every rank alike. */
 #include "cli.h"
 
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-
 /* Enums are stored through an int (CLI_ENUM). */
 _Static_assert(sizeof(slabfeed_file_layout) == sizeof(int), "enum size");
 _Static_assert(sizeof(slabfeed_symmetries) == sizeof(int), "enum size");
@@ -34,39 +30,10 @@ static const cli_choice out_layouts[] = {
 static int set_node_memory(void *base, const char *value, char *err,
                            size_t errlen)
 {
-  char *end;
-  errno = 0;
-  const double v = strtod(value, &end);
-  double scale = 1;
-  if (*end != '\0' && end[1] == '\0')
-    switch (*end) {
-    case 'K':
-      scale = 0x1p10;
-      end++;
-      break;
-    case 'M':
-      scale = 0x1p20;
-      end++;
-      break;
-    case 'G':
-      scale = 0x1p30;
-      end++;
-      break;
-    case 'T':
-      scale = 0x1p40;
-      end++;
-      break;
-    default:
-      break;
-    }
-  if (end == value || *end != '\0' || errno != 0 || !(v > 0) ||
-      v * scale >= 0x1p63) {
-    snprintf(err, errlen,
-             "'%s' is not a size (bytes, or a number with K, M, G or T)",
-             value);
+  uint64_t v;
+  if (cli_parse_size(value, &v, err, errlen) != 0)
     return -1;
-  }
-  ((slabfeed_config *)base)->node_memory = (uint64_t)(v * scale);
+  ((slabfeed_config *)base)->node_memory = v;
   return 0;
 }
 

@@ -14,7 +14,21 @@ typedef struct info_args {
   slabfeed_file_layout layout;
   int ranks;
   int64_t halo;
+  int nodes;
+  int group_nodes;
+  uint64_t node_memory;
 } info_args;
+
+/* --node-memory: bytes, with an optional binary suffix K, M, G or T. */
+static int set_node_memory(void *base, const char *value, char *err,
+                           size_t errlen)
+{
+  uint64_t v;
+  if (cli_parse_size(value, &v, err, errlen) != 0)
+    return -1;
+  ((info_args *)base)->node_memory = v;
+  return 0;
+}
 
 static const cli_choice layouts[] = {{"auto", SLABFEED_LAYOUT_AUTO},
                                      {"cf", SLABFEED_LAYOUT_CF},
@@ -47,6 +61,26 @@ static const cli_option options[] = {
      .max = INT64_MAX,
      .metavar = "H",
      .help = "z-planes held on each side of a slab"},
+    {.name = "--nodes",
+     .kind = CLI_INT,
+     .at = offsetof(info_args, nodes),
+     .min = 1,
+     .max = INT_MAX,
+     .metavar = "N",
+     .help = "nodes the ranks run on (ranks in blocks by node); default 1"},
+    {.name = "--group-nodes",
+     .kind = CLI_INT,
+     .at = offsetof(info_args, group_nodes),
+     .min = -1,
+     .max = INT_MAX,
+     .metavar = "G",
+     .help = "nodes per replication group: 0 from --node-memory, -1 all"},
+    {.name = "--node-memory",
+     .kind = CLI_CALL,
+     .set = set_node_memory,
+     .metavar = "BYTES",
+     .help = "slab store one node may hold, e.g. 200G (default: half of this "
+             "machine's memory less 2 GiB per rank)"},
     {.name = NULL}};
 
 /* State of the walk over the file's datasets. */
@@ -106,6 +140,57 @@ static herr_t show(hid_t group, const char *name, const link_info *li,
 
 /* Parses the options; rank 0 lists the datasets and the slab plan while
  * the other ranks wait for its status. */
+/* The placement for --nodes, --group-nodes and --node-memory, then the
+ * slab of each rank inside its group. Returns the exit status. */
+static int print_plan(const char *prog, const info_args *a, const ctx *c)
+{
+  const int64_t ranks = a->ranks, halo = a->halo;
+  const double per_plane = c->bytes_f32 / (double)c->shape[0];
+  slabfeed_placement_plan p = SLABFEED_PLACEMENT_PLAN_INIT;
+  if (a->nodes > ranks ||
+      slabfeed_plan_placement(c->shape[0], (uint64_t)per_plane, (int)ranks,
+                              a->nodes, a->group_nodes, a->node_memory, halo,
+                              &p) != SLABFEED_OK) {
+    fprintf(stderr,
+            "%s: no placement for %lld ranks on %d nodes with --group-nodes "
+            "%d over %lld z-planes (more nodes than ranks, G above the node "
+            "count, or a group with more ranks than planes)\n",
+            prog, (long long)ranks, a->nodes, a->group_nodes,
+            (long long)c->shape[0]);
+    return 1;
+  }
+  printf("placement on %d node(s) of %lld rank(s): %d group(s) of %d node(s)"
+         "%s, each holding the whole volume; slab store %.4g GB on the fullest "
+         "node, budget %.4g GB per node (%s); expected share of crop bytes "
+         "from other nodes %.3f\n",
+         p.nodes, (long long)ranks, p.groups, p.group_nodes,
+         p.nodes % p.groups ? " (some one more)" : "",
+         (double)p.node_store_bytes / 1e9, (double)p.budget / 1e9,
+         p.fits ? "fits" : "exceeded: even one group of all nodes is over it",
+         p.remote_fraction);
+  const int64_t gs = ranks / p.groups; /* ranks of a group (the first) */
+  printf("slab plan inside a group of %lld ranks (halo %lld):\n", (long long)gs,
+         (long long)halo);
+  for (int64_t r = 0; r < gs; r++) {
+    int64_t z0, z1;
+    if (slabfeed_slab_plan(c->shape[0], (int)gs, (int)r, &z0, &z1) !=
+        SLABFEED_OK) {
+      fprintf(stderr, "%s: %lld ranks but only %lld z-planes\n", prog,
+              (long long)gs, (long long)c->shape[0]);
+      return 1;
+    }
+    if (r < 8 || r == gs - 1)
+      printf("  rank %4lld: z [%lld, %lld)  %lld planes  %.3f GB in memory\n",
+             (long long)r, (long long)z0, (long long)z1, (long long)(z1 - z0),
+             per_plane * (double)(z1 - z0 + 2 * halo) / 1e9);
+    else if (r == 8)
+      printf("  ...\n");
+  }
+  printf("whole volume %.3f GB as float32; per rank about %.3f GB\n",
+         c->bytes_f32 / 1e9, c->bytes_f32 / 1e9 / (double)gs);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -113,7 +198,7 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *prog = "slabfeed-info";
-  info_args a = {NULL, SLABFEED_LAYOUT_AUTO, size, 0};
+  info_args a = {NULL, SLABFEED_LAYOUT_AUTO, size, 0, 1, 0, 0};
   const cli_app app = {
       prog,
       "Lists the datasets of an HDF5 file (shape, dtype, layout, chunking, "
@@ -121,7 +206,6 @@ int main(int argc, char **argv)
       {{"options", options, &a}}};
   cli_parse(&app, argc, argv);
   ctx c = {a.path, a.layout, 0, {0, 0, 0}, 0};
-  const int64_t ranks = a.ranks, halo = a.halo;
   int rc = 0;
   if (rank == 0) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -139,33 +223,8 @@ int main(int argc, char **argv)
         rc = 1;
       }
     }
-    if (rc == 0) {
-      printf("slab plan for %lld ranks (halo %lld):\n", (long long)ranks,
-             (long long)halo);
-      const double plane = (double)c.shape[1] * (double)c.shape[2];
-      const double per_plane = c.bytes_f32 / (double)c.shape[0];
-      for (int64_t r = 0; r < ranks; r++) {
-        int64_t z0, z1;
-        if (slabfeed_slab_plan(c.shape[0], (int)ranks, (int)r, &z0, &z1) !=
-            SLABFEED_OK) {
-          fprintf(stderr, "%s: %lld ranks but only %lld z-planes\n", prog,
-                  (long long)ranks, (long long)c.shape[0]);
-          rc = 1;
-          break;
-        }
-        if (r < 8 || r == ranks - 1)
-          printf(
-              "  rank %4lld: z [%lld, %lld)  %lld planes  %.3f GB in memory\n",
-              (long long)r, (long long)z0, (long long)z1, (long long)(z1 - z0),
-              per_plane * (double)(z1 - z0 + 2 * halo) / 1e9);
-        else if (r == 8)
-          printf("  ...\n");
-      }
-      (void)plane;
-      if (rc == 0)
-        printf("whole volume %.3f GB as float32; per rank about %.3f GB\n",
-               c.bytes_f32 / 1e9, c.bytes_f32 / 1e9 / (double)ranks);
-    }
+    if (rc == 0)
+      rc = print_plan(prog, &a, &c);
   }
   MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
   MPI_Finalize();

@@ -68,6 +68,34 @@ SLABFEED_API slabfeed_status slabfeed_describe(const char *path,
 SLABFEED_API slabfeed_status slabfeed_slab_plan(int64_t Z, int P, int r,
                                                 int64_t *z0, int64_t *z1);
 
+/* The placement slabfeed_open would choose (docs/SCALING.md): set .size
+ * (SLABFEED_PLACEMENT_PLAN_INIT). */
+typedef struct slabfeed_placement_plan {
+  size_t size;
+  int nodes, group_nodes, groups; /* G: nodes per group (the smallest) */
+  uint64_t node_store_bytes;      /* slab store of the fullest node */
+  uint64_t budget;                /* the per-node budget it was held to */
+  int fits;                       /* node_store_bytes <= budget */
+  double remote_fraction; /* expected share of a crop's bytes held on other
+                             nodes, uniform origins, no locality */
+} slabfeed_placement_plan;
+
+#define SLABFEED_PLACEMENT_PLAN_INIT                                           \
+  SLABFEED_SIZED_INIT(slabfeed_placement_plan)
+
+/* slabfeed_plan_placement - the replication groups slabfeed_open would
+ * choose for a box of Z planes whose planes (all channels of all datasets,
+ * float32) take plane_bytes, on `nodes` nodes of ranks/nodes ranks each
+ * (ranks in blocks by node), with group_nodes and node_memory as in
+ * slabfeed_config (node_memory 0: the default for this machine's memory).
+ * Collective no. Threads safe. Device none.
+ * Failure: SLABFEED_ERR_ARG for impossible arguments (including a forced G
+ *   above `nodes` or a group with more ranks than planes), NOMEM.
+ * Lifetime: values. */
+SLABFEED_API slabfeed_status slabfeed_plan_placement(
+    int64_t Z, uint64_t plane_bytes, int ranks, int nodes, int group_nodes,
+    uint64_t node_memory, int64_t halo, slabfeed_placement_plan *out);
+
 /* ---- Independent serial reference reader ----------------------------------
  * A plain serial HDF5 reader that forms one crop straight from the file and
  * applies the reference transform: what slabfeed-check compares batches

@@ -1,5 +1,6 @@
 #include "placement.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,4 +217,64 @@ uint64_t sf__layout_default_budget(uint64_t mem_total, int ranks)
   const uint64_t half = mem_total / 2, floor = mem_total / 8;
   const uint64_t reserve = (uint64_t)ranks << 31;
   return half > floor + reserve ? half - reserve : floor;
+}
+
+uint64_t sf__mem_total(void)
+{
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (f == NULL)
+    return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+      break;
+  fclose(f);
+  return (uint64_t)kb * 1024;
+}
+
+slabfeed_status slabfeed_plan_placement(int64_t Z, uint64_t plane_bytes,
+                                        int ranks, int nodes, int group_nodes,
+                                        uint64_t node_memory, int64_t halo,
+                                        slabfeed_placement_plan *out)
+{
+  sf__err e;
+  sf__err_clear(&e);
+  if (out == NULL || Z < 1 || ranks < 1 || nodes < 1 || nodes > ranks ||
+      halo < 0 || group_nodes < -1 || plane_bytes > INT64_MAX)
+    return SLABFEED_ERR_ARG;
+  int *nodeof = malloc((size_t)ranks * sizeof *nodeof);
+  if (nodeof == NULL)
+    return SLABFEED_ERR_NOMEM;
+  /* Ranks in blocks by node, as srun and mpirun place them by default. */
+  for (int r = 0; r < ranks; r++)
+    nodeof[r] = (int)((int64_t)r * nodes / ranks);
+  uint64_t budget = node_memory;
+  if (budget == 0) {
+    const uint64_t total = sf__mem_total();
+    budget = total > 0
+                 ? sf__layout_default_budget(total, (ranks + nodes - 1) / nodes)
+                 : UINT64_MAX;
+  }
+  sf__layout L;
+  if (sf__layout_choose(&L, ranks, nodes, nodeof, Z, group_nodes, budget,
+                        (int64_t)plane_bytes, halo, 0, 1, &e) == SLABFEED_OK) {
+    slabfeed_placement_plan p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    p.nodes = nodes;
+    p.group_nodes = L.G;
+    p.groups = L.ng;
+    const int64_t need = sf__layout_node_bytes(&L, (int64_t)plane_bytes);
+    p.node_store_bytes = need < 0 ? UINT64_MAX : (uint64_t)need;
+    p.budget = budget;
+    p.fits = need >= 0 && (uint64_t)need <= budget;
+    /* A crop's planes are uniform over the box: the share held outside the
+     * node's range (a 1/G-th of the box) comes from other nodes. */
+    p.remote_fraction = L.ng < nodes ? 1.0 - (double)L.ng / nodes : 0.0;
+    sf__sized_write(out, &p, sizeof p, sizeof(size_t));
+    sf__layout_free(&L);
+  }
+  free(nodeof);
+  return e.status;
 }

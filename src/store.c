@@ -174,20 +174,6 @@ out:
   return e->status;
 }
 
-uint64_t sf__store_mem_total(void)
-{
-  FILE *f = fopen("/proc/meminfo", "r");
-  if (f == NULL)
-    return 0;
-  char line[256];
-  unsigned long long kb = 0;
-  while (fgets(line, sizeof line, f) != NULL)
-    if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
-      break;
-  fclose(f);
-  return (uint64_t)kb * 1024;
-}
-
 /* The placement: the budget agreed as the minimum over nodes, then the
  * group size (every rank computes the same layout from the same tables). */
 static slabfeed_status place(sf__store *s, const sf__store_opts *o, sf__err *e)
@@ -197,7 +183,7 @@ static slabfeed_status place(sf__store *s, const sf__store_opts *o, sf__err *e)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the node table");
   uint64_t budget = o->budget;
   if (budget == 0) {
-    const uint64_t total = sf__store_mem_total();
+    const uint64_t total = sf__mem_total();
     budget =
         total > 0 ? sf__layout_default_budget(total, s->node_size) : UINT64_MAX;
   }

@@ -71,9 +71,6 @@ const float *sf__store_segment(const sf__store *s, int r, int d);
  * part with nothing to fetch. */
 slabfeed_status sf__store_publish(sf__store *s, sf__err *e);
 
-/* Bytes of physical memory of this machine (MemTotal), 0 when unknown. */
-uint64_t sf__store_mem_total(void);
-
 /* Collective. Ends the epochs and frees the windows. Safe on a zeroed, partly
  * opened or closed store. */
 void sf__store_close(sf__store *s);

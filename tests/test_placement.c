@@ -1,0 +1,131 @@
+/* The placement (src/placement.c) on its own, over rank -> node maps no
+ * machine here has: interleaved ranks, uneven groups, more groups than
+ * planes per slab. Every group's cores tile the box, a node's ranks hold
+ * one contiguous range, every plane is read exactly once and by a rank
+ * holding it, and the budget picks the smallest group that fits. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "placement.h"
+
+static void check_layout(int P, int N, int interleaved, int64_t Z, int G)
+{
+  int *nodeof = malloc((size_t)P * sizeof *nodeof);
+  for (int r = 0; r < P; r++)
+    nodeof[r] = interleaved ? r % N : (int)((int64_t)r * N / P);
+  sf__layout L;
+  sf__err e;
+  sf__err_clear(&e);
+  CHECK(sf__layout_make(&L, P, N, nodeof, Z, G, 1, 1, 5, &e) == SLABFEED_OK,
+        "P %d N %d Z %lld G %d: %s", P, N, (long long)Z, G, e.msg);
+  if (e.status != SLABFEED_OK) {
+    free(nodeof);
+    return;
+  }
+  const int ng = N / G > 1 ? N / G : 1;
+  CHECK(L.ng == ng && L.G == N / ng, "groups %d (G %d)", L.ng, L.G);
+  int64_t *reads = calloc((size_t)Z, sizeof *reads);
+  for (int g = 0; g < L.ng; g++) {
+    /* cores tile [0, Z) in order; a node's ranks are adjacent */
+    int64_t z = 0;
+    for (int i = L.gfirst[g]; i < L.gfirst[g + 1]; i++) {
+      const int r = L.order[i];
+      CHECK(L.groupof[r] == g && L.core0[r] == z && L.core1[r] > z,
+            "group %d member %d core [%lld,%lld) after %lld", g, i,
+            (long long)L.core0[r], (long long)L.core1[r], (long long)z);
+      CHECK(L.reach0[r] <= L.core0[r] && L.core1[r] <= L.reach0[r] + L.reach[r],
+            "rank %d core inside its node's range", r);
+      z = L.core1[r];
+      if (i > L.gfirst[g])
+        CHECK(nodeof[L.order[i - 1]] <= nodeof[r], "ranks ordered by node");
+    }
+    CHECK(z == Z, "group %d covers %lld of %lld planes", g, (long long)z,
+          (long long)Z);
+    /* each group's node count is N / ng or one more */
+    int first = nodeof[L.order[L.gfirst[g]]],
+        last = nodeof[L.order[L.gfirst[g + 1] - 1]];
+    CHECK(last - first + 1 == N / ng || last - first + 1 == N / ng + 1,
+          "group %d has %d nodes", g, last - first + 1);
+  }
+  for (int64_t z = 0; z < Z;) {
+    int64_t end;
+    const int r = sf__layout_reader(&L, z, &end);
+    CHECK(end > z && L.core0[r] <= z && end <= L.core1[r],
+          "plane %lld read by a holder", (long long)z);
+    for (int64_t k = z; k < end && k < Z; k++)
+      reads[k]++;
+    z = end > z ? end : z + 1;
+  }
+  int64_t bad = 0;
+  for (int64_t z = 0; z < Z; z++)
+    bad += reads[z] != 1;
+  CHECK(bad == 0, "%lld planes not read exactly once", (long long)bad);
+  /* locality: the node's last rank keeps crop - 1 = 4 planes above */
+  for (int r = 0; r < P; r++)
+    if (L.core1[r] == L.reach0[r] + L.reach[r])
+      CHECK(L.hi[r] == 4 && L.lo[r] == 1, "rank %d halo %lld/%lld", r,
+            (long long)L.lo[r], (long long)L.hi[r]);
+  free(reads);
+  free(nodeof);
+  sf__layout_free(&L);
+}
+
+static void check_choose(void)
+{
+  /* 8 nodes of 2 ranks, 64 planes of 1 MB: a node holds 64/G MB */
+  int nodeof[16];
+  for (int r = 0; r < 16; r++)
+    nodeof[r] = r / 2;
+  const struct {
+    uint64_t budget;
+    int forced, want;
+  } cases[] = {{64 << 20, 0, 1}, {32 << 20, 0, 2}, {20 << 20, 0, 4},
+               {9 << 20, 0, 8},  {1 << 20, 0, 8},  {1 << 30, 4, 4},
+               {1, -1, 8}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sf__layout L;
+    sf__err e;
+    sf__err_clear(&e);
+    CHECK(sf__layout_choose(&L, 16, 8, nodeof, 64, cases[i].forced,
+                            cases[i].budget, 1 << 20, 0, 0, 1,
+                            &e) == SLABFEED_OK,
+          "choose: %s", e.msg);
+    CHECK(L.G == cases[i].want, "budget %llu forced %d: G %d, want %d",
+          (unsigned long long)cases[i].budget, cases[i].forced, L.G,
+          cases[i].want);
+    sf__layout_free(&L);
+  }
+  sf__layout L;
+  sf__err e;
+  sf__err_clear(&e);
+  CHECK(sf__layout_choose(&L, 16, 8, nodeof, 64, 9, 0, 1, 0, 0, 1, &e) ==
+                SLABFEED_ERR_ARG &&
+            strstr(e.msg, "group_nodes 9") != NULL,
+        "G above the node count refused: %s", e.msg);
+  CHECK(sf__layout_default_budget((uint64_t)256 << 30, 4) ==
+            ((uint64_t)128 << 30) - ((uint64_t)8 << 30),
+        "default budget: half of 256 GiB less 2 GiB per rank");
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  check_layout(1, 1, 0, 7, 1);
+  check_layout(12, 4, 0, 50, 1); /* 4 full replicas */
+  check_layout(12, 4, 1, 50, 2); /* interleaved ranks */
+  check_layout(15, 5, 0, 31, 2); /* groups of 2 and 3 nodes */
+  check_layout(16, 8, 1, 16, 3); /* one plane per rank in a group */
+  check_choose();
+  /* a group with more ranks than planes is refused */
+  int nodeof[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  sf__layout L;
+  sf__err e;
+  sf__err_clear(&e);
+  CHECK(sf__layout_make(&L, 8, 8, nodeof, 3, 8, 0, 0, 1, &e) ==
+                SLABFEED_ERR_ARG &&
+            strstr(e.msg, "8 ranks but the box has only 3") != NULL,
+        "too few planes refused: %s", e.msg);
+  return check_finish("unit.placement");
+}
