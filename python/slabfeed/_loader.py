@@ -82,6 +82,17 @@ class Loader:
         ``None``: from ``SLABFEED_RANK_PER_NODE``; ``True``/``False``.
     steps_per_epoch
         ``None``: the fewest steps whose crops cover the box once.
+    group_nodes
+        nodes per replication group: ``0`` the smallest group whose share
+        fits ``node_memory`` (or ``SLABFEED_GROUP_NODES``), ``-1`` all
+        nodes, ``k`` forced.
+    node_memory
+        bytes of slab store one node may hold; ``0``: half the node's
+        memory less 2 GiB per rank.
+    locality
+        ``True``: each rank draws its crop origins in its node's z-range,
+        so no crop byte crosses nodes (each global batch is stratified in
+        z).
 
     Use: ``for batch in loader`` runs to the end of the current epoch (the
     position then is the next epoch's step 0); ``loader.next()`` for
@@ -125,6 +136,9 @@ class Loader:
         halo: int = 0,
         rank_per_node: Optional[bool] = None,
         steps_per_epoch: Optional[int] = None,
+        group_nodes: int = 0,
+        node_memory: int = 0,
+        locality: bool = False,
     ) -> None:
         from mpi4py import MPI
 
@@ -140,7 +154,9 @@ class Loader:
             dtype=dtype, out_layout=out_layout, device=device,
             prefetch=prefetch, halo=halo,
             rank_per_node=-1 if rank_per_node is None else int(bool(rank_per_node)),
-            steps_per_epoch=0 if steps_per_epoch is None else steps_per_epoch)
+            steps_per_epoch=0 if steps_per_epoch is None else steps_per_epoch,
+            group_nodes=group_nodes, node_memory=node_memory,
+            locality=int(bool(locality)))
         # Registered at once (nothing in between may fail: the close is
         # collective, and a loader missing here would not be closed at exit).
         self._key = next(_next_key)
@@ -156,7 +172,8 @@ class Loader:
             input_vectors=input_vectors, target_vectors=target_vectors,
             dtype=dtype, out_layout=out_layout, device=device,
             prefetch=prefetch, halo=halo, rank_per_node=rank_per_node,
-            steps_per_epoch=self._c.steps_per_epoch)
+            steps_per_epoch=self._c.steps_per_epoch, group_nodes=group_nodes,
+            node_memory=node_memory, locality=bool(locality))
         """The options this loader was opened with (steps_per_epoch as in
         effect)."""
 
@@ -174,6 +191,12 @@ class Loader:
         `stream`. The GIL is released while the call waits.
         """
         return self._c.next(stream)
+
+    def placement(self) -> str:
+        """One line saying how the volume was placed at open (nodes,
+        replication groups, memory against the budget, how crop pieces
+        from other nodes travel): print it from one rank."""
+        return self._c.placement()
 
     def __iter__(self) -> Iterator[Batch]:
         """Batches up to the end of the current epoch (all of it from step 0,
@@ -269,7 +292,9 @@ class Loader:
         """This rank's counters and times since open (``slabfeed_stats``):
         batches, samples, bytes_own/node/remote/out, t_read, t_plan,
         t_gather, t_h2d, t_transform, t_wait (exposed wait in next, s),
-        slab_bytes, staging_bytes, loader_thread."""
+        slab_bytes, staging_bytes, loader_thread, remote_gets, remote_runs,
+        and the placement: nodes, group_nodes, groups, group, node_budget,
+        node_store_bytes, replica_bytes."""
         return self._c.stats()
 
     def close(self) -> None:

@@ -480,25 +480,17 @@ static int setup_cuda(sfpy_state *st, sfpy_loader *L, MPI_Comm comm)
   return -1;
 }
 
-static char *loader_kwlist[] = {"comm",
-                                "path",
-                                "input",
-                                "target",
-                                "layout",
-                                "crop",
-                                "batch",
-                                "seed",
-                                "symmetries",
-                                "input_vectors",
-                                "target_vectors",
-                                "dtype",
-                                "out_layout",
-                                "device",
-                                "prefetch",
-                                "halo",
-                                "rank_per_node",
-                                "steps_per_epoch",
-                                NULL};
+static char *loader_kwlist[] = {"comm",           "path",
+                                "input",          "target",
+                                "layout",         "crop",
+                                "batch",          "seed",
+                                "symmetries",     "input_vectors",
+                                "target_vectors", "dtype",
+                                "out_layout",     "device",
+                                "prefetch",       "halo",
+                                "rank_per_node",  "steps_per_epoch",
+                                "group_nodes",    "node_memory",
+                                "locality",       NULL};
 
 static const char *const symmetry_names[] = {"all", "rotations", "none", NULL};
 
@@ -509,12 +501,12 @@ static int loader_init(sfpy_loader *self, PyObject *args, PyObject *kw)
 {
   sfpy_state *st = sfpy_state_of(Py_TYPE(self));
   PyObject *comm_o, *path = NULL, *input_o, *target_o = Py_None;
-  PyObject *o[14] = {NULL};
+  PyObject *o[17] = {NULL};
   if (!PyArg_ParseTupleAndKeywords(
-          args, kw, "OO&U|$OOOOOOOOOOOOOOO:Loader", loader_kwlist, &comm_o,
+          args, kw, "OO&U|$OOOOOOOOOOOOOOOOOO:Loader", loader_kwlist, &comm_o,
           PyUnicode_FSConverter, &path, &input_o, &target_o, &o[0], &o[1],
           &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10],
-          &o[11], &o[12], &o[13]))
+          &o[11], &o[12], &o[13], &o[14], &o[15], &o[16]))
     return -1;
   int rc = -1;
   /* Checked after the argument parsing above, which may run Python code. A
@@ -561,7 +553,8 @@ static int loader_init(sfpy_loader *self, PyObject *args, PyObject *kw)
   int layout = (int)c.layout, sym = (int)c.symmetries, dtype = (int)c.dtype;
   int out_layout = (int)c.out_layout;
   long long batch = c.batch, device = c.device, prefetch = c.prefetch;
-  long long halo = c.halo, rpn = c.rank_per_node;
+  long long halo = c.halo, rpn = c.rank_per_node, gn = c.group_nodes;
+  long long loc = c.locality;
   if (sfpy_choice(o[0], "layout", sfpy_file_layouts, NULL, &layout) < 0 ||
       sfpy_triple(o[1], "crop", c.crop) < 0 ||
       sfpy_int(o[2], "batch", 1, INT32_MAX, &batch) < 0 ||
@@ -579,8 +572,13 @@ static int loader_init(sfpy_loader *self, PyObject *args, PyObject *kw)
       sfpy_int(o[10], "prefetch", INT32_MIN, INT32_MAX, &prefetch) < 0 ||
       sfpy_int(o[11], "halo", INT32_MIN, INT32_MAX, &halo) < 0 ||
       sfpy_int(o[12], "rank_per_node", -1, 1, &rpn) < 0 ||
-      sfpy_u64(o[13], "steps_per_epoch", &c.steps_per_epoch) < 0)
+      sfpy_u64(o[13], "steps_per_epoch", &c.steps_per_epoch) < 0 ||
+      sfpy_int(o[14], "group_nodes", -1, INT32_MAX, &gn) < 0 ||
+      sfpy_u64(o[15], "node_memory", &c.node_memory) < 0 ||
+      sfpy_int(o[16], "locality", 0, 1, &loc) < 0)
     goto out;
+  c.group_nodes = (int)gn;
+  c.locality = (int)loc;
   c.layout = (slabfeed_file_layout)layout;
   c.symmetries = (slabfeed_symmetries)sym;
   c.dtype = (slabfeed_dtype)dtype;
@@ -790,7 +788,7 @@ static PyObject *loader_stats(sfpy_loader *self, PyObject *noargs)
   const slabfeed_status rc = slabfeed_stats_get(self->l, &s);
   if (rc != SLABFEED_OK)
     return sfpy_raise(st, rc, slabfeed_last_error(self->l));
-  return Py_BuildValue(
+  PyObject *d = Py_BuildValue(
       "{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:K,s:K,s:O}",
       "batches", (unsigned long long)s.batches, "samples",
       (unsigned long long)s.samples, "bytes_own",
@@ -802,6 +800,37 @@ static PyObject *loader_stats(sfpy_loader *self, PyObject *noargs)
       "t_wait", s.t_wait, "slab_bytes", (unsigned long long)s.slab_bytes,
       "staging_bytes", (unsigned long long)s.staging_bytes, "loader_thread",
       s.loader_thread ? Py_True : Py_False);
+  if (d == NULL)
+    return NULL;
+  PyObject *more =
+      Py_BuildValue("{s:K,s:K,s:i,s:i,s:i,s:i,s:K,s:K,s:K}", "remote_gets",
+                    (unsigned long long)s.remote_gets, "remote_runs",
+                    (unsigned long long)s.remote_runs, "nodes", s.nodes,
+                    "group_nodes", s.group_nodes, "groups", s.groups, "group",
+                    s.group, "node_budget", (unsigned long long)s.node_budget,
+                    "node_store_bytes", (unsigned long long)s.node_store_bytes,
+                    "replica_bytes", (unsigned long long)s.replica_bytes);
+  if (more == NULL || PyDict_Update(d, more) < 0) {
+    Py_XDECREF(more);
+    Py_DECREF(d);
+    return NULL;
+  }
+  Py_DECREF(more);
+  return d;
+}
+
+/* placement() -> str: how the volume was placed at open */
+static PyObject *loader_placement(sfpy_loader *self, PyObject *noargs)
+{
+  (void)noargs;
+  sfpy_state *st = sfpy_state_of(Py_TYPE(self));
+  if (require_open(st, self) < 0)
+    return NULL;
+  char line[1024];
+  const slabfeed_status rc = slabfeed_placement(self->l, line, sizeof line);
+  if (rc != SLABFEED_OK)
+    return sfpy_raise(st, rc, slabfeed_last_error(self->l));
+  return PyUnicode_FromString(line);
 }
 
 static PyObject *loader_get_steps(sfpy_loader *self, void *c)
@@ -852,6 +881,9 @@ static PyMethodDef loader_methods[] = {
      "become stale. Idempotent; a no-op in a forked child."},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS,
      "stats() -> dict\n\nThis rank's counters and times (slabfeed_stats)."},
+    {"placement", (PyCFunction)loader_placement, METH_NOARGS,
+     "placement() -> str\n\nHow the volume was placed at open "
+     "(slabfeed_placement)."},
     {NULL, NULL, 0, NULL},
 };
 

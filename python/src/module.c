@@ -203,8 +203,8 @@ static PyObject *mod_config_defaults(PyObject *m, PyObject *noargs)
   slabfeed_config c;
   slabfeed_config_init(&c);
   return Py_BuildValue(
-      "{s:s,s:(LLL),s:i,s:K,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:K}", "layout",
-      sfpy_file_layouts[c.layout], "crop", (long long)c.crop[0],
+      "{s:s,s:(LLL),s:i,s:K,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:K,s:i,s:K,s:i}",
+      "layout", sfpy_file_layouts[c.layout], "crop", (long long)c.crop[0],
       (long long)c.crop[1], (long long)c.crop[2], "batch", c.batch, "seed",
       (unsigned long long)c.seed, "symmetries",
       c.symmetries == SLABFEED_SYM_ALL
@@ -213,7 +213,9 @@ static PyObject *mod_config_defaults(PyObject *m, PyObject *noargs)
       "dtype", sfpy_dtype_names[c.dtype], "out_layout",
       sfpy_out_layouts[c.out_layout], "device", c.device, "prefetch",
       c.prefetch, "halo", c.halo, "rank_per_node", c.rank_per_node,
-      "steps_per_epoch", (unsigned long long)c.steps_per_epoch);
+      "steps_per_epoch", (unsigned long long)c.steps_per_epoch, "group_nodes",
+      c.group_nodes, "node_memory", (unsigned long long)c.node_memory,
+      "locality", c.locality);
 }
 
 /* ---- Argument conversion

@@ -235,6 +235,27 @@ def test_len_stats_and_defaults(index_volume):
             assert sig[k].default == v, k
 
 
+def test_placement_groups_and_locality(index_volume):
+    """The placement options reach the library: one group of all nodes
+    moves pieces between "nodes" (rank per node), groups of one node and
+    locality mode move none, and the crops stay those of the reference."""
+    rpn = os.environ.get("SLABFEED_RANK_PER_NODE") == "1" and P > 1
+    for kw, remote in (({"group_nodes": -1}, rpn), ({"group_nodes": 1}, False),
+                       ({"group_nodes": -1, "locality": True}, False)):
+        with open_loader(index_volume, batch=2, **kw) as L, \
+                Reader(index_volume) as ref:
+            line = L.placement()
+            assert line.startswith("placement: ") and "group" in line
+            for _ in range(3):
+                assert check_batch(L.next(), ref, crop=(8, 8, 8)) == 4
+            st = L.stats()
+            assert st["nodes"] == (P if rpn else 1)
+            assert st["group_nodes"] == (1 if "locality" not in kw and
+                                         kw["group_nodes"] == 1 else st["nodes"])
+            moved = COMM.allreduce(st["bytes_remote"])
+            assert (moved > 0) == remote, (kw, moved)
+
+
 def test_tensor_bits_helper_is_not_vacuous(index_volume):
     """The comparison helper sees a single flipped bit."""
     with open_loader(index_volume) as L, Reader(index_volume) as ref:
