@@ -261,15 +261,17 @@ typedef struct slabfeed_stats {
   uint64_t slab_bytes;    /* host bytes of the slab store of this rank */
   uint64_t staging_bytes; /* host + device staging and batch memory */
   int loader_thread;      /* 1: a loader thread produces ahead (device
-                             batches, MPI_THREAD_MULTIPLE or one node);
-                             0: the work runs inside slabfeed_next */
+                             batches; it never calls MPI); 0: the work
+                             runs inside slabfeed_next (host batches) */
   /* Added in 0.2 (older callers' structs end above): */
-  uint64_t remote_gets; /* MPI_Get operations issued (one per piece and
-                           dataset held on another node) */
-  uint64_t remote_runs; /* contiguous runs of floats they move: what one
-                           network operation carries in Open MPI's osc
-                           components; bytes_remote / remote_runs is the
-                           mean message size on the wire */
+  uint64_t remote_gets; /* transfers posted for pieces held on other
+                           nodes: messages received (one per holder and
+                           batch) or, with SLABFEED_REMOTE=get, MPI_Rget
+                           operations (one per piece and dataset) */
+  uint64_t remote_runs; /* what they are on the wire: messages, or the
+                           contiguous crop rows each get is cut into by
+                           Open MPI's osc components; bytes_remote /
+                           remote_runs is the mean transfer size */
   /* Added in 0.3: the placement chosen at open (the same on every rank
    * but group). */
   int nodes;                 /* nodes of the job (shared-memory domains) */
@@ -311,11 +313,14 @@ SLABFEED_API slabfeed_status slabfeed_open(MPI_Comm comm,
 
 /* slabfeed_next - hands out the next batch of this rank in *out (whose
  * .size the caller has set).
- * Collective no, but pieces fetched with MPI_Get from other nodes need the
- *   owning ranks to make progress in MPI (they do while they call next).
- * Threads: not thread safe on one loader. With MPI_THREAD_MULTIPLE, or
- *   when the whole job is one node, a loader thread produces ahead;
- *   otherwise the work runs inside this call.
+ * Collective no, but when crop pieces come from other nodes (a
+ *   replication group of more than one node, no locality) every rank of
+ *   the group must keep calling it: the transfers for the next prefetch
+ *   batches are posted and moved inside this call, on the calling thread,
+ *   and the ranks serve each other's pieces while they are in it.
+ * Threads: not thread safe on one loader. Device batches are produced
+ *   ahead by a loader thread that never calls MPI, at any thread level;
+ *   host batches are gathered inside this call.
  * Device: host batches (device -1) are gathered and transformed on the
  *   calling thread and `stream` is ignored. Device batches: `stream` (a
  *   cudaStream_t of the loader's device; the training stream, not the legacy
@@ -333,8 +338,10 @@ SLABFEED_API slabfeed_status slabfeed_next(slabfeed_loader *l,
 
 /* slabfeed_seek - positions the loader so that the next slabfeed_next
  * returns the batch of (epoch, step): exact resume.
- * Collective no, but call it at the same point on every rank (the ranks'
- *   batches form global batches).
+ * Collective when crop pieces come from other nodes (the transfers in
+ *   flight are settled on every rank first); otherwise not, but call it at
+ *   the same point on every rank anyway (the ranks' batches form global
+ *   batches).
  * Threads: not thread safe on one loader.
  * Device: waits for the loader's own streams only.
  * Failure: SLABFEED_ERR_ARG when step >= slabfeed_steps_per_epoch; the
@@ -394,8 +401,10 @@ SLABFEED_API slabfeed_status slabfeed_copy_to_host(slabfeed_loader *l,
                                                    void *dst);
 
 /* slabfeed_close - stops the loader thread, waits for the loader's own
- * streams and releases everything the loader holds (windows, device and
- * pinned memory, registrations, the communicator duplicate).
+ * streams, completes the transfers of remote pieces still in flight (on
+ * every rank: the ranks may have called next different numbers of times)
+ * and releases everything the loader holds (windows, device and pinned
+ * memory, registrations, the communicator duplicate).
  * Collective over the communicator of slabfeed_open (NULL on every rank is
  *   a no-op).
  * Threads: not with other calls on l. Device: waits for the loader's own

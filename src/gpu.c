@@ -539,6 +539,12 @@ static slabfeed_status gpu_next(sf__backend *g, void *stream,
   sf__batch_plan *p = g->ctx.plan;
   cudaStream_t s = (cudaStream_t)stream;
   const uint64_t n = g->next;
+  /* The transfers other ranks wait on are posted first, so that a call
+   * failing below still serves them (peers learn of the failure at the
+   * application's next agreement instead of waiting for a message). */
+  if (g->fetch.active &&
+      sf__fetch_pump(&g->fetch, n + (uint64_t)g->K - 1, e) != SLABFEED_OK)
+    return e->status;
   if ((!g->have_last || s != g->last_stream) && check_stream(g, s, e))
     return e->status;
   /* Batch n - 1 is released once the stream that received it gets past
