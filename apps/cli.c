@@ -197,6 +197,8 @@ static int store(const cli_option *o, void *base, const char *value, char *err,
     return cli_parse_int(value, min, max, (int64_t *)dst, err, errlen);
   case CLI_U64:
     return parse_u64(value, (uint64_t *)dst, err, errlen);
+  case CLI_SIZE:
+    return cli_parse_size(value, (uint64_t *)dst, err, errlen);
   case CLI_DOUBLE:
     return parse_double(value, (double)o->min, (double)o->max, (double *)dst,
                         err, errlen);
@@ -456,6 +458,10 @@ static void default_text(const cli_option *o, const void *base, char *buf,
     break;
   case CLI_U64:
     snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)src);
+    break;
+  case CLI_SIZE: /* 0 stands for a computed default: the help says which */
+    if (*(const uint64_t *)src != 0)
+      snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)src);
     break;
   case CLI_DOUBLE:
     snprintf(buf, n, "%g", *(const double *)src);

@@ -33,6 +33,7 @@ typedef enum cli_kind {
   CLI_INT,    /* int; within [min, max] when min < max */
   CLI_INT64,  /* int64_t; within [min, max] when min < max */
   CLI_U64,    /* uint64_t: digits only, no sign */
+  CLI_SIZE,   /* uint64_t bytes: a number, optionally with K, M, G or T */
   CLI_DOUBLE, /* finite double; within [min, max] when min < max */
   CLI_STRING, /* const char *, pointing into argv; not "" (CLI_EMPTY_OK) */
   CLI_TRIPLE, /* int64_t[3]: "A,B,C", "AxBxC", or "A" for all three */

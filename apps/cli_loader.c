@@ -26,17 +26,6 @@ static const cli_choice out_layouts[] = {
 
 #define CFG(field) offsetof(slabfeed_config, field)
 
-/* --node-memory: bytes, with an optional binary suffix K, M, G or T. */
-static int set_node_memory(void *base, const char *value, char *err,
-                           size_t errlen)
-{
-  uint64_t v;
-  if (cli_parse_size(value, &v, err, errlen) != 0)
-    return -1;
-  ((slabfeed_config *)base)->node_memory = v;
-  return 0;
-}
-
 const cli_option cli_loader_options[] = {
     {.name = "--file",
      .kind = CLI_STRING,
@@ -133,8 +122,8 @@ const cli_option cli_loader_options[] = {
      .help = "nodes per replication group: 0 the smallest that fits "
              "--node-memory (default), -1 all nodes, or G"},
     {.name = "--node-memory",
-     .kind = CLI_CALL,
-     .set = set_node_memory,
+     .kind = CLI_SIZE,
+     .at = CFG(node_memory),
      .metavar = "BYTES",
      .help = "slab store one node may hold, e.g. 200G (default: half the "
              "node's memory less 2 GiB per rank)"},

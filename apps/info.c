@@ -19,17 +19,6 @@ typedef struct info_args {
   uint64_t node_memory;
 } info_args;
 
-/* --node-memory: bytes, with an optional binary suffix K, M, G or T. */
-static int set_node_memory(void *base, const char *value, char *err,
-                           size_t errlen)
-{
-  uint64_t v;
-  if (cli_parse_size(value, &v, err, errlen) != 0)
-    return -1;
-  ((info_args *)base)->node_memory = v;
-  return 0;
-}
-
 static const cli_choice layouts[] = {{"auto", SLABFEED_LAYOUT_AUTO},
                                      {"cf", SLABFEED_LAYOUT_CF},
                                      {"cl", SLABFEED_LAYOUT_CL},
@@ -76,8 +65,8 @@ static const cli_option options[] = {
      .metavar = "G",
      .help = "nodes per replication group: 0 from --node-memory, -1 all"},
     {.name = "--node-memory",
-     .kind = CLI_CALL,
-     .set = set_node_memory,
+     .kind = CLI_SIZE,
+     .at = offsetof(info_args, node_memory),
      .metavar = "BYTES",
      .help = "slab store one node may hold, e.g. 200G (default: half of this "
              "machine's memory less 2 GiB per rank)"},

@@ -13,7 +13,7 @@
 typedef struct args {
   int flag, i, e, n_vec, vec[2][3];
   int64_t i64, triple[3];
-  uint64_t u64;
+  uint64_t u64, size;
   double d;
   const char *s, *req, *label;
   int called;
@@ -49,6 +49,7 @@ static const cli_option options[] = {
      .kind = CLI_U64,
      .at = AT(u64),
      .metavar = "N"},
+    {.name = "--size", .kind = CLI_SIZE, .at = AT(size), .metavar = "BYTES"},
     {.name = "--double",
      .kind = CLI_DOUBLE,
      .at = AT(d),
@@ -153,6 +154,16 @@ int main(void)
            242018);
   a = scan(&app, CLI_RUN, NULL, W("--u64", "18446744073709551615"));
   expect_i("u64 max", a.u64 == UINT64_MAX, 1);
+  a = scan(&app, CLI_RUN, NULL, W("--size", "200G"));
+  expect_i("size G", (long long)a.size, 200LL << 30);
+  a = scan(&app, CLI_RUN, NULL, W("--size", "1.5K"));
+  expect_i("size K", (long long)a.size, 1536);
+  a = scan(&app, CLI_RUN, NULL, W("--size", "4096"));
+  expect_i("size bytes", (long long)a.size, 4096);
+  scan(&app, CLI_ERROR, "not a size", W("--size", "2X"));
+  scan(&app, CLI_ERROR, "not a size", W("--size", "-1G"));
+  scan(&app, CLI_ERROR, "not a size", W("--size", "G"));
+  scan(&app, CLI_ERROR, "not a size", W("--size", "9000000T"));
   a = scan(&app, CLI_RUN, NULL, W("--int", "2147483647", "--int", "+3"));
   expect_i("last wins", a.i, 3);
 

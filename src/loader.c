@@ -159,22 +159,6 @@ static slabfeed_status read_slabs(slabfeed_loader *l, hid_t dsets[],
   return sf__agree(l->comm, e);
 }
 
-/* Available memory of this node (MemAvailable of /proc/meminfo), bytes;
- * 0 when unknown. */
-static uint64_t mem_available(void)
-{
-  FILE *f = fopen("/proc/meminfo", "r");
-  if (f == NULL)
-    return 0;
-  char line[256];
-  unsigned long long kb = 0;
-  while (fgets(line, sizeof line, f) != NULL)
-    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-      break;
-  fclose(f);
-  return (uint64_t)kb * 1024;
-}
-
 /* The back ends of all ranks of this node together must fit in the
  * node's available memory: malloc succeeds lazily (overcommit), so an
  * impossible request would otherwise end in the OOM killer at the first
@@ -187,7 +171,7 @@ static slabfeed_status check_host_memory(slabfeed_loader *l,
   SF_MPI_GOTO(
       MPI_Allreduce(&mine, &node, 1, MPI_UINT64_T, MPI_SUM, l->store.node), e,
       out);
-  const uint64_t avail = mem_available();
+  const uint64_t avail = sf__meminfo("MemAvailable");
   if (avail > 0 && node > avail - avail / 10)
     sf__fail(e, SLABFEED_ERR_NOMEM,
              "the loaders of this node need %.2f GB of host memory for "

@@ -219,15 +219,17 @@ uint64_t sf__layout_default_budget(uint64_t mem_total, int ranks)
   return half > floor + reserve ? half - reserve : floor;
 }
 
-uint64_t sf__mem_total(void)
+uint64_t sf__meminfo(const char *key)
 {
   FILE *f = fopen("/proc/meminfo", "r");
   if (f == NULL)
     return 0;
   char line[256];
+  const size_t n = strlen(key);
   unsigned long long kb = 0;
   while (fgets(line, sizeof line, f) != NULL)
-    if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+    if (strncmp(line, key, n) == 0 && line[n] == ':' &&
+        sscanf(line + n + 1, "%llu", &kb) == 1)
       break;
   fclose(f);
   return (uint64_t)kb * 1024;
@@ -251,7 +253,7 @@ slabfeed_status slabfeed_plan_placement(int64_t Z, uint64_t plane_bytes,
     nodeof[r] = (int)((int64_t)r * nodes / ranks);
   uint64_t budget = node_memory;
   if (budget == 0) {
-    const uint64_t total = sf__mem_total();
+    const uint64_t total = sf__meminfo("MemTotal");
     budget = total > 0
                  ? sf__layout_default_budget(total, (ranks + nodes - 1) / nodes)
                  : UINT64_MAX;

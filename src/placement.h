@@ -75,7 +75,8 @@ slabfeed_status sf__layout_choose(sf__layout *L, int P, int N,
  * the training processes themselves, and never below an eighth of it. */
 uint64_t sf__layout_default_budget(uint64_t mem_total, int ranks);
 
-/* Bytes of physical memory of this machine (MemTotal), 0 when unknown. */
-uint64_t sf__mem_total(void);
+/* A figure of /proc/meminfo in bytes ("MemTotal", "MemAvailable"), 0
+ * when unknown. */
+uint64_t sf__meminfo(const char *key);
 
 #endif

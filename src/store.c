@@ -183,7 +183,7 @@ static slabfeed_status place(sf__store *s, const sf__store_opts *o, sf__err *e)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the node table");
   uint64_t budget = o->budget;
   if (budget == 0) {
-    const uint64_t total = sf__mem_total();
+    const uint64_t total = sf__meminfo("MemTotal");
     budget =
         total > 0 ? sf__layout_default_budget(total, s->node_size) : UINT64_MAX;
   }
