@@ -282,9 +282,6 @@ typedef struct slabfeed_stats {
   uint64_t node_store_bytes; /* largest slab store of one node, bytes */
   uint64_t replica_bytes;    /* bytes this rank fetched over MPI at open
                                 (replicas and halos of other nodes) */
-  uint64_t bytes_wire;       /* bytes the remote pieces of bytes_remote
-                                took on the wire: half of them when f16 /
-                                bf16 batches let holders send 16 bits */
 } slabfeed_stats;
 
 #define SLABFEED_STATS_INIT SLABFEED_SIZED_INIT(slabfeed_stats)

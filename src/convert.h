@@ -81,39 +81,4 @@ SF_HD uint16_t sf__f32_to_bf16(float f)
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-/* float16 -> float32, exact (subnormals, infinities and NaN payloads
- * included): the inverse of sf__f32_to_f16 on its results. */
-SF_HD float sf__f16_to_f32(uint16_t h)
-{
-  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  uint32_t x;
-  if (exp == 0x1fu) /* inf, NaN */
-    x = sign | 0x7f800000u | (mant << 13);
-  else if (exp != 0) /* normal */
-    x = sign | ((exp + 112u) << 23) | (mant << 13);
-  else if (mant == 0) /* zero */
-    x = sign;
-  else { /* subnormal: normalise */
-    uint32_t e = 113u, m = mant;
-    while (!(m & 0x400u)) {
-      m <<= 1;
-      e--;
-    }
-    x = sign | (e << 23) | ((m & 0x3ffu) << 13);
-  }
-  float f;
-  memcpy(&f, &x, sizeof f);
-  return f;
-}
-
-/* bfloat16 -> float32, exact. */
-SF_HD float sf__bf16_to_f32(uint16_t b)
-{
-  const uint32_t x = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &x, sizeof f);
-  return f;
-}
-
 #endif

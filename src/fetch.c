@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "convert.h"
 #include "nvtx.h"
 
 /* ---- The map of a landing slot ------------------------------------------ */
@@ -100,23 +99,6 @@ size_t sf__fetch_slot_bytes(const sf__batch_plan *b)
   return n;
 }
 
-/* 1 when holders send 16-bit messages (SEND, f16/bf16 batches, not
- * SLABFEED_WIRE=f32). */
-static int narrow_chosen(const sf__batch_plan *b)
-{
-  const char *wire = getenv("SLABFEED_WIRE");
-  return sf__fetch_mode_chosen() == SF__FETCH_SEND &&
-         b->xf[0].dtype != SLABFEED_DTYPE_F32 &&
-         !(wire != NULL && strcmp(wire, "f32") == 0);
-}
-
-uint64_t sf__fetch_host_bytes(const sf__batch_plan *b)
-{
-  if (!sf__fetch_needed(b) || !narrow_chosen(b))
-    return 0;
-  return (uint64_t)b->K * (sf__fetch_slot_bytes(b) / 2);
-}
-
 int sf__fetch_needed(const sf__batch_plan *b)
 {
   /* Some group spans more than one node (groups hold N / ng or one more
@@ -134,26 +116,12 @@ sf__fetch_mode sf__fetch_mode_chosen(void)
   return SF__FETCH_SEND;
 }
 
-/* Byte-signature elements of the two-sided messages: a float (what a
- * float32 message is made of) and 2 bytes (the receive unit, whichever
- * precision arrives). */
-static slabfeed_status make_types(sf__fetch *f, sf__err *e)
-{
-  SF_MPI_GOTO(MPI_Type_contiguous(4, MPI_BYTE, &f->f32b), e, out);
-  SF_MPI_GOTO(MPI_Type_commit(&f->f32b), e, out);
-  SF_MPI_GOTO(MPI_Type_contiguous(2, MPI_BYTE, &f->u16b), e, out);
-  SF_MPI_GOTO(MPI_Type_commit(&f->u16b), e, out);
-out:
-  return e->status;
-}
-
 slabfeed_status sf__fetch_open(sf__fetch *f, const sf__batch_plan *b,
                                sf__store *s, int K, float *const landing[],
                                sf__slot_free_fn slot_free, void *arg,
                                sf__err *e)
 {
   memset(f, 0, sizeof *f);
-  f->f32b = f->u16b = MPI_DATATYPE_NULL;
   if (!sf__fetch_needed(b))
     return SLABFEED_OK;
   f->active = 1;
@@ -167,10 +135,10 @@ slabfeed_status sf__fetch_open(sf__fetch *f, const sf__batch_plan *b,
   /* The loader's own duplicate of the caller's communicator: only these
    * messages travel on it point to point. */
   f->comm = s->comm;
-  if (sf__fetch_slot_bytes(b) / sizeof(float) > (size_t)INT_MAX / 2)
+  if (sf__fetch_slot_bytes(b) / sizeof(float) > (size_t)INT_MAX)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: one batch holds %zu floats; remote pieces need "
-                    "fewer than 2^30 per batch (smaller batch or crop)",
+                    "fewer than 2^31 per batch (smaller batch or crop)",
                     sf__fetch_slot_bytes(b) / sizeof(float));
   const int per_batch = b->B * sf__batch_max_pieces(b) * b->ndsets;
   f->cap = per_batch > b->size ? per_batch : b->size;
@@ -185,30 +153,10 @@ slabfeed_status sf__fetch_open(sf__fetch *f, const sf__batch_plan *b,
       malloc((size_t)b->B * (size_t)sf__batch_max_pieces(b) * sizeof *f->mine);
   f->displs = malloc((size_t)f->tcap * sizeof *f->displs);
   f->lens = malloc((size_t)f->tcap * sizeof *f->lens);
-  f->rst = malloc((size_t)K * (size_t)f->cap * sizeof *f->rst);
-  f->rbytes = malloc((size_t)K * (size_t)f->cap * sizeof *f->rbytes);
-  f->narrow = calloc((size_t)K * (size_t)b->size, 1);
-  f->sendbuf = calloc((size_t)K, sizeof *f->sendbuf);
   if (!f->rreq || !f->sreq || !f->nr || !f->ns || !f->origins || !f->types ||
-      !f->displs || !f->lens || !f->mine || !f->rst || !f->rbytes ||
-      !f->narrow || !f->sendbuf)
+      !f->displs || !f->lens || !f->mine)
     return sf__fail(e, SLABFEED_ERR_NOMEM,
                     "cannot allocate the remote-piece requests");
-  f->dtype = b->xf[0].dtype;
-  f->narrow_wire = narrow_chosen(b);
-  if (f->narrow_wire) {
-    /* One batch of 16-bit pieces per slot: the expected load is a
-     * fraction of that; a batch's messages beyond it go as float32. */
-    f->send_cap = (int64_t)(sf__fetch_slot_bytes(b) / sizeof(float));
-    for (int k = 0; k < K; k++)
-      if ((f->sendbuf[k] = malloc((size_t)f->send_cap * sizeof(uint16_t))) ==
-          NULL)
-        return sf__fail(e, SLABFEED_ERR_NOMEM,
-                        "cannot allocate %zu bytes of send slots",
-                        (size_t)f->send_cap * sizeof(uint16_t));
-  }
-  if (make_types(f, e) != SLABFEED_OK)
-    return e->status;
   return sf__fetch_map_init(&f->map, b, e);
 }
 
@@ -245,10 +193,8 @@ static slabfeed_status post_recv(sf__fetch *f, uint64_t j, sf__err *e)
   if (f->mode == SF__FETCH_SEND) {
     for (int t = 0; t < f->map.ntouched; t++) {
       const int r = f->map.touched[t];
-      f->rbytes[(size_t)slot * (size_t)f->cap + (size_t)n] = 4 * f->map.len[r];
-      /* Room for float32; a 16-bit message fills half of it. */
-      SF_MPI_GOTO(MPI_Irecv(land + f->map.base[r], (int)(2 * f->map.len[r]),
-                            f->u16b, r, (int)(j & 0x7fff), f->comm, &req[n]),
+      SF_MPI_GOTO(MPI_Irecv(land + f->map.base[r], (int)f->map.len[r],
+                            MPI_FLOAT, r, (int)(j & 0x7fff), f->comm, &req[n]),
                   e, out);
       n++;
       f->delta.remote_gets++;
@@ -266,7 +212,7 @@ static slabfeed_status post_recv(sf__fetch *f, uint64_t j, sf__err *e)
       for (int d = 0; d < b->ndsets; d++) {
         MPI_Datatype t;
         const int64_t at = sf__fetch_map_at(&f->map, s, d, p);
-        if (sf__gather_type(s, d, p, MPI_FLOAT, &t, e) != SLABFEED_OK)
+        if (sf__gather_type(s, d, p, &t, e) != SLABFEED_OK)
           goto out;
         const int rc =
             MPI_Rget(land + at, (int)sf__gather_elems(s, d, p), MPI_FLOAT,
@@ -299,8 +245,7 @@ static slabfeed_status send_typed(sf__fetch *f, int r, int n, uint64_t j,
   MPI_Datatype msg = MPI_DATATYPE_NULL;
   for (int k = 0; k < n && e->status == SLABFEED_OK; k++)
     for (int d = 0; d < f->plan->ndsets && e->status == SLABFEED_OK; d++)
-      if (sf__gather_type(s, d, &f->mine[k], f->f32b, &f->types[nt], e) ==
-          SLABFEED_OK) {
+      if (sf__gather_type(s, d, &f->mine[k], &f->types[nt], e) == SLABFEED_OK) {
         f->displs[nt] = (MPI_Aint)sf__store_offset(s, s->rank, d);
         f->lens[nt] = 1;
         nt++;
@@ -320,36 +265,10 @@ out:
   return e->status;
 }
 
-/* SEND, 16-bit wire: this rank's n pieces of a message (f->mine), rows
- * converted to the batches' precision into buf, dense per piece and
- * dataset in landing order. */
-static void pack_narrow(const sf__fetch *f, int n, uint16_t *buf)
-{
-  const sf__store *s = f->s;
-  const int bf = f->dtype == SLABFEED_DTYPE_BF16;
-  for (int k = 0; k < n; k++)
-    for (int d = 0; d < f->plan->ndsets; d++) {
-      const sf__piece *p = &f->mine[k];
-      sf__view v;
-      sf__gather_source(s, d, p, NULL, &v);
-      const int64_t D = v.dims[0], Y = v.dims[1], X = v.dims[2];
-      for (int64_t c = 0; c < s->channels[d]; c++)
-        for (int64_t z = 0; z < p->n[0]; z++)
-          for (int64_t y = 0; y < p->n[1]; y++) {
-            const float *row = v.base +
-                               ((c * D + v.at[0] + z) * Y + v.at[1] + y) * X +
-                               v.at[2];
-            for (int64_t x = 0; x < p->n[2]; x++)
-              *buf++ = bf ? sf__f32_to_bf16(row[x]) : sf__f32_to_f16(row[x]);
-          }
-    }
-}
-
 /* SEND: posts the messages of batch j from this rank to every rank of its
- * group on another node that needs pieces of it: 16-bit and packed here
- * when the batches are f16/bf16 and the batch's send slot has room, else
- * float32 as a derived datatype (MPI packs it). Packing float32 ourselves
- * was measured slower on the H200 machine (docs/DECISIONS.md). */
+ * group on another node that needs pieces of it. (Packing each message
+ * into a contiguous send slot first was measured slower on the H200
+ * machine: docs/DECISIONS.md.) */
 static slabfeed_status post_send(sf__fetch *f, uint64_t j, sf__err *e)
 {
   const sf__batch_plan *b = f->plan;
@@ -357,7 +276,6 @@ static slabfeed_status post_send(sf__fetch *f, uint64_t j, sf__err *e)
   const sf__layout *L = &s->L;
   const int slot = (int)(j % (uint64_t)f->K);
   MPI_Request *req = f->sreq + (size_t)slot * (size_t)b->size;
-  int64_t used = 0;
   int n = 0;
   const int g = s->group;
   for (int m = L->gfirst[g]; m < L->gfirst[g + 1] && e->status == SLABFEED_OK;
@@ -375,41 +293,25 @@ static slabfeed_status post_send(sf__fetch *f, uint64_t j, sf__err *e)
         if (f->map.pieces[k].src == s->rank)
           f->mine[np++] = f->map.pieces[k];
     }
-    if (np == 0)
-      continue;
-    int64_t floats = 0;
-    for (int k = 0; k < np; k++)
-      for (int d = 0; d < b->ndsets; d++)
-        floats += sf__gather_elems(s, d, &f->mine[k]);
-    if (f->narrow_wire && used + floats <= f->send_cap) {
-      uint16_t *buf = f->sendbuf[slot] + used;
-      pack_narrow(f, np, buf);
-      SF_MPI_GOTO(MPI_Isend(buf, (int)floats, f->u16b, r, (int)(j & 0x7fff),
-                            f->comm, &req[n]),
-                  e, out);
-      used += floats;
+    if (np > 0 && send_typed(f, r, np, j, &req[n], e) == SLABFEED_OK)
       n++;
-    } else if (send_typed(f, r, np, j, &req[n], e) == SLABFEED_OK) {
-      n++;
-    }
   }
-out:
   f->ns[slot] = n;
   return e->status;
 }
 
 /* Completes (block) or tests the requests of one array; *done tells. */
-static slabfeed_status complete(int n, MPI_Request *req, MPI_Status *st,
-                                int block, int *done, sf__err *e)
+static slabfeed_status complete(int n, MPI_Request *req, int block, int *done,
+                                sf__err *e)
 {
   *done = 1;
   if (n == 0)
     return SLABFEED_OK;
   int rc;
   if (block)
-    rc = MPI_Waitall(n, req, st);
+    rc = MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
   else
-    rc = MPI_Testall(n, req, done, st);
+    rc = MPI_Testall(n, req, done, MPI_STATUSES_IGNORE);
   if (rc != MPI_SUCCESS) {
     *done = 0;
     return sf__fail_mpi(e, rc, "completing remote-piece transfers");
@@ -427,7 +329,7 @@ static int advance(sf__fetch *f, uint64_t upto, int block, sf__err *e)
   if (f->mode == SF__FETCH_SEND && f->sent <= upto) {
     const int slot = (int)(f->sent % K);
     if (complete(f->ns[slot], f->sreq + (size_t)slot * (size_t)f->plan->size,
-                 MPI_STATUSES_IGNORE, block, &done, e) != SLABFEED_OK)
+                 block, &done, e) != SLABFEED_OK)
       return 0;
     if (done) {
       f->ns[slot] = 0;
@@ -446,20 +348,10 @@ static int advance(sf__fetch *f, uint64_t upto, int block, sf__err *e)
   }
   if (f->landed < f->recv_posted) {
     const int slot = (int)(f->landed % K);
-    const size_t at = (size_t)slot * (size_t)f->cap;
-    MPI_Status *st =
-        f->mode == SF__FETCH_SEND ? f->rst + at : MPI_STATUSES_IGNORE;
-    if (complete(f->nr[slot], f->rreq + at, st, block, &done, e) != SLABFEED_OK)
+    if (complete(f->nr[slot], f->rreq + (size_t)slot * (size_t)f->cap, block,
+                 &done, e) != SLABFEED_OK)
       return 0;
     if (done) {
-      if (f->mode == SF__FETCH_SEND)
-        for (int t = 0; t < f->nr[slot]; t++) {
-          /* A message is 16-bit or float32: its size tells. */
-          int bytes = 0;
-          MPI_Get_count(&st[t], MPI_BYTE, &bytes);
-          f->narrow[(size_t)slot * (size_t)f->plan->size + (size_t)t] =
-              (int64_t)bytes != f->rbytes[at + (size_t)t];
-        }
       f->nr[slot] = 0;
       f->landed++;
       return 1;
@@ -519,34 +411,11 @@ slabfeed_status sf__fetch_settle(sf__fetch *f, sf__err *e)
       advance(f, h - 1, 1, e);
   for (int k = 0; k < f->K && e->status == SLABFEED_OK; k++) {
     int done;
-    complete(f->ns[k], f->sreq + (size_t)k * (size_t)f->plan->size,
-             MPI_STATUSES_IGNORE, 1, &done, e);
+    complete(f->ns[k], f->sreq + (size_t)k * (size_t)f->plan->size, 1, &done,
+             e);
     f->ns[k] = 0;
   }
   return e->status;
-}
-
-uint64_t sf__fetch_widen(const sf__fetch *f, int slot, const sf__fetch_map *m,
-                         float *land)
-{
-  if (!f->active)
-    return 0;
-  uint64_t wire = 0;
-  const int bf = f->dtype == SLABFEED_DTYPE_BF16;
-  for (int t = 0; t < m->ntouched; t++) {
-    const int r = m->touched[t];
-    const int narrow = f->mode == SF__FETCH_SEND &&
-                       f->narrow[(size_t)slot * (size_t)f->plan->size + t];
-    wire += (uint64_t)m->len[r] * (narrow ? 2 : 4);
-    if (!narrow)
-      continue;
-    float *dst = land + m->base[r];
-    const uint16_t *src = (const uint16_t *)dst;
-    /* In place, from the end: element i's 2 bytes lie below its 4. */
-    for (int64_t i = m->len[r] - 1; i >= 0; i--)
-      dst[i] = bf ? sf__bf16_to_f32(src[i]) : sf__f16_to_f32(src[i]);
-  }
-  return wire;
 }
 
 void sf__fetch_take(sf__fetch *f, slabfeed_stats *delta)
@@ -569,17 +438,6 @@ void sf__fetch_close(sf__fetch *f)
   free(f->displs);
   free(f->lens);
   free(f->mine);
-  free(f->rst);
-  free(f->rbytes);
-  free(f->narrow);
-  if (f->sendbuf != NULL)
-    for (int k = 0; k < f->K; k++)
-      free(f->sendbuf[k]);
-  free(f->sendbuf);
-  if (f->f32b != MPI_DATATYPE_NULL)
-    MPI_Type_free(&f->f32b);
-  if (f->u16b != MPI_DATATYPE_NULL)
-    MPI_Type_free(&f->u16b);
   sf__fetch_map_free(&f->map);
   memset(f, 0, sizeof *f);
 }

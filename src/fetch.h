@@ -20,14 +20,7 @@
  *                  packed by MPI), received contiguously: one large message
  *                  per holder and batch. Two-sided, so positions are posted
  *                  in the same order on every rank and sf__fetch_settle is
- *                  collective. When the batches are f16 or bf16 the holder
- *                  converts the pieces to that precision as it packs them
- *                  into its send slot (half the bytes on the wire) and the
- *                  producer widens them back, exactly: the kernel's
- *                  rounding of a value already representable returns it
- *                  unchanged. A message that does not fit the send slot
- *                  goes as float32; the receiver tells the two apart by
- *                  the message's size. */
+ *                  collective. */
 #ifndef SF_FETCH_H
 #define SF_FETCH_H
 
@@ -85,18 +78,10 @@ typedef struct sf__fetch {
   MPI_Request *rreq, *sreq; /* [K][cap] receive / send requests */
   int *nr, *ns;             /* [K] */
   int cap;
-  sf__fetch_map map;       /* the poster's */
-  int64_t *origins;        /* [B][3] scratch */
-  sf__piece *mine;         /* SEND: this rank's pieces of one message */
-  MPI_Datatype *types;     /* SEND: scratch of one typed message */
-  MPI_Datatype f32b, u16b; /* a float, 2 bytes: byte-signature elements */
-  slabfeed_dtype dtype;    /* of the batches */
-  int narrow_wire;         /* SEND: 16-bit messages when they fit */
-  uint16_t **sendbuf;      /* [K] packed 16-bit messages of a batch */
-  int64_t send_cap;        /* elements of each */
-  MPI_Status *rst;         /* [K][cap] statuses of the receives */
-  int64_t *rbytes;         /* [K][cap] their float32 sizes, bytes */
-  unsigned char *narrow;   /* [K][P]: block t of the slot came as 16 bits */
+  sf__fetch_map map;   /* the poster's */
+  int64_t *origins;    /* [B][3] scratch */
+  sf__piece *mine;     /* SEND: this rank's pieces of one message */
+  MPI_Datatype *types; /* SEND: scratch of one typed message */
   MPI_Aint *displs;
   int *lens;
   int tcap;
@@ -109,9 +94,6 @@ size_t sf__fetch_slot_bytes(const sf__batch_plan *b);
 
 /* The transfer mode: SLABFEED_REMOTE (get|send), else the default. */
 sf__fetch_mode sf__fetch_mode_chosen(void);
-
-/* Pageable host bytes sf__fetch_open takes (the 16-bit send slots). */
-uint64_t sf__fetch_host_bytes(const sf__batch_plan *b);
 
 /* 1 when a piece of some crop can be held on another node. */
 int sf__fetch_needed(const sf__batch_plan *b);
@@ -142,13 +124,6 @@ slabfeed_status sf__fetch_wait(sf__fetch *f, uint64_t j, sf__err *e);
  * for all, so no message is left unmatched. Landing slots are then
  * overwritten: the back end's copies from them must be done. */
 slabfeed_status sf__fetch_settle(sf__fetch *f, sf__err *e);
-
-/* Producer side (any thread, after batch j landed; m laid out for it):
- * widens the blocks of landing slot `slot` that came in 16 bits, in place,
- * to float32; returns the bytes the batch's remote pieces took on the
- * wire. */
-uint64_t sf__fetch_widen(const sf__fetch *f, int slot, const sf__fetch_map *m,
-                         float *land);
 
 /* Transfer counters since the last call (remote_gets, remote_runs). */
 void sf__fetch_take(sf__fetch *f, slabfeed_stats *delta);

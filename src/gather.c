@@ -46,7 +46,7 @@ void sf__gather_copy(const sf__view *v, int64_t C, const sf__piece *p,
 }
 
 slabfeed_status sf__gather_type(const sf__store *s, int d, const sf__piece *p,
-                                MPI_Datatype elem, MPI_Datatype *t, sf__err *e)
+                                MPI_Datatype *t, sf__err *e)
 {
   const int sizes[4] = {(int)s->channels[d], (int)sf__store_planes(s, p->src),
                         (int)s->shape[1], (int)s->shape[2]};
@@ -55,8 +55,8 @@ slabfeed_status sf__gather_type(const sf__store *s, int d, const sf__piece *p,
   const int start[4] = {0, (int)p->q, (int)p->y, (int)p->x};
   *t = MPI_DATATYPE_NULL;
   SF_MPI_GOTO(
-      MPI_Type_create_subarray(4, sizes, sub, start, MPI_ORDER_C, elem, t), e,
-      out);
+      MPI_Type_create_subarray(4, sizes, sub, start, MPI_ORDER_C, MPI_FLOAT, t),
+      e, out);
   SF_MPI_GOTO(MPI_Type_commit(t), e, out);
 out:
   if (e->status != SLABFEED_OK && *t != MPI_DATATYPE_NULL)

@@ -52,12 +52,11 @@ void sf__gather_copy(const sf__view *v, int64_t C, const sf__piece *p,
                      const int64_t crop[3], float *dst);
 
 /* The MPI datatype of dataset d of piece p inside its holder's segment
- * (a subarray of [C][planes][Y][X] elements of type `elem`, a float:
- * MPI_FLOAT, or 4 MPI_BYTEs for a byte signature), committed; the caller
- * frees it. With displacement 0 at the segment's start of dataset d
+ * (a subarray of [C][planes][Y][X] floats), committed; the caller frees
+ * it. With displacement 0 at the segment's start of dataset d
  * (sf__store_offset). */
 slabfeed_status sf__gather_type(const sf__store *s, int d, const sf__piece *p,
-                                MPI_Datatype elem, MPI_Datatype *t, sf__err *e);
+                                MPI_Datatype *t, sf__err *e);
 
 /* Adds the bytes of dataset d of piece p to the counter of its source in
  * *delta (bytes_own, bytes_node or bytes_remote). */

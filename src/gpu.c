@@ -124,7 +124,6 @@ static slabfeed_status create_objects(sf__backend *g, sf__err *e)
         return e->status;
       mem.staging_bytes += sf__fetch_slot_bytes(p);
     }
-  mem.staging_bytes += sf__fetch_host_bytes(p);
   for (int k = 0; k < g->K; k++)
     for (int d = 0; d < p->ndsets; d++) {
       const size_t bytes = (size_t)p->B * (size_t)sf__batch_sample_bytes(p, d);
@@ -350,12 +349,9 @@ static slabfeed_status produce(sf__backend *g, uint64_t n, sf__err *e)
   double t = sf__now();
   sf__batch_plan_slot(p, slot, epoch, step);
   const int land = (int)(n % (uint64_t)g->K);
-  if (g->fetch.active) {
+  if (g->fetch.active)
     sf__fetch_map_batch(&g->map, p, p->rank,
                         &p->origin[3 * (size_t)slot * (size_t)p->B]);
-    delta.bytes_wire +=
-        sf__fetch_widen(&g->fetch, land, &g->map, g->landing[land]);
-  }
   delta.t_plan = sf__now() - t;
   /* The slot's last batch must be released by the consumer's stream. */
   if (g->release_pending[slot]) {
@@ -647,12 +643,12 @@ static slabfeed_status gpu_copy_to_host(sf__backend *g,
                   "loader");
 }
 
-/* Device batches take pinned and device memory (whose allocations fail
- * cleanly) and pageable memory only for the 16-bit send slots of remote
- * pieces. */
+/* Device batches take pinned and device memory only (whose allocations
+ * fail cleanly), no pageable host memory. */
 static uint64_t gpu_host_bytes(const sf__context *ctx)
 {
-  return sf__fetch_host_bytes(ctx->plan);
+  (void)ctx;
+  return 0;
 }
 
 const sf__backend_ops sf__gpu_backend = {

@@ -60,8 +60,7 @@ static uint64_t host_bytes(const sf__context *ctx)
 {
   uint64_t total = 0;
   if (sf__fetch_needed(ctx->plan))
-    total += (uint64_t)ctx->plan->K * sf__fetch_slot_bytes(ctx->plan) +
-             sf__fetch_host_bytes(ctx->plan);
+    total += (uint64_t)ctx->plan->K * sf__fetch_slot_bytes(ctx->plan);
   for (int d = 0; d < ctx->plan->ndsets; d++) {
     size_t stage, ring;
     host_sizes(ctx->plan, d, &stage, &ring);
@@ -101,7 +100,6 @@ static slabfeed_status host_open(const sf__context *ctx, sf__backend **out,
                         sf__fetch_slot_bytes(p));
       mem.staging_bytes += sf__fetch_slot_bytes(p);
     }
-  mem.staging_bytes += sf__fetch_host_bytes(p);
   sf__stats_add(ctx->stats, &mem);
   /* Collective (every rank is here): the engine's communicator. */
   if (sf__fetch_map_init(&h->map, p, e) != SLABFEED_OK)
@@ -165,13 +163,9 @@ static slabfeed_status host_next(sf__backend *h, void *stream,
   t = now;
   SF_RANGE_PUSH("plan");
   sf__batch_plan_slot(p, slot, h->epoch, h->step);
-  if (h->fetch.active) {
-    const int land = (int)(h->n % (uint64_t)p->K);
+  if (h->fetch.active)
     sf__fetch_map_batch(&h->map, p, p->rank,
                         &p->origin[3 * (size_t)slot * (size_t)p->B]);
-    delta.bytes_wire +=
-        sf__fetch_widen(&h->fetch, land, &h->map, h->landing[land]);
-  }
   SF_RANGE_POP();
   now = sf__now();
   delta.t_plan = now - t;

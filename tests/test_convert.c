@@ -115,24 +115,5 @@ int main(int argc, char **argv)
   check_value(65520.0f);
   check_value(0.0f);
   check_value(-0.0f);
-  /* The 16-bit wire of remote pieces: widening is exact, and converting a
-   * widened value again gives the same bits, for every pattern the
-   * conversion can produce (quiet NaNs only: it never makes another). */
-  int64_t bad16 = 0, badb = 0;
-  for (uint32_t h = 0; h < 0x10000; h++) {
-    const int nan16 = (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0;
-    if (!(nan16 && !(h & 0x200u)))
-      bad16 += sf__f32_to_f16(sf__f16_to_f32((uint16_t)h)) != h;
-    const int nanb = (h & 0x7f80u) == 0x7f80u && (h & 0x7fu) != 0;
-    if (!(nanb && !(h & 0x40u)))
-      badb += sf__f32_to_bf16(sf__bf16_to_f32((uint16_t)h)) != h;
-  }
-  CHECK(bad16 == 0 && badb == 0,
-        "16-bit round trips: %lld f16 and %lld bf16 patterns changed",
-        (long long)bad16, (long long)badb);
-  CHECK(sf__f16_to_f32(0x0001) == 0x1p-24f && sf__f16_to_f32(0x3c00) == 1.0f &&
-            sf__f16_to_f32(0xfc00) == -INFINITY &&
-            sf__f16_to_f32(0x03ff) == 0x3ffp-24f,
-        "f16 widening of known values");
   return check_finish("unit.convert");
 }
