@@ -203,6 +203,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--dtype", choices=["auto", "f32", "f16", "bf16"], default="auto",
                    help="batch dtype; auto: bf16 on GPU, f32 on CPU")
     p.add_argument("--prefetch", type=int, default=2)
+    p.add_argument("--node-memory", type=int, default=0,
+                   help="slab store bytes one node may hold (0: half its memory "
+                        "less 2 GiB per rank); sets the replication groups")
+    p.add_argument("--locality", action="store_true",
+                   help="crops from each rank's node only (stratified in z)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
     p.add_argument("--no-amp", action="store_true", help="no bf16 autocast on GPU")
@@ -250,7 +255,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     loader = TorchLoader(MPI.COMM_WORLD, device=dev, path=a.file, input=a.input,
                          target=a.target, crop=a.crop, batch=a.batch, seed=a.seed,
                          input_vectors=VECTORS, target_vectors=VECTORS,
-                         dtype=dtype, prefetch=a.prefetch)
+                         dtype=dtype, prefetch=a.prefetch,
+                         node_memory=a.node_memory, locality=a.locality)
     try:
         torch.manual_seed(a.seed)
         model = UNet3d(4, 5, a.base, a.depth).to(dev)
@@ -272,6 +278,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
                   f"{a.batch}x{world} of {a.crop}^3 {dtype}, "
                   f"{sum(p.numel() for p in model.parameters())} parameters, "
                   f"{len(loader)} steps/epoch, from step {step}", flush=True)
+            print(loader.loader.placement(), flush=True)
 
         def checkpoint(path: str) -> None:
             save_checkpoint(path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
