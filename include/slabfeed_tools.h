@@ -87,7 +87,9 @@ typedef struct slabfeed_placement_plan {
  * choose for a box of Z planes whose planes (all channels of all datasets,
  * float32) take plane_bytes, on `nodes` nodes of ranks/nodes ranks each
  * (ranks in blocks by node), with group_nodes and node_memory as in
- * slabfeed_config (node_memory 0: the default for this machine's memory).
+ * slabfeed_config (node_memory 0: the default for this machine's memory),
+ * without locality mode (which keeps crop - 1 more planes per node and
+ * may then need a larger group).
  * Collective no. Threads safe. Device none.
  * Failure: SLABFEED_ERR_ARG for impossible arguments (including a forced G
  *   above `nodes` or a group with more ranks than planes), NOMEM.

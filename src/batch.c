@@ -5,11 +5,17 @@
 
 #include "geometry.h"
 
-/* A crop spans at most 2 periodic z-runs; each is cut at most once per
- * slab boundary of the group it crosses, plus the own-store run. */
 int sf__batch_max_zruns(const sf__batch_plan *b)
 {
-  return 2 * b->store->size + 4;
+  /* Each of a crop's (at most 2) periodic z-runs is cut at every core
+   * boundary of the group it crosses and where it enters one of the 3
+   * segments of its node (node_holders). */
+  const sf__layout *L = &b->store->L;
+  int gs = 1;
+  for (int g = 0; g < L->ng; g++)
+    if (L->gfirst[g + 1] - L->gfirst[g] > gs)
+      gs = L->gfirst[g + 1] - L->gfirst[g];
+  return 2 * (gs + 1 + 3) + 2;
 }
 
 int sf__batch_max_pieces(const sf__batch_plan *b)
@@ -44,6 +50,7 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
   sf__sampler_init(&b->sampler, info[0].shape, p->seed, p->symmetries);
   /* Locality mode draws z origins in the z-range of the rank's node. */
   b->locality = p->locality;
+  b->remote_get = c->remote_get;
   b->steps_per_epoch = p->steps_per_epoch;
   if (b->steps_per_epoch == 0) {
     const double box = (double)info[0].shape[0] * (double)info[0].shape[1] *
@@ -99,29 +106,55 @@ void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
   }
 }
 
+/* The ranks whose segments viewer v reads before asking its group: itself,
+ * then the last and the first rank of its node in its group (which keep
+ * the planes just above and below the node's range: halos, and locality's
+ * crop - 1 planes above). */
+static void node_holders(const sf__layout *L, int v, int h[3])
+{
+  int64_t end;
+  const int g = L->groupof[v];
+  h[0] = v;
+  h[1] = sf__layout_owner(L, g, L->reach0[v] + L->reach[v] - 1, &end);
+  h[2] = sf__layout_owner(L, g, L->reach0[v], &end);
+}
+
 /* Splits the z-run [z, z+len) (inside [0,Z)) by source as rank v sees
- * it: v's own segment (core and halo) first, else the rank of v's group
- * whose core holds the plane; appends to zr[]. */
+ * it: a segment of v's node that holds the plane (v's own first), else
+ * the rank of v's group whose core holds it; appends to zr[]. */
 static int split_z(const sf__store *s, int v, int64_t z, int64_t len,
                    int64_t off, sf__zrun *zr)
 {
   const sf__layout *L = &s->L;
   const int64_t Z = s->shape[0];
-  const int64_t mine = sf__store_planes(s, v);
-  const int64_t first = sf__layout_first(L, v);
+  int h[3];
+  node_holders(L, v, h);
   int n = 0;
   while (len > 0) {
-    const int64_t p = sf__pmod(z - first, Z);
-    int64_t run;
-    if (p < mine) { /* own core or halo */
-      run = len < mine - p ? len : mine - p;
-      zr[n++] = (sf__zrun){v, p, run, off};
-    } else {
-      int64_t end;
-      const int o = sf__layout_owner(L, L->groupof[v], z, &end);
-      run = len < end - z ? len : end - z;
-      zr[n++] = (sf__zrun){o, z - L->core0[o] + L->lo[o], run, off};
+    int src = -1;
+    int64_t q = 0, run = len;
+    for (int i = 0; i < 3 && src < 0; i++) {
+      const int64_t p = sf__pmod(z - sf__layout_first(L, h[i]), Z);
+      const int64_t held = sf__store_planes(s, h[i]);
+      if (p < held) {
+        src = h[i];
+        q = p;
+        run = len < held - p ? len : held - p;
+      }
     }
+    if (src < 0) {
+      int64_t end;
+      src = sf__layout_owner(L, L->groupof[v], z, &end);
+      q = z - L->core0[src] + L->lo[src];
+      run = len < end - z ? len : end - z;
+      /* up to where a segment of the node takes over */
+      for (int i = 0; i < 3; i++) {
+        const int64_t ahead = sf__pmod(sf__layout_first(L, h[i]) - z, Z);
+        if (ahead > 0 && ahead < run)
+          run = ahead;
+      }
+    }
+    zr[n++] = (sf__zrun){src, q, run, off};
     z += run;
     off += run;
     len -= run;

@@ -27,7 +27,8 @@ typedef struct sf__batch_plan {
   int64_t crop[3]; /* crop extents (z,y,x) */
   uint64_t steps_per_epoch;
   sf__sampler sampler;
-  int locality; /* z origins from the z-range of the rank's node */
+  int locality;   /* z origins from the z-range of the rank's node */
+  int remote_get; /* remote pieces by MPI_Rget (else holders send) */
   sf__xform xf[SF_MAX_DSETS];
   int64_t *origin; /* [K][B][3] */
   int32_t *sym;    /* [K][B] */

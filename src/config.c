@@ -143,6 +143,12 @@ slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
                       SLABFEED_ENV_GROUP_NODES, g);
     c->group_nodes = (int)v;
   }
+  const char *how = getenv("SLABFEED_REMOTE");
+  if (how != NULL && how[0] != '\0' && strcmp(how, "get") != 0 &&
+      strcmp(how, "send") != 0)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "SLABFEED_REMOTE='%s' is not 'send' or 'get'", how);
+  c->remote_get = how != NULL && strcmp(how, "get") == 0;
   return SLABFEED_OK;
 }
 
@@ -186,7 +192,8 @@ static uint64_t config_hash(const sf__config *cc)
                           cc->ndsets,
                           cc->group_nodes,
                           (int64_t)c->node_memory,
-                          c->locality};
+                          c->locality,
+                          cc->remote_get};
   h = fnv(h, nums, sizeof nums);
   h = fnv(h, c->input_vectors, sizeof(int) * 3 * (size_t)c->n_input_vectors);
   return fnv(h, c->target_vectors,
@@ -207,7 +214,8 @@ slabfeed_status sf__config_agree(MPI_Comm comm, const sf__config *c, sf__err *e)
     sf__fail(
         e, SLABFEED_ERR_ARG,
         "config: the options differ between ranks (all ranks must pass "
-        "the same slabfeed_config, device aside, and see the same %s and %s)",
+        "the same slabfeed_config, device aside, and see the same %s, %s and "
+        "SLABFEED_REMOTE)",
         SLABFEED_ENV_RANK_PER_NODE, SLABFEED_ENV_GROUP_NODES);
 out:
   return sf__agree(comm, e);

@@ -20,6 +20,8 @@ typedef struct sf__config {
   int rank_per_node; /* resolved: the option, else the environment */
   int group_nodes;   /* resolved: the option when not 0, else the
                         environment (SLABFEED_GROUP_NODES), else 0 */
+  int remote_get;    /* resolved SLABFEED_REMOTE: 1 "get" (MPI_Rget per
+                        piece), 0 "send" (default; fetch.h) */
 } sf__config;
 
 /* Copies the caller's struct (its size first; missing fields take their

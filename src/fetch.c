@@ -106,16 +106,6 @@ int sf__fetch_needed(const sf__batch_plan *b)
   return !b->locality && b->store->L.N > b->store->L.ng;
 }
 
-sf__fetch_mode sf__fetch_mode_chosen(void)
-{
-  const char *v = getenv("SLABFEED_REMOTE");
-  if (v != NULL && strcmp(v, "get") == 0)
-    return SF__FETCH_GET;
-  if (v != NULL && strcmp(v, "send") == 0)
-    return SF__FETCH_SEND;
-  return SF__FETCH_SEND;
-}
-
 slabfeed_status sf__fetch_open(sf__fetch *f, const sf__batch_plan *b,
                                sf__store *s, int K, float *const landing[],
                                sf__slot_free_fn slot_free, void *arg,
@@ -125,7 +115,7 @@ slabfeed_status sf__fetch_open(sf__fetch *f, const sf__batch_plan *b,
   if (!sf__fetch_needed(b))
     return SLABFEED_OK;
   f->active = 1;
-  f->mode = sf__fetch_mode_chosen();
+  f->mode = b->remote_get ? SF__FETCH_GET : SF__FETCH_SEND;
   f->plan = b;
   f->s = s;
   f->K = K;
@@ -140,9 +130,15 @@ slabfeed_status sf__fetch_open(sf__fetch *f, const sf__batch_plan *b,
                     "config: one batch holds %zu floats; remote pieces need "
                     "fewer than 2^31 per batch (smaller batch or crop)",
                     sf__fetch_slot_bytes(b) / sizeof(float));
-  const int per_batch = b->B * sf__batch_max_pieces(b) * b->ndsets;
-  f->cap = per_batch > b->size ? per_batch : b->size;
-  f->tcap = per_batch;
+  const int64_t per_batch =
+      (int64_t)b->B * sf__batch_max_pieces(b) * (int64_t)b->ndsets;
+  if (per_batch > INT_MAX / K)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: batch %d of crops split over groups of this "
+                    "size needs too many transfer requests (smaller batch)",
+                    b->B);
+  f->cap = per_batch > b->size ? (int)per_batch : b->size;
+  f->tcap = (int)per_batch;
   f->rreq = malloc((size_t)K * (size_t)f->cap * sizeof *f->rreq);
   f->sreq = malloc((size_t)K * (size_t)b->size * sizeof *f->sreq);
   f->nr = calloc((size_t)K, sizeof *f->nr);
@@ -381,7 +377,9 @@ slabfeed_status sf__fetch_wait(sf__fetch *f, uint64_t j, sf__err *e)
   if (!f->active)
     return SLABFEED_OK;
   SF_RANGE_PUSH("fetch wait");
-  /* Non-blocking moves first; block only on what batch j itself needs. */
+  /* Non-blocking moves first; then block on the oldest operation in the
+   * way: batch j's receives, or this rank's own sends of K batches before
+   * the ones it still has to post (the peers wait for those). */
   while (f->landed <= j && e->status == SLABFEED_OK)
     if (!advance(f, j, 0, e) && e->status == SLABFEED_OK)
       advance(f, j, 1, e);

@@ -92,16 +92,13 @@ typedef struct sf__fetch {
  * remote pieces can take). */
 size_t sf__fetch_slot_bytes(const sf__batch_plan *b);
 
-/* The transfer mode: SLABFEED_REMOTE (get|send), else the default. */
-sf__fetch_mode sf__fetch_mode_chosen(void);
-
 /* 1 when a piece of some crop can be held on another node. */
 int sf__fetch_needed(const sf__batch_plan *b);
 
 /* Local. Sets up the engine over K landing slots landing[k] of
  * sf__fetch_slot_bytes each (the back end owns them: pinned for device
- * batches). The mode comes from SLABFEED_REMOTE (get|send), else the
- * default. Inactive (nothing allocated) when sf__fetch_needed is 0. */
+ * batches). The mode is the plan's (SLABFEED_REMOTE, agreed
+ * at open). Inactive (nothing allocated) when sf__fetch_needed is 0. */
 slabfeed_status sf__fetch_open(sf__fetch *f, const sf__batch_plan *b,
                                sf__store *s, int K, float *const landing[],
                                sf__slot_free_fn slot_free, void *arg,

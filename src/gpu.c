@@ -210,13 +210,19 @@ static void gpu_close(sf__backend *g)
     sf__cu_stream_sync(g->copy, &e);
   if (g->compute)
     sf__cu_stream_sync(g->compute, &e);
-  sf__fetch_settle(&g->fetch, &e);
-  sf__fetch_close(&g->fetch);
+  /* After a failed settle transfers may still write into the landing
+   * slots and use the requests: those are left allocated. */
+  sf__err settle;
+  sf__err_clear(&settle);
+  const int settled = sf__fetch_settle(&g->fetch, &settle) == SLABFEED_OK;
+  if (settled)
+    sf__fetch_close(&g->fetch);
   sf__fetch_map_free(&g->map);
   for (int k = 0; k < g->K; k++) {
     for (int d = 0; d < SF_MAX_DSETS; d++)
       sf__cu_free(g->slot[k][d]);
-    sf__cu_free_host(g->landing[k]);
+    if (settled)
+      sf__cu_free_host(g->landing[k]);
     sf__cu_event_destroy(g->ready[k]);
     sf__cu_event_destroy(g->released[k]);
     sf__cu_event_destroy(g->copied[k]);
@@ -459,6 +465,18 @@ static slabfeed_status check_stream(const sf__backend *g, cudaStream_t s,
  * posted held batch j - K, which may be overwritten once the producer has
  * staged it and those copies are done; always when the producer is
  * stopped (its copies were waited for). */
+/* Records a failure of the caller's thread for the producer and next. */
+static void fail_ring(sf__backend *g, const sf__err *e)
+{
+  pthread_mutex_lock(&g->mu);
+  if (!g->failed) {
+    g->err = *e;
+    g->failed = 1;
+  }
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
 static int slot_free(void *arg, int slot, int block)
 {
   sf__backend *g = arg;
@@ -474,13 +492,21 @@ static int slot_free(void *arg, int slot, int block)
     return 1;
   if (!staged)
     return 0;
+  /* A failed check voids the stream (next reports it): the slot is
+   * then as good as free. */
   sf__err e;
   sf__err_clear(&e);
   if (block) {
-    sf__cu_event_sync(g->copied[slot], &e);
+    if (sf__cu_event_sync(g->copied[slot], &e) != SLABFEED_OK)
+      fail_ring(g, &e);
     return 1;
   }
-  return sf__cu_event_done(g->copied[slot], &e);
+  const int done = sf__cu_event_done(g->copied[slot], &e);
+  if (done < 0 || e.status != SLABFEED_OK) {
+    fail_ring(g, &e);
+    return 1;
+  }
+  return done;
 }
 
 /* Caller's thread: waits until batch n is produced. With remote pieces it
@@ -590,32 +616,46 @@ static slabfeed_status gpu_start(sf__backend *g, uint64_t epoch, uint64_t step,
                                  sf__err *e)
 {
   stop_thread(g);
-  if (g->failed) {
-    *e = g->err;
-    return e->status;
-  }
+  /* A local failure is held until the collective settle below is done
+   * (ranks waiting in it would hang otherwise), then kept: next reports
+   * it instead of waiting for a thread that is not there. */
+  sf__err local;
+  sf__err_clear(&local);
+  if (g->failed)
+    local = g->err;
   /* Every slot produced so far is released once the consumer's stream
    * passes this point; the next generation waits on that. */
   if (g->have_last)
-    for (int k = 0; k < g->K; k++) {
-      if (sf__cu_record(g->released[k], g->last_stream, e))
-        return e->status;
-      g->release_pending[k] = 1;
-    }
+    for (int k = 0; k < g->K && local.status == SLABFEED_OK; k++)
+      if (sf__cu_record(g->released[k], g->last_stream, &local) == SLABFEED_OK)
+        g->release_pending[k] = 1;
   /* Transfers in flight end with the generation (collective: every rank
    * seeks at the same point); their landing slots are read by copies that
    * must be done first. */
-  if (g->fetch.active &&
-      (sf__cu_stream_sync(g->copy, e) || sf__fetch_settle(&g->fetch, e)))
-    return e->status;
+  if (g->fetch.active) {
+    if (local.status == SLABFEED_OK)
+      sf__cu_stream_sync(g->copy, &local);
+    sf__err settle;
+    sf__err_clear(&settle);
+    if (sf__fetch_settle(&g->fetch, &settle) != SLABFEED_OK &&
+        local.status == SLABFEED_OK)
+      local = settle;
+  }
   sf__fetch_begin(&g->fetch, epoch, step);
   g->start_epoch = epoch;
   g->start_step = step;
   g->produced = g->released_upto = g->next = g->landed = 0;
   /* Batch numbers restart at 0; there is no previous batch to release. */
   g->have_last = 0;
-  if (pthread_create(&g->thread, NULL, loader_thread, g) != 0)
-    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot start the loader thread");
+  if (local.status == SLABFEED_OK &&
+      pthread_create(&g->thread, NULL, loader_thread, g) != 0)
+    sf__fail(&local, SLABFEED_ERR_NOMEM, "cannot start the loader thread");
+  if (local.status != SLABFEED_OK) {
+    g->err = local;
+    g->failed = 1;
+    *e = local;
+    return e->status;
+  }
   g->running = 1;
   return SLABFEED_OK;
 }

@@ -34,16 +34,19 @@ static void host_close(sf__backend *h)
 {
   if (h == NULL)
     return;
+  /* After a failed settle transfers may still write into the landing
+   * slots and use the requests: those are left allocated. */
   sf__err e;
   sf__err_clear(&e);
-  sf__fetch_settle(&h->fetch, &e);
-  sf__fetch_close(&h->fetch);
+  const int settled = sf__fetch_settle(&h->fetch, &e) == SLABFEED_OK;
+  if (settled)
+    sf__fetch_close(&h->fetch);
   sf__fetch_map_free(&h->map);
   for (int d = 0; d < SF_MAX_DSETS; d++) {
     free(h->staging[d]);
     free(h->ring[d]);
   }
-  for (int k = 0; k < SF_MAX_SLOTS; k++)
+  for (int k = 0; k < SF_MAX_SLOTS && settled; k++)
     free(h->landing[k]);
   free(h);
 }

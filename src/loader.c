@@ -373,7 +373,7 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
     snprintf(groups, sizeof groups, "%d node%s", L->G, L->G == 1 ? "" : "s");
   const char *how = l->plan.locality ? "none cross nodes (locality mode)"
                     : !sf__fetch_needed(&l->plan) ? "none cross nodes"
-                    : sf__fetch_mode_chosen() == SF__FETCH_SEND
+                    : !l->plan.remote_get
                         ? "fetched ahead, one message per holder and batch"
                         : "fetched ahead, one MPI_Rget per piece";
   snprintf(buf, len,

@@ -147,22 +147,17 @@ out:
 }
 
 /* Node index of every rank (nodes numbered by their lowest world rank)
- * into s->L-sized scratch `nodeof`; sets s->nodes. */
-static slabfeed_status find_nodes(sf__store *s, int *nodeof, sf__err *e)
+ * into nodeof[P], with first[P] as scratch; sets s->nodes. */
+static slabfeed_status find_nodes(sf__store *s, int *nodeof, int *first,
+                                  sf__err *e)
 {
   int leader = s->rank;
-  int *first = NULL;
   SF_MPI_GOTO(
       MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, s->node), e,
       out);
   SF_MPI_GOTO(MPI_Allgather(&leader, 1, MPI_INT, nodeof, 1, MPI_INT, s->comm),
               e, out);
   /* nodeof holds each rank's leader; leaders are their own leaders. */
-  first = malloc((size_t)s->size * sizeof *first);
-  if (first == NULL) {
-    sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the node table");
-    goto out;
-  }
   s->nodes = 0;
   for (int r = 0; r < s->size; r++)
     if (nodeof[r] == r)
@@ -170,24 +165,28 @@ static slabfeed_status find_nodes(sf__store *s, int *nodeof, sf__err *e)
   for (int r = 0; r < s->size; r++)
     nodeof[r] = first[nodeof[r]];
 out:
-  free(first);
   return e->status;
 }
 
 /* The placement: the budget agreed as the minimum over nodes, then the
- * group size (every rank computes the same layout from the same tables). */
+ * group size (every rank computes the same layout from the same tables).
+ * Every rank makes the collective calls or none does (a local allocation
+ * failure is agreed on first). */
 static slabfeed_status place(sf__store *s, const sf__store_opts *o, sf__err *e)
 {
   int *nodeof = malloc((size_t)s->size * sizeof *nodeof);
-  if (nodeof == NULL)
-    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the node table");
+  int *first = malloc((size_t)s->size * sizeof *first);
+  if (nodeof == NULL || first == NULL)
+    sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the node table");
+  if (sf__agree(s->comm, e) != SLABFEED_OK)
+    goto out;
   uint64_t budget = o->budget;
   if (budget == 0) {
     const uint64_t total = sf__meminfo("MemTotal");
     budget =
         total > 0 ? sf__layout_default_budget(total, s->node_size) : UINT64_MAX;
   }
-  if (find_nodes(s, nodeof, e) == SLABFEED_OK)
+  if (find_nodes(s, nodeof, first, e) == SLABFEED_OK)
     SF_MPI_GOTO(
         MPI_Allreduce(&budget, &s->budget, 1, MPI_UINT64_T, MPI_MIN, s->comm),
         e, out);
@@ -201,6 +200,7 @@ static slabfeed_status place(sf__store *s, const sf__store_opts *o, sf__err *e)
     s->node_bytes = sf__layout_node_bytes(&s->L, plane);
 out:
   free(nodeof);
+  free(first);
   return e->status;
 }
 
@@ -226,8 +226,8 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
              (long long)o->halo, (long long)shape[0]);
   /* Every rank computes the same placement from agreed inputs, so a
    * failure of the placement itself is found by all. */
-  if (make_node(s, o->rank_per_node, e) == SLABFEED_OK &&
-      place(s, o, e) == SLABFEED_OK) {
+  make_node(s, o->rank_per_node, e);
+  if (sf__agree(comm, e) == SLABFEED_OK && place(s, o, e) == SLABFEED_OK) {
     s->group = s->L.groupof[s->rank];
     s->z0 = s->L.core0[s->rank];
     s->z1 = s->L.core1[s->rank];
