@@ -44,10 +44,12 @@ __attribute__((noreturn)) static void loader_failed(const bench_ctx *b,
  * are differences of two slabfeed_stats snapshots.
  *
  * Failures: the timed loop makes no collective call. A rank whose
- * slabfeed_next fails leaves its loop at once and goes to the agreement
- * point right after the timed region (taken after the clock stops), where
- * every rank learns the failure; the warm-up has its own point in place
- * of the barrier before the clock starts. */
+ * slabfeed_next fails notes it and keeps calling next to the end of the
+ * loop (when crop pieces cross nodes the other ranks wait on transfers
+ * that only its calls post), then every rank learns the failure at the
+ * agreement point right after the timed region (taken after the clock
+ * stops); the warm-up has its own point in place of the barrier before
+ * the clock starts. */
 void bench_run_loader(const bench_ctx *b, slabfeed_loader *l, int W, int S,
                       double step_ms, bench_result *r)
 {
@@ -56,7 +58,7 @@ void bench_run_loader(const bench_ctx *b, slabfeed_loader *l, int W, int S,
   slabfeed_batch batch = SLABFEED_BATCH_INIT;
   slabfeed_status st = SLABFEED_OK, s;
   char msg[CLI_ERRLEN] = "";
-  for (int i = 0; i < W && st == SLABFEED_OK; i++)
+  for (int i = 0; i < W; i++) /* on after a failure: see above */
     if ((s = slabfeed_next(l, &batch, stream)) != SLABFEED_OK)
       cli_note(&st, msg, sizeof msg, s, "%s", slabfeed_last_error(l));
 #ifdef SF_BENCH_CUDA
@@ -82,9 +84,13 @@ void bench_run_loader(const bench_ctx *b, slabfeed_loader *l, int W, int S,
   const double t0 = MPI_Wtime();
   for (int i = 0; i < S; i++) {
     if ((s = slabfeed_next(l, &batch, stream)) != SLABFEED_OK) {
+      /* the first failure is kept; the rest of the loop only serves the
+       * other ranks' transfers */
       cli_note(&st, msg, sizeof msg, s, "%s", slabfeed_last_error(l));
-      break; /* straight to the agreement after the timed region */
+      continue;
     }
+    if (st != SLABFEED_OK)
+      continue;
 #ifdef SF_BENCH_CUDA
     if (e0 != NULL && i == j0)
       bench_event_record(e0, stream);

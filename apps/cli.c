@@ -152,6 +152,34 @@ static int takes_value(const cli_option *o)
   return o->kind != CLI_FLAG && !(o->kind == CLI_CALL && o->metavar == NULL);
 }
 
+/* A size: bytes, or a number with a binary suffix K, M, G or T ("200G").
+ * Returns 0, or -1 after writing the reason to err. */
+static int parse_size(const char *value, uint64_t *out, char *err,
+                      size_t errlen)
+{
+  char *end;
+  errno = 0;
+  const double v = strtod(value, &end);
+  double scale = 1;
+  if (*end != '\0' && end[1] == '\0') {
+    const char *units = "KMGT";
+    const char *u = strchr(units, *end);
+    if (u != NULL) {
+      scale = ldexp(1.0, 10 * (int)(u - units + 1));
+      end++;
+    }
+  }
+  if (end == value || *end != '\0' || errno != 0 || !(v > 0) ||
+      v * scale >= 0x1p63) {
+    snprintf(err, errlen,
+             "'%s' is not a size (bytes, or a number with K, M, G or T)",
+             value);
+    return -1;
+  }
+  *out = (uint64_t)(v * scale);
+  return 0;
+}
+
 /* The integer range of an option: its own when min < max, else the type's. */
 static void int_range(const cli_option *o, int64_t *min, int64_t *max)
 {
@@ -198,7 +226,7 @@ static int store(const cli_option *o, void *base, const char *value, char *err,
   case CLI_U64:
     return parse_u64(value, (uint64_t *)dst, err, errlen);
   case CLI_SIZE:
-    return cli_parse_size(value, (uint64_t *)dst, err, errlen);
+    return parse_size(value, (uint64_t *)dst, err, errlen);
   case CLI_DOUBLE:
     return parse_double(value, (double)o->min, (double)o->max, (double *)dst,
                         err, errlen);
@@ -719,29 +747,4 @@ void cli_rss_parts(uint64_t *anon, uint64_t *shmem)
       *shmem = (uint64_t)kb * 1024u;
   }
   fclose(f);
-}
-
-int cli_parse_size(const char *value, uint64_t *out, char *err, size_t errlen)
-{
-  char *end;
-  errno = 0;
-  const double v = strtod(value, &end);
-  double scale = 1;
-  if (*end != '\0' && end[1] == '\0') {
-    const char *units = "KMGT";
-    const char *u = strchr(units, *end);
-    if (u != NULL) {
-      scale = ldexp(1.0, 10 * (int)(u - units + 1));
-      end++;
-    }
-  }
-  if (end == value || *end != '\0' || errno != 0 || !(v > 0) ||
-      v * scale >= 0x1p63) {
-    snprintf(err, errlen,
-             "'%s' is not a size (bytes, or a number with K, M, G or T)",
-             value);
-    return -1;
-  }
-  *out = (uint64_t)(v * scale);
-  return 0;
 }

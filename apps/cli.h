@@ -185,8 +185,4 @@ uint64_t cli_peak_rss(void);
  * Zero where /proc is not available. */
 void cli_rss_parts(uint64_t *anon, uint64_t *shmem);
 
-/* A size: bytes, or a number with a binary suffix K, M, G or T ("200G").
- * Returns 0, or -1 after writing the reason to err. */
-int cli_parse_size(const char *value, uint64_t *out, char *err, size_t errlen);
-
 #endif

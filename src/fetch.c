@@ -273,7 +273,7 @@ static slabfeed_status post_send(sf__fetch *f, uint64_t j, sf__err *e)
   const int slot = (int)(j % (uint64_t)f->K);
   MPI_Request *req = f->sreq + (size_t)slot * (size_t)b->size;
   int n = 0;
-  const int g = s->group;
+  const int g = L->groupof[s->rank];
   for (int m = L->gfirst[g]; m < L->gfirst[g + 1] && e->status == SLABFEED_OK;
        m++) {
     const int r = L->order[m];

@@ -61,6 +61,24 @@ struct sf__backend {
 
 static int slot_free(void *arg, int slot, int block);
 
+/* Records the first failure of either thread for the other and for next
+ * (with g->mu held; fail_ring takes it). */
+static void fail_locked(sf__backend *g, const sf__err *e)
+{
+  if (!g->failed) {
+    g->err = *e;
+    g->failed = 1;
+  }
+  pthread_cond_broadcast(&g->cv);
+}
+
+static void fail_ring(sf__backend *g, const sf__err *e)
+{
+  pthread_mutex_lock(&g->mu);
+  fail_locked(g, e);
+  pthread_mutex_unlock(&g->mu);
+}
+
 /* ---- Open / close ----------------------------------------------------------
  */
 
@@ -409,11 +427,7 @@ static void *loader_thread(void *arg)
   sf__err e;
   sf__err_clear(&e);
   if (sf__cu_set_device(g->device, &e) != SLABFEED_OK) {
-    pthread_mutex_lock(&g->mu);
-    g->err = e;
-    g->failed = 1;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
+    fail_ring(g, &e);
     return NULL;
   }
   for (;;) {
@@ -427,12 +441,10 @@ static void *loader_thread(void *arg)
       break;
     produce(g, n, &e);
     pthread_mutex_lock(&g->mu);
-    if (e.status != SLABFEED_OK) {
-      g->err = e;
-      g->failed = 1;
-    } else {
+    if (e.status != SLABFEED_OK)
+      fail_locked(g, &e);
+    else
       g->produced = n + 1;
-    }
     pthread_cond_broadcast(&g->cv);
     const int failed = g->failed;
     pthread_mutex_unlock(&g->mu);
@@ -465,18 +477,6 @@ static slabfeed_status check_stream(const sf__backend *g, cudaStream_t s,
  * posted held batch j - K, which may be overwritten once the producer has
  * staged it and those copies are done; always when the producer is
  * stopped (its copies were waited for). */
-/* Records a failure of the caller's thread for the producer and next. */
-static void fail_ring(sf__backend *g, const sf__err *e)
-{
-  pthread_mutex_lock(&g->mu);
-  if (!g->failed) {
-    g->err = *e;
-    g->failed = 1;
-  }
-  pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
-}
-
 static int slot_free(void *arg, int slot, int block)
 {
   sf__backend *g = arg;
@@ -510,7 +510,8 @@ static int slot_free(void *arg, int slot, int block)
 }
 
 /* Caller's thread: waits until batch n is produced. With remote pieces it
- * drives their transfers meanwhile: requests up to K batches ahead, blocks
+ * drives their transfers meanwhile (gpu_next has requested them up to K
+ * batches ahead): blocks
  * in MPI only for the batch the producer waits on, and otherwise polls so
  * that the transfers other ranks wait on keep moving. */
 static slabfeed_status wait_batch(sf__backend *g, uint64_t n, sf__err *e)
@@ -518,15 +519,10 @@ static slabfeed_status wait_batch(sf__backend *g, uint64_t n, sf__err *e)
   sf__fetch *f = &g->fetch;
   sf__err fe;
   sf__err_clear(&fe);
-  if (f->active)
-    sf__fetch_pump(f, n + (uint64_t)g->K - 1, &fe);
   pthread_mutex_lock(&g->mu);
   for (;;) {
-    if (fe.status != SLABFEED_OK && !g->failed) {
-      g->err = fe;
-      g->failed = 1;
-      pthread_cond_broadcast(&g->cv);
-    }
+    if (fe.status != SLABFEED_OK)
+      fail_locked(g, &fe);
     if (g->failed) {
       *e = g->err;
       break;

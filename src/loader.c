@@ -151,7 +151,7 @@ static slabfeed_status read_slabs(slabfeed_loader *l, hid_t dsets[],
                                .nodes = st->nodes,
                                .group_nodes = st->L.G,
                                .groups = st->L.ng,
-                               .group = st->group,
+                               .group = st->L.groupof[st->rank],
                                .node_budget = st->budget,
                                .node_store_bytes = (uint64_t)st->node_bytes,
                                .replica_bytes = st->fill_remote};

@@ -178,6 +178,8 @@ static slabfeed_status place(sf__store *s, const sf__store_opts *o, sf__err *e)
   int *first = malloc((size_t)s->size * sizeof *first);
   if (nodeof == NULL || first == NULL)
     sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the node table");
+  if (sf__inject("place", s->rank))
+    sf__fail(e, SLABFEED_ERR_NOMEM, "injected failure at stage 'place' (test)");
   if (sf__agree(s->comm, e) != SLABFEED_OK)
     goto out;
   uint64_t budget = o->budget;
@@ -228,9 +230,6 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
    * failure of the placement itself is found by all. */
   make_node(s, o->rank_per_node, e);
   if (sf__agree(comm, e) == SLABFEED_OK && place(s, o, e) == SLABFEED_OK) {
-    s->group = s->L.groupof[s->rank];
-    s->z0 = s->L.core0[s->rank];
-    s->z1 = s->L.core1[s->rank];
     s->bytes = segment_bytes(s, s->rank);
     if (s->bytes < 0)
       sf__fail(e, SLABFEED_ERR_ARG, "slab size of rank %d overflows 64 bits",
@@ -324,6 +323,9 @@ slabfeed_status sf__store_publish(sf__store *s, sf__err *e)
    * fetches are skipped. */
   sf__err local = *e;
   sf__err_clear(e);
+  if (sf__inject("fill", s->rank))
+    sf__fail(&local, SLABFEED_ERR_MPI,
+             "injected failure at stage 'fill' (test)");
   if (node_sync(s, e) == SLABFEED_OK && s->world_win != MPI_WIN_NULL) {
     const int rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, s->world_win);
     if (rc != MPI_SUCCESS)

@@ -24,7 +24,6 @@ typedef struct sf__store {
   MPI_Comm node; /* owned: ranks sharing memory with this one */
   int rank, size, node_rank, node_size;
   int nodes;            /* number of nodes (shared-memory domains) */
-  int group;            /* this rank's replication group */
   sf__layout L;         /* the placement of every rank */
   uint64_t budget;      /* per-node budget in effect (minimum over nodes) */
   int64_t node_bytes;   /* largest store of one node */
@@ -32,7 +31,6 @@ typedef struct sf__store {
   int64_t shape[3];     /* Z,Y,X */
   int ndsets;
   int64_t channels[SF_MAX_DSETS];
-  int64_t z0, z1;    /* this rank's core planes */
   MPI_Win shm_win;   /* node shared memory */
   MPI_Win world_win; /* same memory, all ranks: MPI_Get; MPI_WIN_NULL
                         when there is only one node */

@@ -139,8 +139,9 @@ int main(int argc, char **argv)
   c.target = "Hydro";
   c.crop[0] = c.crop[1] = c.crop[2] = 4;
   c.halo = 1;
-  const char *stages[] = {"open",       "dataset",     "alloc", "window",
-                          "read.input", "read.target", "plan",  "backend"};
+  const char *stages[] = {"open",   "dataset",    "place",       "alloc",
+                          "window", "read.input", "read.target", "fill",
+                          "plan",   "backend"};
   const int nst = (int)(sizeof stages / sizeof *stages);
   if (rank == 0)
     printf("inject: one rank fails at each stage of slabfeed_open (%d "

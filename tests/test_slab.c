@@ -58,10 +58,10 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
         "%d nodes in %d groups (G %d)", s.nodes, s.L.ng, G);
   int64_t held = 0;
   for (int r = 0; r < s.size; r++)
-    if (s.L.groupof[r] == s.group)
+    if (s.L.groupof[r] == s.L.groupof[s.rank])
       held += s.L.core1[r] - s.L.core0[r];
   CHECK(held == Z, "the cores of group %d cover the box (%lld of %lld)",
-        s.group, (long long)held, (long long)Z);
+        s.L.groupof[s.rank], (long long)held, (long long)Z);
   /* Every plane is read once in total. */
   int64_t read_here = 0, read_all = 0;
   for (int64_t z = 0; z < Z;) {
@@ -81,15 +81,16 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
   const int64_t planes = sf__store_planes(&s, s.rank);
   const int64_t first = sf__layout_first(&s.L, s.rank);
   const int64_t extra = locality && s.L.hi[s.rank] > halo ? 3 - 1 - halo : 0;
-  CHECK(planes == s.z1 - s.z0 + 2 * halo + extra, "planes held");
+  CHECK(planes == s.L.core1[s.rank] - s.L.core0[s.rank] + 2 * halo + extra,
+        "planes held");
   CHECK(s.bytes == (4 + 5) * planes * Y * X * 4,
         "segment holds slab + halo only");
   const int64_t zr = locality ? s.L.reach0[s.rank] : 0;
   const int64_t nr = locality ? s.L.reach[s.rank] : Z;
   if (locality) /* a crop from the node's range fits in the node */
     for (int r = 0; r < s.size; r++)
-      if (s.L.nodeof[r] == s.L.nodeof[s.rank] && s.L.groupof[r] == s.group &&
-          s.L.core1[r] == zr + nr)
+      if (s.L.nodeof[r] == s.L.nodeof[s.rank] &&
+          s.L.groupof[r] == s.L.groupof[s.rank] && s.L.core1[r] == zr + nr)
         CHECK(s.L.hi[r] >= 2, "rank %d keeps crop - 1 planes above", r);
   for (int k = 0; k < 2 && e.status == SLABFEED_OK; k++) {
     const float *seg =
