@@ -72,11 +72,11 @@ void sf__fetch_map_batch(sf__fetch_map *m, const sf__batch_plan *b, int viewer,
       m->len[p->src] += piece_floats(b, p);
     }
   }
-  m->total = 0;
+  int64_t at = 0;
   for (int t = 0; t < m->ntouched; t++) {
     const int r = m->touched[t];
-    m->base[r] = m->cur[r] = m->total;
-    m->total += m->len[r];
+    m->base[r] = m->cur[r] = at;
+    at += m->len[r];
   }
 }
 

@@ -34,7 +34,6 @@ typedef struct sf__fetch_map {
   int64_t *len;        /* [P] floats of each holder's block */
   int *touched;        /* holders of this batch, in order of appearance */
   int ntouched;
-  int64_t total; /* floats of the batch's remote pieces */
   sf__piece *pieces;
   sf__zrun *zruns;
 } sf__fetch_map;
