@@ -12,8 +12,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "transform.h"
-#include "transform_gpu.h"
+#include "transform/transform.h"
+#include "transform/transform_gpu.h"
 
 #define CK(call)                                                               \
   do {                                                                         \

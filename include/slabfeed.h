@@ -214,6 +214,96 @@ static inline void slabfeed_config_init(slabfeed_config *cfg)
   slabfeed_config_init_sized(cfg, sizeof *cfg);
 }
 
+/* ---- The option table
+ * -------------------------------------------------------- Every field of
+ * slabfeed_config is described once, by a row of a table the library owns: its
+ * name (the field, the Python keyword), its command-line flag, kind, range,
+ * default and one line of help. slabfeed_config_init takes its defaults from
+ * the table, slabfeed_open checks ranges against it, and the command-line
+ * tools, the Python module and the option list of the documentation are made
+ * from it: a program can set any option by name from text (slabfeed_config_set)
+ * without knowing the struct. */
+
+/* How an option's value is written as text and where it is stored. */
+typedef enum {
+  SLABFEED_OPTION_STRING = 0, /* const char *, not copied by _set: it must
+                                 live until slabfeed_open; "" is NULL */
+  SLABFEED_OPTION_INT = 1,    /* int, decimal, in [min, max] */
+  SLABFEED_OPTION_UINT64 = 2, /* uint64_t, decimal digits, in [min, max]
+                                 (max 0: no upper bound) */
+  SLABFEED_OPTION_SIZE = 3,   /* uint64_t bytes: digits, optionally with a
+                                 binary suffix K, M, G or T ("200G") */
+  SLABFEED_OPTION_SWITCH = 4, /* int 0 or 1: "1", "0", "true", "false",
+                                 "yes", "no", "on", "off"; where min is -1
+                                 also "auto" (-1). A command-line flag
+                                 without a value sets 1 */
+  SLABFEED_OPTION_CHOICE = 5, /* an enum by name: the i-th name of
+                                 `choices` (or of `aliases`) is value i */
+  SLABFEED_OPTION_EDGE = 6,   /* int64_t[3] crop edge: "C" (all three), or
+                                 "Z,Y,X" or "ZxYxX", each in [min, max] */
+  SLABFEED_OPTION_VECTORS = 7 /* vector groups, int count + int[max][3]:
+                                 "K0,K1,K2" appends one group of channels
+                                 in [0, 63], ";" separates several; ""
+                                 clears. At most `max` groups */
+} slabfeed_option_kind;
+
+/* slabfeed_option.flags */
+#define SLABFEED_OPTION_REQUIRED 1u /* slabfeed_open refuses it unset */
+
+/* One row of the table. Rows are owned by the library and never change. */
+typedef struct slabfeed_option {
+  const char *name; /* field and Python keyword: "node_memory" */
+  const char *flag; /* command line without "--": "node-memory" */
+  slabfeed_option_kind kind;
+  int64_t min, max;          /* range of numbers and of each edge; for
+                                VECTORS max is the number of groups */
+  const char *choices;       /* CHOICE: names separated by '|', else NULL */
+  const char *aliases;       /* CHOICE: other names, same order, or NULL */
+  const char *default_value; /* the default as text _set accepts ("" for
+                                none: a NULL string, no vector groups) */
+  const char *metavar;       /* the value in a usage line: "Z,Y,X" */
+  const char *help;          /* one line, without the default */
+  unsigned flags;            /* SLABFEED_OPTION_REQUIRED */
+} slabfeed_option;
+
+/* slabfeed_option_at - row i of the option table, in the order of
+ * slabfeed_config; NULL once i is past the last row (or negative).
+ * Collective no. Threads safe. Device none. Failure: NULL.
+ * Lifetime: static. */
+SLABFEED_API const slabfeed_option *slabfeed_option_at(int i);
+
+/* slabfeed_option_find - the row whose name or flag is `name` ("crop",
+ * "node_memory" or "node-memory"); NULL when there is none.
+ * Collective no. Threads safe. Device none. Failure: NULL.
+ * Lifetime: static. */
+SLABFEED_API const slabfeed_option *slabfeed_option_find(const char *name);
+
+/* slabfeed_config_set - parses `value` as the text form of option `name`
+ * (a name or flag, see slabfeed_option_kind) and stores it in *cfg, after
+ * the same range check slabfeed_open makes. Strings are not copied.
+ * Collective no. Threads safe on distinct structs. Device none.
+ * Failure: SLABFEED_ERR_ARG for an unknown option or a bad value, and
+ *   SLABFEED_ERR_UNSUPPORTED when the field lies past cfg->size (a caller
+ *   built against an older header); *cfg is then unchanged and, when
+ *   errbuf is not NULL, errbuf holds a message naming the option and the
+ *   value ("crop: '0' is below the minimum 1").
+ * Lifetime: cfg and value belong to the caller. */
+SLABFEED_API slabfeed_status slabfeed_config_set(slabfeed_config *cfg,
+                                                 const char *name,
+                                                 const char *value,
+                                                 char *errbuf, size_t errlen);
+
+/* slabfeed_config_get - the value of option `name` in *cfg as text that
+ * slabfeed_config_set accepts (a NULL string gives "").
+ * Collective no. Threads safe. Device none.
+ * Failure: SLABFEED_ERR_ARG for an unknown option or NULL arguments,
+ *   SLABFEED_ERR_UNSUPPORTED for a field past cfg->size, SLABFEED_ERR_NOMEM
+ *   when len is too small (buf then holds a truncated value).
+ * Lifetime: buf belongs to the caller. */
+SLABFEED_API slabfeed_status slabfeed_config_get(const slabfeed_config *cfg,
+                                                 const char *name, char *buf,
+                                                 size_t len);
+
 /* ---- Batches and statistics ------------------------------------------------
  */
 

@@ -7,11 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fetch.h"
-#include "h5.h"
-#include "inject.h"
-#include "nvtx.h"
-#include "slab.h"
+#include "source/fetch.h"
+#include "io/h5.h"
+#include "common/inject.h"
+#include "common/nvtx.h"
+#include "io/slab.h"
+#include "common/sys.h"
 
 /* Smallest caller structs the library accepts: through the fields every
  * version has had. */
@@ -365,7 +366,7 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
   if (l->forked)
     return SLABFEED_ERR_FORKED;
   const sf__store *s = &l->store;
-  const sf__layout *L = &s->L;
+  const sf__placement *L = &s->L;
   char groups[64];
   if (L->N % L->ng != 0)
     snprintf(groups, sizeof groups, "%d or %d nodes", L->G, L->G + 1);

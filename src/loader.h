@@ -4,7 +4,7 @@
 #ifndef SF_LOADER_H
 #define SF_LOADER_H
 
-#include "backend.h"
+#include "backend/backend.h"
 
 struct slabfeed_loader {
   sf__config cfg;

@@ -1,15 +1,22 @@
-# Library sources, by module (see docs/ARCHITECTURE.md for the layering).
+# Library sources by folder; each folder is one layer or a few adjacent
+# ones (docs/ARCHITECTURE.md has the table that lint.layers reads).
+# Internal headers are included by their path below src/:
+# "store/store.h".
 set(SLABFEED_SOURCES
-  src/loader.c                                  # facade
-  src/config.c src/stats.c                      # options, statistics
-  src/host.c                                    # host back end
-  src/batch.c                                   # batch plan
-  src/placement.c src/store.c src/slab.c src/h5.c src/gather.c  # slabs, windows, pieces
-  src/fetch.c                                   # remote pieces ahead
-  src/inject.c src/geometry.c src/sampler.c src/symmetry.c src/transform.c src/errors.c
-  src/gen.c src/reference.c)                    # tools
+  src/loader.c                                          # facade
+  src/backend/host.c                                    # back ends
+  src/source/fetch.c src/source/gather.c                # piece sources
+  src/plan/batch.c src/plan/placement.c src/plan/sampler.c  # plans
+  src/store/store.c                                     # slab store (windows)
+  src/io/slab.c src/io/h5.c                             # file access
+  src/config/config.c                                   # options
+  src/transform/transform.c                             # host reference
+  src/common/errors.c src/common/stats.c src/common/inject.c src/common/sys.c
+  src/common/geometry.c src/common/symmetry.c           # base
+  src/tools/generate.c src/tools/reference.c)           # tools
 if(SLABFEED_HAVE_CUDA)
-  list(APPEND SLABFEED_SOURCES src/gpu.c src/cudart.c src/transform.cu)
+  list(APPEND SLABFEED_SOURCES src/backend/gpu.c src/cuda/cudart.c
+       src/transform/transform.cu)
 else()
-  list(APPEND SLABFEED_SOURCES src/gpu_none.c)
+  list(APPEND SLABFEED_SOURCES src/backend/gpu_none.c)
 endif()

@@ -1,42 +1,41 @@
 #!/usr/bin/env bash
-# lint.layers: the library's modules depend one way. Every module of src/
-# has a layer; a file may include the headers of its own module and of
-# lower layers only, so the include graph has no circle and data flows
-# down: facade -> back ends -> batch plan -> gather / slab -> store, h5,
-# config -> base (errors, geometry, sampler, symmetry, transform, ...).
-# A module missing from the table fails the lint, so a new file must be
-# placed in it. Usage: lint_layers.sh SRC_DIR
+# lint.layers: the library's modules depend one way. The layer of every
+# module is read from the one table in docs/ARCHITECTURE.md (rows
+# "| layer | `src/folder/` | `module`, ... | what |"); a file may include
+# the headers of its own module and of lower layers only, so the include
+# graph has no circle and data flows down. A file of src/ whose module is
+# not in the table fails the lint, and so does a table row naming a module
+# that has no file: the table and the tree cannot drift apart.
+# Usage: lint_layers.sh SRC_DIR ARCHITECTURE.md
 set -euo pipefail
-src=${1:?usage: lint_layers.sh SRC_DIR}
+src=${1:?usage: lint_layers.sh SRC_DIR ARCHITECTURE.md}
+doc=${2:?usage: lint_layers.sh SRC_DIR ARCHITECTURE.md}
 
-declare -A layer=(
-  # 0: base, no project includes but the public headers and each other below
-  [geometry]=0 [inject]=0 [symmetry]=0 [convert]=0 [nvtx]=0 [transform_gpu]=0
-  [errors]=0 [stats]=0
-  # 1: leaves over the base
-  [sampler]=1 [transform]=1 [cudart]=1 [h5]=1 [placement]=1 [config]=1
-  # 2: the store (windows) over the placement
-  [store]=2
-  # 3: how slabs are read and pieces move
-  [slab]=3 [gather]=3
-  # 4: the plan of a batch
-  [batch]=4
-  # 5: remote pieces fetched ahead (over the plan)
-  [fetch]=5
-  # 6: the back-end interface; 7: its implementations (reached by the
-  # facade only through the interface's ops tables)
-  [backend]=6 [host]=7 [gpu]=7 [gpu_none]=7
-  # 8: the facade, and the tools beside it
-  [loader]=8 [gen]=8 [reference]=8
-)
+declare -A layer=()
+while IFS='|' read -r _ num folder mods _; do
+  num=${num//[[:space:]]/}
+  folder=$(sed 's/[` ]//g; s|^src/||; s|/$||' <<<"$folder")
+  for m in $(grep -o '`[a-z0-9_]*`' <<<"$mods" | tr -d '`'); do
+    key=${folder:+$folder/}$m
+    layer[$key]=$num
+    if ! compgen -G "$src/$key.[ch]" >/dev/null && ! compgen -G "$src/$key.cu" >/dev/null; then
+      echo "lint.layers: $doc names module '$key', which has no file in $src" >&2
+      bad_doc=1
+    fi
+  done
+done < <(grep -E '^\|[[:space:]]*[0-9]+[[:space:]]*\|[[:space:]]*`src/' "$doc")
+if [ ${#layer[@]} -eq 0 ]; then
+  echo "lint.layers: no layer table found in $doc" >&2
+  echo "lint.layers: FAIL"
+  exit 1
+fi
 
-bad=0
-for f in "$src"/*.c "$src"/*.h "$src"/*.cu; do
-  [ -e "$f" ] || continue
-  base=$(basename "$f")
-  mod=${base%.*}
+bad=${bad_doc:-0}
+while read -r f; do
+  rel=${f#"$src"/}
+  mod=${rel%.*}
   if [ -z "${layer[$mod]+x}" ]; then
-    echo "lint.layers: $base: module '$mod' has no layer in $0" >&2
+    echo "lint.layers: $rel: module '$mod' has no layer in $doc" >&2
     bad=1
     continue
   fi
@@ -45,17 +44,17 @@ for f in "$src"/*.c "$src"/*.h "$src"/*.cu; do
     [ -e "$src/$inc" ] || continue # public or system header
     [ "$dep" = "$mod" ] && continue
     if [ -z "${layer[$dep]+x}" ]; then
-      echo "lint.layers: $base includes $inc: module '$dep' has no layer" >&2
+      echo "lint.layers: $rel includes $inc: module '$dep' has no layer" >&2
       bad=1
     elif [ "${layer[$dep]}" -ge "${layer[$mod]}" ]; then
-      echo "lint.layers: $base (layer ${layer[$mod]}) includes $inc" \
+      echo "lint.layers: $rel (layer ${layer[$mod]}) includes $inc" \
         "(layer ${layer[$dep]}): modules may include lower layers only" >&2
       bad=1
     fi
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
-done
+done < <(find "$src" -name '*.c' -o -name '*.h' -o -name '*.cu' | sort)
 if [ "$bad" -ne 0 ]; then
   echo "lint.layers: FAIL"
   exit 1
 fi
-echo "lint.layers: PASS"
+echo "lint.layers: PASS (${#layer[@]} modules)"

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "convert.h"
-#include "sampler.h"
+#include "common/convert.h"
+#include "plan/sampler.h"
 
 static double half_value(uint16_t h)
 {

@@ -5,7 +5,7 @@
  * every placement the environment asks for (SLABFEED_RANK_PER_NODE,
  * SLABFEED_GROUP_NODES, SF_TEST_LOCALITY=1), with the slab of each rank and
  * how the pieces travel checked against the placement worked out here. */
-#include "convert.h"
+#include "common/convert.h"
 #include "testutil.h"
 
 static int rank, size;

@@ -2,7 +2,7 @@
  * order, origins and symmetries from the documented sampler, and every
  * crop equal to the serial reference read of the volume, in the dtype and
  * layout the file's attributes name. */
-#include "sampler.h"
+#include "plan/sampler.h"
 #include "testutil.h"
 
 /* Reads a whole dataset; mtype < 0 reads the stored bits as they are. */

@@ -2,7 +2,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "geometry.h"
+#include "common/geometry.h"
 #include "slabfeed_tools.h"
 
 static void test_plan(void)

@@ -11,7 +11,7 @@
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <time.h>
 
-#include "cudart.h"
+#include "cuda/cudart.h"
 #include "gpu.h"
 #include "testutil.h"
 
@@ -274,15 +274,15 @@ static void quiet_steps(const char *path, cudaStream_t s)
         "open: %s", err);
   if (l == NULL)
     return;
-  sf__cuda_counts before, after;
-  sf__cuda_counts_get(&before);
+  sf__cudart_counts before, after;
+  sf__cudart_counts_get(&before);
   for (int i = 0; i < 200; i++) {
     slabfeed_batch b = SLABFEED_BATCH_INIT;
     CHECK(slabfeed_next(l, &b, s) == SLABFEED_OK, "next %d: %s", i,
           slabfeed_last_error(l));
   }
   CUDA_CHECK(cudaStreamSynchronize(s));
-  sf__cuda_counts_get(&after);
+  sf__cudart_counts_get(&after);
   CHECK(after.allocs == before.allocs && after.frees == before.frees,
         "allocations after open: %llu, frees %llu",
         (unsigned long long)(after.allocs - before.allocs),

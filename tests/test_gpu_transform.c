@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "gpu.h"
-#include "sampler.h"
-#include "transform.h"
-#include "transform_gpu.h"
+#include "plan/sampler.h"
+#include "transform/transform.h"
+#include "transform/transform_gpu.h"
 
 static float pattern(uint64_t i)
 {

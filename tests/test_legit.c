@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "h5.h"
+#include "io/h5.h"
 #include "testutil.h"
 
 static int rank, size;

@@ -8,17 +8,17 @@
 #include <string.h>
 
 #include "check.h"
-#include "placement.h"
+#include "plan/placement.h"
 
 static void check_layout(int P, int N, int interleaved, int64_t Z, int G)
 {
   int *nodeof = malloc((size_t)P * sizeof *nodeof);
   for (int r = 0; r < P; r++)
     nodeof[r] = interleaved ? r % N : (int)((int64_t)r * N / P);
-  sf__layout L;
+  sf__placement L;
   sf__err e;
   sf__err_clear(&e);
-  CHECK(sf__layout_make(&L, P, N, nodeof, Z, G, 1, 1, 5, &e) == SLABFEED_OK,
+  CHECK(sf__placement_make(&L, P, N, nodeof, Z, G, 1, 1, 5, &e) == SLABFEED_OK,
         "P %d N %d Z %lld G %d: %s", P, N, (long long)Z, G, e.msg);
   if (e.status != SLABFEED_OK) {
     free(nodeof);
@@ -51,7 +51,7 @@ static void check_layout(int P, int N, int interleaved, int64_t Z, int G)
   }
   for (int64_t z = 0; z < Z;) {
     int64_t end;
-    const int r = sf__layout_reader(&L, z, &end);
+    const int r = sf__placement_reader(&L, z, &end);
     CHECK(end > z && L.core0[r] <= z && end <= L.core1[r],
           "plane %lld read by a holder", (long long)z);
     for (int64_t k = z; k < end && k < Z; k++)
@@ -69,7 +69,7 @@ static void check_layout(int P, int N, int interleaved, int64_t Z, int G)
             (long long)L.lo[r], (long long)L.hi[r]);
   free(reads);
   free(nodeof);
-  sf__layout_free(&L);
+  sf__placement_free(&L);
 }
 
 static void check_choose(void)
@@ -85,26 +85,26 @@ static void check_choose(void)
                {9 << 20, 0, 8},  {1 << 20, 0, 8},  {1 << 30, 4, 4},
                {1, -1, 8}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sf__layout L;
+    sf__placement L;
     sf__err e;
     sf__err_clear(&e);
-    CHECK(sf__layout_choose(&L, 16, 8, nodeof, 64, cases[i].forced,
-                            cases[i].budget, 1 << 20, 0, 0, 1,
-                            &e) == SLABFEED_OK,
+    CHECK(sf__placement_choose(&L, 16, 8, nodeof, 64, cases[i].forced,
+                               cases[i].budget, 1 << 20, 0, 0, 1,
+                               &e) == SLABFEED_OK,
           "choose: %s", e.msg);
     CHECK(L.G == cases[i].want, "budget %llu forced %d: G %d, want %d",
           (unsigned long long)cases[i].budget, cases[i].forced, L.G,
           cases[i].want);
-    sf__layout_free(&L);
+    sf__placement_free(&L);
   }
-  sf__layout L;
+  sf__placement L;
   sf__err e;
   sf__err_clear(&e);
-  CHECK(sf__layout_choose(&L, 16, 8, nodeof, 64, 9, 0, 1, 0, 0, 1, &e) ==
+  CHECK(sf__placement_choose(&L, 16, 8, nodeof, 64, 9, 0, 1, 0, 0, 1, &e) ==
                 SLABFEED_ERR_ARG &&
             strstr(e.msg, "group_nodes 9") != NULL,
         "G above the node count refused: %s", e.msg);
-  CHECK(sf__layout_default_budget((uint64_t)256 << 30, 4) ==
+  CHECK(sf__placement_default_budget((uint64_t)256 << 30, 4) ==
             ((uint64_t)128 << 30) - ((uint64_t)8 << 30),
         "default budget: half of 256 GiB less 2 GiB per rank");
 }
@@ -120,10 +120,10 @@ int main(int argc, char **argv)
   check_choose();
   /* a group with more ranks than planes is refused */
   int nodeof[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-  sf__layout L;
+  sf__placement L;
   sf__err e;
   sf__err_clear(&e);
-  CHECK(sf__layout_make(&L, 8, 8, nodeof, 3, 8, 0, 0, 1, &e) ==
+  CHECK(sf__placement_make(&L, 8, 8, nodeof, 3, 8, 0, 0, 1, &e) ==
                 SLABFEED_ERR_ARG &&
             strstr(e.msg, "8 ranks but the box has only 3") != NULL,
         "too few planes refused: %s", e.msg);

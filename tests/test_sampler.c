@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "sampler.h"
-#include "symmetry.h"
+#include "plan/sampler.h"
+#include "common/symmetry.h"
 
 /* Upper critical value of chi-square with df degrees of freedom at
  * p = 1e-6 (Wilson-Hilferty; z = 4.7534 is the standard normal quantile). */

@@ -3,10 +3,10 @@
  * and for replication groups (every rank its own node, groups of 1 and 2
  * nodes, locality's extra planes): the file is read once in total and the
  * replicas arrive over MPI. */
-#include "geometry.h"
-#include "h5.h"
+#include "common/geometry.h"
+#include "io/h5.h"
 #include "testutil.h"
-#include "slab.h"
+#include "io/slab.h"
 
 static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                        slabfeed_file_layout layout, int chunked, int f16,
@@ -66,7 +66,7 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
   int64_t read_here = 0, read_all = 0;
   for (int64_t z = 0; z < Z;) {
     int64_t end;
-    const int r = sf__layout_reader(&s.L, z, &end);
+    const int r = sf__placement_reader(&s.L, z, &end);
     CHECK(end > z && z >= s.L.core0[r] && end <= s.L.core1[r],
           "plane %lld read by a rank holding it", (long long)z);
     if (r == s.rank)
@@ -79,7 +79,7 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
   /* Every voxel, core and halo, both datasets. */
   int64_t bad = 0;
   const int64_t planes = sf__store_planes(&s, s.rank);
-  const int64_t first = sf__layout_first(&s.L, s.rank);
+  const int64_t first = sf__placement_first(&s.L, s.rank);
   const int64_t extra = locality && s.L.hi[s.rank] > halo ? 3 - 1 - halo : 0;
   CHECK(planes == s.L.core1[s.rank] - s.L.core0[s.rank] + 2 * halo + extra,
         "planes held");
@@ -112,7 +112,7 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
     if (s.peer[r] != NULL && r != s.rank) {
       const float *seg = (const float *)s.peer[r];
       CHECK(seg[0] ==
-                slabfeed_index_value(0, 0, sf__layout_first(&s.L, r), 0, 0),
+                slabfeed_index_value(0, 0, sf__placement_first(&s.L, r), 0, 0),
             "peer %d segment readable", r);
     }
   sf__store_close(&s);

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
+#include "plan/batch.h"
 #include "check.h"
-#include "geometry.h"
+#include "common/geometry.h"
 
 static int64_t bad_tile, bad_plane, bad_count, bad_remote, bad_local, cases;
 
@@ -21,8 +21,8 @@ static int node_keeps(const sf__store *s, int v, int64_t z)
   for (int r = 0; r < s->size; r++)
     if (s->L.nodeof[r] == s->L.nodeof[v] &&
         s->L.groupof[r] == s->L.groupof[v] &&
-        sf__pmod(z - sf__layout_first(&s->L, r), s->shape[0]) <
-            sf__layout_planes(&s->L, r))
+        sf__pmod(z - sf__placement_first(&s->L, r), s->shape[0]) <
+            sf__placement_planes(&s->L, r))
       return 1;
   return 0;
 }
@@ -37,7 +37,7 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
   memset(&s, 0, sizeof s);
   sf__err e;
   sf__err_clear(&e);
-  if (sf__layout_make(&s.L, P, N, nodeof, Z, G, halo, locality, cz, &e) !=
+  if (sf__placement_make(&s.L, P, N, nodeof, Z, G, halo, locality, cz, &e) !=
       SLABFEED_OK)
     return; /* more ranks than planes in a group */
   s.size = P;
@@ -63,7 +63,7 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
       int remote = 0;
       for (int k = 0; k < np; k++) {
         const sf__piece *p = &pc[k];
-        const int64_t held = sf__layout_planes(&s.L, p->src);
+        const int64_t held = sf__placement_planes(&s.L, p->src);
         covered += p->n[0];
         bad_plane += p->q < 0 || p->q + p->n[0] > held;
         const int far = nodeof[p->src] != nodeof[v];
@@ -71,7 +71,7 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
         for (int64_t t = 0; t < p->n[0]; t++) {
           const int64_t want = sf__pmod(z + p->d[0] + t, Z);
           bad_plane +=
-              sf__pmod(sf__layout_first(&s.L, p->src) + p->q + t, Z) != want;
+              sf__pmod(sf__placement_first(&s.L, p->src) + p->q + t, Z) != want;
           bad_remote += far && node_keeps(&s, v, want);
         }
       }
@@ -82,7 +82,7 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
     }
   free(pc);
   free(zr);
-  sf__layout_free(&s.L);
+  sf__placement_free(&s.L);
 }
 
 int main(int argc, char **argv)

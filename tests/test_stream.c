@@ -1,7 +1,7 @@
 /* The global sample stream: the same for any rank count, DESIGN's batch
  * order, disjoint samples per rank, epochs, and exact resume by slabfeed_seek.
  */
-#include "sampler.h"
+#include "plan/sampler.h"
 #include "testutil.h"
 
 int main(int argc, char **argv)

@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "sampler.h"
-#include "symmetry.h"
-#include "transform.h"
+#include "plan/sampler.h"
+#include "common/symmetry.h"
+#include "transform/transform.h"
 
 static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
                                 {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};

@@ -1,0 +1,58 @@
+/* The back-end interface: how the loader facade (loader.c) produces
+ * batches without knowing where they live. A back end is chosen once at
+ * open (host batches or device batches) and sees only a narrow context:
+ * the options, the store, the batch plan and the statistics. Back ends
+ * call down (batch plan, gather, store, transform), never up. */
+#ifndef SF_BACKEND_H
+#define SF_BACKEND_H
+
+#include "plan/batch.h"
+#include "common/stats.h"
+
+#define SF_MAX_SLOTS 64 /* deepest ring: the prefetch limit of the config */
+
+typedef struct sf__backend sf__backend; /* defined by each back end */
+
+/* What a back end may use; all of it outlives the back end. */
+typedef struct sf__context {
+  const sf__config *cfg;
+  sf__store *store;
+  sf__batch_plan *plan;
+  sf__stats *stats;
+  int thread_level; /* MPI_Query_thread of the process */
+} sf__context;
+
+typedef struct sf__backend_ops {
+  const char *name;
+  /* Bytes of pageable host memory open will take (checked against the
+   * node's available memory before open, so that an impossible request
+   * fails there instead of meeting the OOM killer later). */
+  uint64_t (*host_bytes)(const sf__context *ctx);
+  /* Takes all memory and every resource the back end will need; nothing
+   * after it allocates. Called on every rank at open; the facade agrees on
+   * the outcome. On failure *out may be set and is then closed. */
+  slabfeed_status (*open)(const sf__context *ctx, sf__backend **out,
+                          sf__err *e);
+  /* (Re)starts production at batch (epoch, step); batches handed out
+   * before are void once their consumers pass. Called once after open and
+   * at every seek. */
+  slabfeed_status (*start)(sf__backend *b, uint64_t epoch, uint64_t step,
+                           sf__err *e);
+  /* Hands out the next batch in *out (a full struct of this library). */
+  slabfeed_status (*next)(sf__backend *b, void *stream, slabfeed_batch *out,
+                          sf__err *e);
+  /* Copies tensor t of a live batch into host memory dst of `bytes`. */
+  slabfeed_status (*copy_to_host)(sf__backend *b, const slabfeed_tensor *t,
+                                  size_t bytes, void *dst, sf__err *e);
+  /* Stops, waits for its own work, releases everything. NULL is a no-op. */
+  void (*close)(sf__backend *b);
+} sf__backend_ops;
+
+/* Host batches: gathered and transformed on the calling thread (host.c). */
+extern const sf__backend_ops sf__host_backend;
+
+/* Device batches (gpu.c; gpu_none.c in builds without CUDA, whose open
+ * fails with SLABFEED_ERR_UNSUPPORTED). */
+extern const sf__backend_ops sf__gpu_backend;
+
+#endif

@@ -1,0 +1,696 @@
+/* The GPU back end: crops go from the node's registered shared window (or,
+ * from other nodes, the pinned landing slot fetch.c filled ahead) to device
+ * staging with cudaMemcpy3DAsync on the copy stream, through the fused
+ * kernel on the compute stream into a ring of K batch slots. A loader
+ * thread produces ahead and never calls MPI; next (the caller's thread)
+ * drives the remote transfers, hands out a slot and makes the caller's
+ * stream wait on its ready event. All memory, streams and events are taken
+ * at open; nothing after it allocates, registers or synchronises the
+ * device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sched.h>
+
+#include "backend/backend.h"
+#include "cuda/cudart.h"
+#include "source/fetch.h"
+#include "common/inject.h"
+#include "common/nvtx.h"
+#include "transform/transform_gpu.h"
+#include "common/sys.h"
+
+#ifndef SF_STAGES
+#define SF_STAGES 2 /* crop staging buffers per dataset */
+#endif
+
+struct sf__backend {
+  sf__context ctx;
+  int device;
+  int K;
+  cudaStream_t copy, compute, aux;
+  float *dstage[SF_STAGES][SF_MAX_DSETS]; /* device crop staging */
+  cudaEvent_t staged[SF_STAGES], consumed[SF_STAGES];
+  int stage;
+  /* Remote pieces: K pinned landing slots (batch n lands in n % K), and
+   * the event after the copies that read each. Driven by the caller's
+   * thread (fetch); the producer reads a slot once `landed` passes it. */
+  float *landing[SF_MAX_SLOTS];
+  cudaEvent_t copied[SF_MAX_SLOTS];
+  sf__fetch fetch;
+  sf__fetch_map map; /* the producer's */
+  void *slot[SF_MAX_SLOTS][SF_MAX_DSETS];
+  cudaEvent_t ready[SF_MAX_SLOTS], released[SF_MAX_SLOTS];
+  int release_pending[SF_MAX_SLOTS]; /* released[k] was recorded and not
+                                        yet waited for by the producer */
+  void *reg[SF_MAX_SLOTS];           /* registered host ranges */
+  int nreg;
+
+  /* ring state, under mu */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int running, stop, failed;
+  pthread_t thread;
+  uint64_t produced, released_upto, next;
+  uint64_t landed; /* batches whose remote pieces are in their slot */
+  uint64_t start_epoch, start_step; /* position of batch 0 */
+  sf__err err;
+  cudaStream_t last_stream; /* the stream that received batch next - 1 */
+  int have_last;
+};
+
+static int slot_free(void *arg, int slot, int block);
+
+/* Records the first failure of either thread for the other and for next
+ * (with g->mu held; fail_ring takes it). */
+static void fail_locked(sf__backend *g, const sf__err *e)
+{
+  if (!g->failed) {
+    g->err = *e;
+    g->failed = 1;
+  }
+  pthread_cond_broadcast(&g->cv);
+}
+
+static void fail_ring(sf__backend *g, const sf__err *e)
+{
+  pthread_mutex_lock(&g->mu);
+  fail_locked(g, e);
+  pthread_mutex_unlock(&g->mu);
+}
+
+/* ---- Open / close ----------------------------------------------------------
+ */
+
+/* Registers the segments of every rank of the node (the crop sources) so
+ * the copy engine reads them directly. One range when the window maps them
+ * contiguously, else one per segment. */
+static slabfeed_status register_window(sf__backend *g, sf__err *e)
+{
+  const sf__store *s = g->ctx.store;
+  char *lo = NULL, *hi = NULL;
+  int64_t total = 0;
+  for (int r = 0; r < s->size; r++)
+    if (s->peer[r] != NULL && s->peer_bytes[r] > 0) {
+      char *b = s->peer[r], *t = b + s->peer_bytes[r];
+      lo = lo == NULL || b < lo ? b : lo;
+      hi = hi == NULL || t > hi ? t : hi;
+      total += s->peer_bytes[r];
+    }
+  sf__err probe;
+  sf__err_clear(&probe);
+  if (lo != NULL && hi - lo <= total + (int64_t)s->node_size * (1 << 22) &&
+      sf__cudart_host_register(lo, (size_t)(hi - lo), &probe) == SLABFEED_OK) {
+    g->reg[g->nreg++] = lo;
+    return SLABFEED_OK;
+  }
+  for (int r = 0; r < s->size && e->status == SLABFEED_OK; r++)
+    if (s->peer[r] != NULL && s->peer_bytes[r] > 0 && g->nreg < SF_MAX_SLOTS &&
+        sf__cudart_host_register(s->peer[r], (size_t)s->peer_bytes[r], e) ==
+            SLABFEED_OK)
+      g->reg[g->nreg++] = s->peer[r];
+  return e->status;
+}
+
+static slabfeed_status create_objects(sf__backend *g, sf__err *e)
+{
+  const sf__batch_plan *p = g->ctx.plan;
+  slabfeed_stats mem = {.staging_bytes = 0};
+  if (sf__cudart_stream_create(&g->copy, e) ||
+      sf__cudart_stream_create(&g->compute, e) ||
+      sf__cudart_stream_create(&g->aux, e))
+    return e->status;
+  for (int i = 0; i < SF_STAGES; i++)
+    if (sf__cudart_event_create(&g->staged[i], e) ||
+        sf__cudart_event_create(&g->consumed[i], e))
+      return e->status;
+  for (int k = 0; k < g->K; k++)
+    if (sf__cudart_event_create(&g->ready[k], e) ||
+        sf__cudart_event_create(&g->released[k], e) ||
+        sf__cudart_event_create(&g->copied[k], e))
+      return e->status;
+  for (int i = 0; i < SF_STAGES; i++)
+    for (int d = 0; d < p->ndsets; d++) {
+      const size_t bytes = (size_t)sf__batch_sample_elems(p, d) * sizeof(float);
+      if (sf__cudart_malloc((void **)&g->dstage[i][d], bytes, e))
+        return e->status;
+      mem.staging_bytes += bytes;
+    }
+  if (sf__fetch_needed(p))
+    for (int k = 0; k < g->K; k++) {
+      if (sf__cudart_host_alloc((void **)&g->landing[k],
+                                sf__fetch_slot_bytes(p), e))
+        return e->status;
+      mem.staging_bytes += sf__fetch_slot_bytes(p);
+    }
+  for (int k = 0; k < g->K; k++)
+    for (int d = 0; d < p->ndsets; d++) {
+      const size_t bytes = (size_t)p->B * (size_t)sf__batch_sample_bytes(p, d);
+      if (sf__cudart_malloc(&g->slot[k][d], bytes, e))
+        return e->status;
+      mem.staging_bytes += bytes;
+    }
+  sf__stats_add(g->ctx.stats, &mem);
+  return SLABFEED_OK;
+}
+
+static slabfeed_status gpu_open(const sf__context *ctx, sf__backend **out,
+                                sf__err *e)
+{
+  const sf__batch_plan *p = ctx->plan;
+  for (int d = 0; d < p->ndsets; d++)
+    if (sf__batch_sample_elems(p, d) >= ((int64_t)1 << 31))
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: one sample of '%s' has %lld elements; device "
+                      "batches need fewer than 2^31 per sample (smaller "
+                      "crop)",
+                      sf__config_dataset(ctx->cfg, d),
+                      (long long)sf__batch_sample_elems(p, d));
+  const int rank = ctx->store->rank;
+  sf__backend *g = calloc(1, sizeof *g);
+  *out = g;
+  if (g == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the GPU state");
+  g->ctx = *ctx;
+  g->device = ctx->cfg->pub.device;
+  g->K = p->K;
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_cond_init(&g->cv, NULL);
+  sf__err_clear(&g->err);
+  int count = 0;
+  sf__cudart_device_count(&count);
+  if (g->device >= count)
+    return sf__fail(e, SLABFEED_ERR_CUDA,
+                    "device %d requested but %d CUDA device(s) are visible",
+                    g->device, count);
+  /* The caller's current device is put back: open must not change it. */
+  int caller = 0;
+  if (sf__cudart_get_device(&caller, e) || sf__cudart_set_device(g->device, e))
+    return e->status;
+  if (register_window(g, e) == SLABFEED_OK && sf__inject("register", rank))
+    sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'register'");
+  if (e->status == SLABFEED_OK)
+    create_objects(g, e);
+  sf__err restore;
+  sf__err_clear(&restore);
+  sf__cudart_set_device(caller, e->status == SLABFEED_OK ? e : &restore);
+  if (e->status == SLABFEED_OK &&
+      sf__fetch_map_init(&g->map, p, e) == SLABFEED_OK)
+    sf__fetch_open(&g->fetch, p, ctx->store, g->K, g->landing, slot_free, g, e);
+  /* The loader thread never calls MPI: remote pieces move in next. */
+  const slabfeed_stats mode = {.loader_thread = 1};
+  sf__stats_add(ctx->stats, &mode);
+  return e->status;
+}
+
+static void stop_thread(sf__backend *g)
+{
+  if (!g->running)
+    return;
+  pthread_mutex_lock(&g->mu);
+  g->stop = 1;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+  pthread_join(g->thread, NULL);
+  g->running = 0;
+  g->stop = 0;
+}
+
+static void gpu_close(sf__backend *g)
+{
+  if (g == NULL)
+    return;
+  stop_thread(g);
+  sf__err e;
+  sf__err_clear(&e);
+  /* Closing may wait: our streams drain before their memory goes, and
+   * the transfers in flight are settled (collective, as close is). */
+  if (g->copy)
+    sf__cudart_stream_sync(g->copy, &e);
+  if (g->compute)
+    sf__cudart_stream_sync(g->compute, &e);
+  /* After a failed settle transfers may still write into the landing
+   * slots and use the requests: those are left allocated. */
+  sf__err settle;
+  sf__err_clear(&settle);
+  const int settled = sf__fetch_settle(&g->fetch, &settle) == SLABFEED_OK;
+  if (settled)
+    sf__fetch_close(&g->fetch);
+  sf__fetch_map_free(&g->map);
+  for (int k = 0; k < g->K; k++) {
+    for (int d = 0; d < SF_MAX_DSETS; d++)
+      sf__cudart_free(g->slot[k][d]);
+    if (settled)
+      sf__cudart_free_host(g->landing[k]);
+    sf__cudart_event_destroy(g->ready[k]);
+    sf__cudart_event_destroy(g->released[k]);
+    sf__cudart_event_destroy(g->copied[k]);
+  }
+  for (int i = 0; i < SF_STAGES; i++) {
+    for (int d = 0; d < SF_MAX_DSETS; d++)
+      sf__cudart_free(g->dstage[i][d]);
+    sf__cudart_event_destroy(g->staged[i]);
+    sf__cudart_event_destroy(g->consumed[i]);
+  }
+  for (int i = 0; i < g->nreg; i++)
+    sf__cudart_host_unregister(g->reg[i]);
+  sf__cudart_stream_destroy(g->copy);
+  sf__cudart_stream_destroy(g->compute);
+  sf__cudart_stream_destroy(g->aux);
+  pthread_mutex_destroy(&g->mu);
+  pthread_cond_destroy(&g->cv);
+  free(g);
+}
+
+/* ---- Producing a batch -----------------------------------------------------
+ */
+
+/* One cudaMemcpy3DAsync of `depth` planes of channel c of piece p, from
+ * plane k0 of the piece on: from view v (host memory) into its place in
+ * the device crop dst. The start positions are folded into the base
+ * pointers: the same bytes move either way. */
+static slabfeed_status copy_planes(const sf__view *v, int64_t c,
+                                   const sf__piece *p, int64_t k0,
+                                   int64_t depth, const int64_t crop[3],
+                                   float *dst, cudaStream_t s, sf__err *e)
+{
+  const float *from =
+      v->base +
+      ((c * v->dims[0] + v->at[0] + k0) * v->dims[1] + v->at[1]) * v->dims[2] +
+      v->at[2];
+  float *to = dst +
+              ((c * crop[0] + p->d[0] + k0) * crop[1] + p->d[1]) * crop[2] +
+              p->d[2];
+  struct cudaMemcpy3DParms m;
+  memset(&m, 0, sizeof m);
+  m.srcPtr.ptr = (void *)from;
+  m.srcPtr.pitch = (size_t)v->dims[2] * sizeof(float);
+  m.srcPtr.xsize = (size_t)v->dims[2];
+  m.srcPtr.ysize = (size_t)v->dims[1];
+  m.dstPtr.ptr = to;
+  m.dstPtr.pitch = (size_t)crop[2] * sizeof(float);
+  m.dstPtr.xsize = (size_t)crop[2];
+  m.dstPtr.ysize = (size_t)crop[1];
+  m.extent.width = (size_t)p->n[2] * sizeof(float);
+  m.extent.height = (size_t)p->n[1];
+  m.extent.depth = (size_t)depth;
+  m.kind = cudaMemcpyHostToDevice;
+  return sf__cudart_copy3d(&m, s, e);
+}
+
+/* Channel c of piece p: one copy. Built with SF_PLANE_COPIES (CMake
+ * SLABFEED_PLANE_COPIES, for compute-sanitizer initcheck runs only), a
+ * piece that covers part of the crop's rows is copied plane by plane:
+ * initcheck takes a 3D copy's destination for depth * height contiguous
+ * rows and then reports reads of staged data as uninitialised
+ * (bench/initcheck_probe.cu shows it on a plain buffer). */
+static slabfeed_status copy_piece(const sf__view *v, int64_t c,
+                                  const sf__piece *p, const int64_t crop[3],
+                                  float *dst, cudaStream_t s, sf__err *e)
+{
+#ifdef SF_PLANE_COPIES
+  if (p->n[1] != crop[1]) {
+    for (int64_t k = 0; k < p->n[0] && e->status == SLABFEED_OK; k++)
+      copy_planes(v, c, p, k, 1, crop, dst, s, e);
+    return e->status;
+  }
+#endif
+  return copy_planes(v, c, p, 0, p->n[0], crop, dst, s, e);
+}
+
+/* Stages sample i of slot `slot` into device staging st; remote pieces
+ * come from landing slot `land` (batch n lands in n % K). */
+static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
+                                  const float *land, slabfeed_stats *delta,
+                                  sf__err *e)
+{
+  sf__batch_plan *p = g->ctx.plan;
+  sf__store *s = g->ctx.store;
+  SF_RANGE_PUSH("plan");
+  const int n = sf__batch_pieces(p, slot, i);
+  SF_RANGE_POP();
+  SF_RANGE_PUSH("h2d");
+  const double t0 = sf__now();
+  for (int k = 0; k < n && e->status == SLABFEED_OK; k++) {
+    const sf__piece *pc = &p->pieces[k];
+    const int remote = sf__gather_remote(s, pc);
+    for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++) {
+      const float *landed =
+          remote ? land + sf__fetch_map_at(&g->map, s, d, pc) : NULL;
+      sf__view v;
+      const sf__from from = sf__gather_source(s, d, pc, landed, &v);
+      for (int64_t c = 0; c < s->channels[d] && e->status == SLABFEED_OK; c++)
+        copy_piece(&v, c, pc, p->crop, g->dstage[st][d], g->copy, e);
+      sf__gather_account(s, d, pc, from, delta);
+    }
+  }
+  delta->t_h2d += sf__now() - t0;
+  SF_RANGE_POP();
+  return e->status;
+}
+
+/* Waits (loader thread) until the remote pieces of batch n have landed;
+ * 0 when told to stop first. */
+static int wait_landed(sf__backend *g, uint64_t n)
+{
+  if (!g->fetch.active)
+    return 1;
+  pthread_mutex_lock(&g->mu);
+  while (!g->stop && !g->failed && g->landed <= n)
+    pthread_cond_wait(&g->cv, &g->mu);
+  const int go = !g->stop && !g->failed;
+  pthread_mutex_unlock(&g->mu);
+  return go;
+}
+
+/* Produces batch n of the current generation into its slot. */
+static slabfeed_status produce(sf__backend *g, uint64_t n, sf__err *e)
+{
+  sf__batch_plan *p = g->ctx.plan;
+  const int slot = (int)(n % (uint64_t)g->K);
+  slabfeed_stats delta = {.batches = 0};
+  uint64_t epoch, step;
+  sf__batch_position(p, g->start_epoch, g->start_step, n, &epoch, &step);
+  double t = sf__now();
+  sf__batch_plan_slot(p, slot, epoch, step);
+  const int land = (int)(n % (uint64_t)g->K);
+  if (g->fetch.active)
+    sf__fetch_map_batch(&g->map, p, p->rank,
+                        &p->origin[3 * (size_t)slot * (size_t)p->B]);
+  delta.t_plan = sf__now() - t;
+  /* The slot's last batch must be released by the consumer's stream. */
+  if (g->release_pending[slot]) {
+    if (sf__cudart_wait(g->compute, g->released[slot], e))
+      return e->status;
+    g->release_pending[slot] = 0;
+  }
+  for (int i = 0; i < p->B && e->status == SLABFEED_OK; i++) {
+    const int st = g->stage;
+    g->stage = (g->stage + 1) % SF_STAGES;
+    /* Staging st is free once the transform that last read it is done. */
+    if (sf__cudart_wait(g->copy, g->consumed[st], e) ||
+        stage_crop(g, slot, i, st, g->landing[land], &delta, e) ||
+        sf__cudart_record(g->staged[st], g->copy, e) ||
+        sf__cudart_wait(g->compute, g->staged[st], e))
+      break;
+    SF_RANGE_PUSH("transform");
+    t = sf__now();
+    const int32_t sym = sf__batch_symmetry(p, slot, i);
+    for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++) {
+      sf__kparams k;
+      sf__kparams_make(&p->xf[d], sym, &k);
+      char *out = (char *)g->slot[slot][d] +
+                  (size_t)i * (size_t)sf__batch_sample_bytes(p, d);
+      const cudaError_t rc =
+          sf__transform_launch(&k, g->dstage[st][d], out, g->compute);
+      if (rc != cudaSuccess)
+        sf__cudart_fail(e, rc, "transform kernel launch");
+      else
+        sf__cudart_launched("transform kernel", e);
+    }
+    delta.t_transform += sf__now() - t;
+    SF_RANGE_POP();
+    if (e->status == SLABFEED_OK)
+      sf__cudart_record(g->consumed[st], g->compute, e);
+  }
+  /* The landing slot is free again once these copies have read it. */
+  if (e->status == SLABFEED_OK && g->fetch.active)
+    sf__cudart_record(g->copied[land], g->copy, e);
+  if (e->status == SLABFEED_OK)
+    sf__cudart_record(g->ready[slot], g->compute, e);
+  sf__stats_add(g->ctx.stats, &delta);
+  return e->status;
+}
+
+static void *loader_thread(void *arg)
+{
+  sf__backend *g = arg;
+  sf__err e;
+  sf__err_clear(&e);
+  if (sf__cudart_set_device(g->device, &e) != SLABFEED_OK) {
+    fail_ring(g, &e);
+    return NULL;
+  }
+  for (;;) {
+    pthread_mutex_lock(&g->mu);
+    while (!g->stop && g->produced >= g->released_upto + (uint64_t)g->K)
+      pthread_cond_wait(&g->cv, &g->mu);
+    const uint64_t n = g->produced;
+    const int stop = g->stop;
+    pthread_mutex_unlock(&g->mu);
+    if (stop || !wait_landed(g, n))
+      break;
+    produce(g, n, &e);
+    pthread_mutex_lock(&g->mu);
+    if (e.status != SLABFEED_OK)
+      fail_locked(g, &e);
+    else
+      g->produced = n + 1;
+    pthread_cond_broadcast(&g->cv);
+    const int failed = g->failed;
+    pthread_mutex_unlock(&g->mu);
+    if (failed)
+      break;
+  }
+  return NULL;
+}
+
+/* ---- Handing out ------------------------------------------------------------
+ */
+
+/* The caller's stream must live on the loader's device: events cannot be
+ * recorded across devices. */
+static slabfeed_status check_stream(const sf__backend *g, cudaStream_t s,
+                                    sf__err *e)
+{
+  int dev = -1;
+  if (s == NULL || sf__cudart_stream_device(s, &dev, e) != SLABFEED_OK)
+    return e->status;
+  if (dev != g->device)
+    sf__fail(e, SLABFEED_ERR_ARG,
+             "slabfeed_next: the stream belongs to device %d but the "
+             "loader's batches live on device %d",
+             dev, g->device);
+  return e->status;
+}
+
+/* Caller's thread (inside fetch): the landing slot of the batch j being
+ * posted held batch j - K, which may be overwritten once the producer has
+ * staged it and those copies are done; always when the producer is
+ * stopped (its copies were waited for). */
+static int slot_free(void *arg, int slot, int block)
+{
+  sf__backend *g = arg;
+  const uint64_t j = g->fetch.recv_posted, K = (uint64_t)g->K;
+  if (j < K || !g->running)
+    return 1;
+  pthread_mutex_lock(&g->mu);
+  while (block && !g->failed && g->produced <= j - K)
+    pthread_cond_wait(&g->cv, &g->mu);
+  const int staged = g->produced > j - K, failed = g->failed;
+  pthread_mutex_unlock(&g->mu);
+  if (failed) /* the stream is void: nothing will read the slot */
+    return 1;
+  if (!staged)
+    return 0;
+  /* A failed check voids the stream (next reports it): the slot is
+   * then as good as free. */
+  sf__err e;
+  sf__err_clear(&e);
+  if (block) {
+    if (sf__cudart_event_sync(g->copied[slot], &e) != SLABFEED_OK)
+      fail_ring(g, &e);
+    return 1;
+  }
+  const int done = sf__cudart_event_done(g->copied[slot], &e);
+  if (done < 0 || e.status != SLABFEED_OK) {
+    fail_ring(g, &e);
+    return 1;
+  }
+  return done;
+}
+
+/* Caller's thread: waits until batch n is produced. With remote pieces it
+ * drives their transfers meanwhile (gpu_next has requested them up to K
+ * batches ahead): blocks
+ * in MPI only for the batch the producer waits on, and otherwise polls so
+ * that the transfers other ranks wait on keep moving. */
+static slabfeed_status wait_batch(sf__backend *g, uint64_t n, sf__err *e)
+{
+  sf__fetch *f = &g->fetch;
+  sf__err fe;
+  sf__err_clear(&fe);
+  pthread_mutex_lock(&g->mu);
+  for (;;) {
+    if (fe.status != SLABFEED_OK)
+      fail_locked(g, &fe);
+    if (g->failed) {
+      *e = g->err;
+      break;
+    }
+    if (f->active && g->landed != f->landed) {
+      g->landed = f->landed;
+      pthread_cond_broadcast(&g->cv);
+    }
+    if (g->produced > n)
+      break;
+    if (!f->active) {
+      pthread_cond_wait(&g->cv, &g->mu);
+      continue;
+    }
+    const uint64_t need = g->produced; /* the producer's batch */
+    pthread_mutex_unlock(&g->mu);
+    if (f->landed <= need) {
+      sf__fetch_wait(f, need, &fe);
+      pthread_mutex_lock(&g->mu);
+    } else {
+      /* The producer is staging: keep the transfers moving (other ranks
+       * wait on them; below MPI_THREAD_MULTIPLE they progress only while
+       * this thread is inside MPI), and see it done at once. */
+      sf__fetch_pump(f, n + (uint64_t)g->K - 1, &fe);
+      sched_yield();
+      pthread_mutex_lock(&g->mu);
+    }
+  }
+  pthread_mutex_unlock(&g->mu);
+  return e->status;
+}
+
+static slabfeed_status gpu_next(sf__backend *g, void *stream,
+                                slabfeed_batch *out, sf__err *e)
+{
+  sf__batch_plan *p = g->ctx.plan;
+  cudaStream_t s = (cudaStream_t)stream;
+  const uint64_t n = g->next;
+  /* The transfers other ranks wait on are posted first, so that a call
+   * failing below still serves them (peers learn of the failure at the
+   * application's next agreement instead of waiting for a message). */
+  if (g->fetch.active &&
+      sf__fetch_pump(&g->fetch, n + (uint64_t)g->K - 1, e) != SLABFEED_OK)
+    return e->status;
+  if ((!g->have_last || s != g->last_stream) && check_stream(g, s, e))
+    return e->status;
+  /* Batch n - 1 is released once the stream that received it gets past
+   * this point; the producer waits for that before it writes the slot
+   * again. */
+  if (g->have_last) {
+    const uint64_t prev = (n - 1) % (uint64_t)g->K;
+    if (sf__cudart_record(g->released[prev], g->last_stream, e))
+      return e->status;
+    g->release_pending[prev] = 1;
+  }
+  SF_RANGE_PUSH("wait");
+  const double t0 = sf__now();
+  pthread_mutex_lock(&g->mu);
+  g->released_upto = n;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+  const int failed = wait_batch(g, n, e) != SLABFEED_OK;
+  slabfeed_stats delta = {.t_wait = sf__now() - t0};
+  sf__fetch_take(&g->fetch, &delta);
+  SF_RANGE_POP();
+  if (failed)
+    return e->status;
+  const int slot = (int)(n % (uint64_t)g->K);
+  if (sf__cudart_wait(s, g->ready[slot], e))
+    return e->status;
+  g->last_stream = s;
+  g->have_last = 1;
+  uint64_t epoch, step;
+  sf__batch_position(p, g->start_epoch, g->start_step, n, &epoch, &step);
+  sf__batch_describe(p, slot, g->slot[slot], epoch, step, out);
+  out->ready_event = g->ready[slot];
+  g->next = n + 1;
+  delta.batches = 1;
+  delta.samples = (uint64_t)p->B;
+  for (int d = 0; d < p->ndsets; d++)
+    delta.bytes_out += (uint64_t)p->B * (uint64_t)sf__batch_sample_bytes(p, d);
+  sf__stats_add(g->ctx.stats, &delta);
+  return SLABFEED_OK;
+}
+
+static slabfeed_status gpu_start(sf__backend *g, uint64_t epoch, uint64_t step,
+                                 sf__err *e)
+{
+  stop_thread(g);
+  /* A local failure is held until the collective settle below is done
+   * (ranks waiting in it would hang otherwise), then kept: next reports
+   * it instead of waiting for a thread that is not there. */
+  sf__err local;
+  sf__err_clear(&local);
+  if (g->failed)
+    local = g->err;
+  /* Every slot produced so far is released once the consumer's stream
+   * passes this point; the next generation waits on that. */
+  if (g->have_last)
+    for (int k = 0; k < g->K && local.status == SLABFEED_OK; k++)
+      if (sf__cudart_record(g->released[k], g->last_stream, &local) ==
+          SLABFEED_OK)
+        g->release_pending[k] = 1;
+  /* Transfers in flight end with the generation (collective: every rank
+   * seeks at the same point); their landing slots are read by copies that
+   * must be done first. */
+  if (g->fetch.active) {
+    if (local.status == SLABFEED_OK)
+      sf__cudart_stream_sync(g->copy, &local);
+    sf__err settle;
+    sf__err_clear(&settle);
+    if (sf__fetch_settle(&g->fetch, &settle) != SLABFEED_OK &&
+        local.status == SLABFEED_OK)
+      local = settle;
+  }
+  sf__fetch_begin(&g->fetch, epoch, step);
+  g->start_epoch = epoch;
+  g->start_step = step;
+  g->produced = g->released_upto = g->next = g->landed = 0;
+  /* Batch numbers restart at 0; there is no previous batch to release. */
+  g->have_last = 0;
+  if (local.status == SLABFEED_OK &&
+      pthread_create(&g->thread, NULL, loader_thread, g) != 0)
+    sf__fail(&local, SLABFEED_ERR_NOMEM, "cannot start the loader thread");
+  if (local.status != SLABFEED_OK) {
+    g->err = local;
+    g->failed = 1;
+    *e = local;
+    return e->status;
+  }
+  g->running = 1;
+  return SLABFEED_OK;
+}
+
+static slabfeed_status gpu_copy_to_host(sf__backend *g,
+                                        const slabfeed_tensor *t, size_t bytes,
+                                        void *dst, sf__err *e)
+{
+  const sf__batch_plan *p = g->ctx.plan;
+  const char *q = t->data;
+  for (int k = 0; k < g->K; k++)
+    for (int d = 0; d < p->ndsets; d++) {
+      const char *base = g->slot[k][d];
+      const size_t size = (size_t)p->B * (size_t)sf__batch_sample_bytes(p, d);
+      if (q < base || q + bytes > base + size)
+        continue;
+      if (sf__cudart_wait(g->aux, g->ready[k], e) ||
+          sf__cudart_copy(dst, q, bytes, cudaMemcpyDeviceToHost, g->aux, e) ||
+          sf__cudart_stream_sync(g->aux, e))
+        return e->status;
+      return SLABFEED_OK;
+    }
+  return sf__fail(e, SLABFEED_ERR_ARG,
+                  "slabfeed_copy_to_host: the tensor is not a batch of this "
+                  "loader");
+}
+
+/* Device batches take pinned and device memory only (whose allocations
+ * fail cleanly), no pageable host memory. */
+static uint64_t gpu_host_bytes(const sf__context *ctx)
+{
+  (void)ctx;
+  return 0;
+}
+
+const sf__backend_ops sf__gpu_backend = {
+    "gpu",    gpu_host_bytes,   gpu_open,  gpu_start,
+    gpu_next, gpu_copy_to_host, gpu_close,
+};

@@ -1,0 +1,282 @@
+#include "config/config.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A caller's struct must reach at least the required fields. */
+#define SF_CONFIG_MIN (offsetof(slabfeed_config, input) + sizeof(const char *))
+
+void slabfeed_config_init_sized(slabfeed_config *cfg, size_t size)
+{
+  if (cfg == NULL || size < sizeof(size_t))
+    return;
+  slabfeed_config d;
+  memset(&d, 0, sizeof d);
+  d.size = size;
+  d.layout = SLABFEED_LAYOUT_AUTO;
+  d.crop[0] = d.crop[1] = d.crop[2] = 64;
+  d.batch = 1;
+  d.symmetries = SLABFEED_SYM_ALL;
+  d.dtype = SLABFEED_DTYPE_F32;
+  d.out_layout = SLABFEED_OUT_NCDHW;
+  d.device = -1;
+  d.prefetch = 2;
+  d.rank_per_node = -1;
+  sf__sized_init(cfg, size, &d, sizeof d);
+}
+
+/* Checks of the options alone. */
+static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
+{
+  if (c->path == NULL || c->path[0] == '\0')
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: path (the HDF5 file) is required");
+  if (strlen(c->path) >= SF_PATH_MAX)
+    return sf__fail(e, SLABFEED_ERR_ARG, "config: path is longer than %d bytes",
+                    SF_PATH_MAX - 1);
+  if (c->input == NULL || c->input[0] == '\0')
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: input (the dataset name) is required");
+  if (strlen(c->input) >= SF_NAME_MAX ||
+      (c->target != NULL && strlen(c->target) >= SF_NAME_MAX))
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: dataset names are limited to %d bytes",
+                    SF_NAME_MAX - 1);
+  if ((unsigned)c->layout > SLABFEED_LAYOUT_CL)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: layout %d is not auto, cf or cl", (int)c->layout);
+  if (c->batch < 1)
+    return sf__fail(e, SLABFEED_ERR_ARG, "config: batch is %d; it must be >= 1",
+                    c->batch);
+  if (c->prefetch < 1 || c->prefetch > 64)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: prefetch depth is %d; it must be in 1..64",
+                    c->prefetch);
+  for (int a = 0; a < 3; a++)
+    if (c->crop[a] < 1)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: crop extent %lld on axis %d must be >= 1",
+                      (long long)c->crop[a], a);
+  if ((unsigned)c->symmetries > SLABFEED_SYM_NONE)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: symmetries %d is not all, rotations or none",
+                    (int)c->symmetries);
+  if (c->symmetries != SLABFEED_SYM_NONE &&
+      (c->crop[0] != c->crop[1] || c->crop[0] != c->crop[2]))
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: crop %lldx%lldx%lld is not cubic; symmetries "
+                    "other than 'none' need a cubic crop",
+                    (long long)c->crop[0], (long long)c->crop[1],
+                    (long long)c->crop[2]);
+  if ((unsigned)c->dtype > SLABFEED_DTYPE_BF16 ||
+      (unsigned)c->out_layout > SLABFEED_OUT_NDHWC)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: unknown dtype or output layout");
+  if (c->halo < 0)
+    return sf__fail(e, SLABFEED_ERR_ARG, "config: halo %d must be >= 0",
+                    c->halo);
+  if (c->n_input_vectors < 0 || c->n_input_vectors > SLABFEED_MAX_VECTORS ||
+      c->n_target_vectors < 0 || c->n_target_vectors > SLABFEED_MAX_VECTORS)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: at most %d vector groups per dataset",
+                    SLABFEED_MAX_VECTORS);
+  if (c->n_target_vectors > 0 && c->target == NULL)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: target vector groups without a target dataset");
+  if (c->device < -1)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: device %d (use -1 for host batches)", c->device);
+  if (c->group_nodes < -1)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: group_nodes %d (0 from the memory budget, -1 all "
+                    "nodes, k > 0 k nodes per group)",
+                    c->group_nodes);
+  if (c->locality < 0 || c->locality > 1)
+    return sf__fail(e, SLABFEED_ERR_ARG, "config: locality %d is not 0 or 1",
+                    c->locality);
+  if (c->rank_per_node < -1 || c->rank_per_node > 1)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: rank_per_node %d is not -1, 0 or 1",
+                    c->rank_per_node);
+  return SLABFEED_OK;
+}
+
+slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
+                                  sf__err *e)
+{
+  memset(c, 0, sizeof *c);
+  if (user->size < SF_CONFIG_MIN)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: size %zu is too small (at least %zu): initialise "
+                    "the struct with slabfeed_config_init",
+                    user->size, (size_t)SF_CONFIG_MIN);
+  slabfeed_config_init(&c->pub);
+  const size_t n = user->size < sizeof c->pub ? user->size : sizeof c->pub;
+  memcpy(&c->pub, user, n);
+  c->pub.size = sizeof c->pub;
+  if (check_options(&c->pub, e) != SLABFEED_OK)
+    return e->status;
+  snprintf(c->path, sizeof c->path, "%s", c->pub.path);
+  snprintf(c->input, sizeof c->input, "%s", c->pub.input);
+  c->pub.path = c->path;
+  c->pub.input = c->input;
+  if (c->pub.target != NULL) {
+    snprintf(c->target, sizeof c->target, "%s", c->pub.target);
+    c->pub.target = c->target;
+  }
+  c->ndsets = c->pub.target != NULL ? 2 : 1;
+  c->rank_per_node = c->pub.rank_per_node;
+  if (c->rank_per_node < 0) {
+    const char *env = getenv(SLABFEED_ENV_RANK_PER_NODE);
+    c->rank_per_node = env != NULL && env[0] == '1';
+  }
+  c->group_nodes = c->pub.group_nodes;
+  const char *g = getenv(SLABFEED_ENV_GROUP_NODES);
+  if (c->group_nodes == 0 && g != NULL && g[0] != '\0') {
+    char *end;
+    const long v = strtol(g, &end, 10);
+    if (*end != '\0' || v < -1 || v > INT_MAX)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "%s='%s' is not -1, 0 or a node count",
+                      SLABFEED_ENV_GROUP_NODES, g);
+    c->group_nodes = (int)v;
+  }
+  const char *how = getenv("SLABFEED_REMOTE");
+  if (how != NULL && how[0] != '\0' && strcmp(how, "get") != 0 &&
+      strcmp(how, "send") != 0)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "SLABFEED_REMOTE='%s' is not 'send' or 'get'", how);
+  c->remote_get = how != NULL && strcmp(how, "get") == 0;
+  return SLABFEED_OK;
+}
+
+const char *sf__config_dataset(const sf__config *c, int d)
+{
+  return d == 0 ? c->input : c->target;
+}
+
+/* FNV-1a over the options, so that ranks can compare them. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+static uint64_t config_hash(const sf__config *cc)
+{
+  const slabfeed_config *c = &cc->pub;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  h = fnv(h, cc->path, strlen(cc->path) + 1);
+  h = fnv(h, cc->input, strlen(cc->input) + 1);
+  h = fnv(h, cc->ndsets == 2 ? cc->target : "", strlen(cc->target) + 1);
+  const int64_t nums[] = {c->layout,
+                          c->crop[0],
+                          c->crop[1],
+                          c->crop[2],
+                          c->batch,
+                          (int64_t)c->seed,
+                          c->symmetries,
+                          c->dtype,
+                          c->out_layout,
+                          c->prefetch,
+                          c->halo,
+                          c->n_input_vectors,
+                          c->n_target_vectors,
+                          (int64_t)c->steps_per_epoch,
+                          c->device < 0 ? -1 : 0,
+                          cc->rank_per_node,
+                          cc->ndsets,
+                          cc->group_nodes,
+                          (int64_t)c->node_memory,
+                          c->locality,
+                          cc->remote_get};
+  h = fnv(h, nums, sizeof nums);
+  h = fnv(h, c->input_vectors, sizeof(int) * 3 * (size_t)c->n_input_vectors);
+  return fnv(h, c->target_vectors,
+             sizeof(int) * 3 * (size_t)c->n_target_vectors);
+}
+
+slabfeed_status sf__config_agree(MPI_Comm comm, const sf__config *c, sf__err *e)
+{
+  /* A failure found earlier (say, a bad option on one rank) is reported as
+   * it is, not as a difference of options. */
+  if (sf__agree(comm, e) != SLABFEED_OK)
+    return e->status;
+  /* One reduction gives the minimum and the maximum of the hashes. */
+  const uint64_t h = config_hash(c);
+  uint64_t both[2] = {h, ~h}, ext[2];
+  SF_MPI_GOTO(MPI_Allreduce(both, ext, 2, MPI_UINT64_T, MPI_MIN, comm), e, out);
+  if (ext[0] != h || ~ext[1] != h)
+    sf__fail(
+        e, SLABFEED_ERR_ARG,
+        "config: the options differ between ranks (all ranks must pass "
+        "the same slabfeed_config, device aside, and see the same %s, %s and "
+        "SLABFEED_REMOTE)",
+        SLABFEED_ENV_RANK_PER_NODE, SLABFEED_ENV_GROUP_NODES);
+out:
+  return sf__agree(comm, e);
+}
+
+/* Vector groups of a dataset must name distinct channels in [0, C). */
+static slabfeed_status check_vectors(const char *what, int n, const int (*g)[3],
+                                     int64_t C, sf__err *e)
+{
+  int used[SF_MAX_CHANNELS] = {0};
+  for (int v = 0; v < n; v++)
+    for (int a = 0; a < 3; a++) {
+      const int k = g[v][a];
+      if (k < 0 || k >= C)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: %s vector group %d names channel %d, but the "
+                        "dataset has channels 0..%lld",
+                        what, v, k, (long long)C - 1);
+      if (used[k]++)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: %s vector channel %d is used twice", what, k);
+    }
+  return SLABFEED_OK;
+}
+
+slabfeed_status sf__config_check_data(const sf__config *c,
+                                      const slabfeed_dataset_info info[],
+                                      sf__err *e)
+{
+  const slabfeed_config *p = &c->pub;
+  if (c->ndsets == 2)
+    for (int a = 0; a < 3; a++)
+      if (info[0].shape[a] != info[1].shape[a])
+        return sf__fail(
+            e, SLABFEED_ERR_FORMAT,
+            "input '%s' has box %lldx%lldx%lld but target '%s' has "
+            "%lldx%lldx%lld in '%s': both must cover the same box",
+            c->input, (long long)info[0].shape[0], (long long)info[0].shape[1],
+            (long long)info[0].shape[2], c->target, (long long)info[1].shape[0],
+            (long long)info[1].shape[1], (long long)info[1].shape[2], c->path);
+  for (int d = 0; d < c->ndsets; d++)
+    if (info[d].channels > SF_MAX_CHANNELS)
+      return sf__fail(e, SLABFEED_ERR_FORMAT,
+                      "dataset '%s' has %lld channels; at most %d",
+                      sf__config_dataset(c, d), (long long)info[d].channels,
+                      SF_MAX_CHANNELS);
+  for (int a = 0; a < 3; a++)
+    if (p->crop[a] > info[0].shape[a])
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: crop %lldx%lldx%lld is larger than the box "
+                      "%lldx%lldx%lld of '%s' in '%s'",
+                      (long long)p->crop[0], (long long)p->crop[1],
+                      (long long)p->crop[2], (long long)info[0].shape[0],
+                      (long long)info[0].shape[1], (long long)info[0].shape[2],
+                      c->input, c->path);
+  if (check_vectors("input", p->n_input_vectors,
+                    (const int(*)[3])p->input_vectors, info[0].channels,
+                    e) != SLABFEED_OK)
+    return e->status;
+  if (c->ndsets == 2)
+    check_vectors("target", p->n_target_vectors,
+                  (const int(*)[3])p->target_vectors, info[1].channels, e);
+  return e->status;
+}

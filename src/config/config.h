@@ -1,0 +1,48 @@
+/* Loader options: defaults, the import of a caller's (sized) struct, the
+ * checks of the options alone and against the file's datasets, and the
+ * agreement of all ranks on everything that shapes the sequence of
+ * collective calls. */
+#ifndef SF_CONFIG_H
+#define SF_CONFIG_H
+
+#include "common/errors.h"
+#include "slabfeed_tools.h"
+
+#define SF_PATH_MAX 4096
+#define SF_NAME_MAX 256
+#define SF_MAX_CHANNELS 64
+
+/* The options of one loader, owned by it. */
+typedef struct sf__config {
+  slabfeed_config pub; /* this library's full struct; strings point below */
+  char path[SF_PATH_MAX], input[SF_NAME_MAX], target[SF_NAME_MAX];
+  int ndsets;        /* 1, or 2 with a target */
+  int rank_per_node; /* resolved: the option, else the environment */
+  int group_nodes;   /* resolved: the option when not 0, else the
+                        environment (SLABFEED_GROUP_NODES), else 0 */
+  int remote_get;    /* resolved SLABFEED_REMOTE: 1 "get" (MPI_Rget per
+                        piece), 0 "send" (default; fetch.h) */
+} sf__config;
+
+/* Copies the caller's struct (its size first; missing fields take their
+ * defaults) into *c and checks the options alone (no file needed). */
+slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
+                                  sf__err *e);
+
+/* Collective over comm. Fails on every rank unless all ranks hold the same
+ * options (device aside), rank_per_node as resolved from the environment
+ * included: it decides which communicators the store creates. */
+slabfeed_status sf__config_agree(MPI_Comm comm, const sf__config *c,
+                                 sf__err *e);
+
+/* Checks the options against the datasets found in the file (info[0] the
+ * input, info[1] the target): same box, channel count, crop inside the
+ * box, vector groups naming distinct channels. Local. */
+slabfeed_status sf__config_check_data(const sf__config *c,
+                                      const slabfeed_dataset_info info[],
+                                      sf__err *e);
+
+/* Name of dataset d (0 input, 1 target). */
+const char *sf__config_dataset(const sf__config *c, int d);
+
+#endif

@@ -1,0 +1,470 @@
+#include "io/h5.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/geometry.h"
+
+int sf__h5_is_parallel(void)
+{
+#ifdef H5_HAVE_PARALLEL
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+void sf__h5_quiet_begin(sf__h5_quiet *q)
+{
+  if (H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data) < 0) {
+    q->func = NULL;
+    q->data = NULL;
+  }
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+void sf__h5_quiet_end(const sf__h5_quiet *q)
+{
+  H5Eset_auto2(H5E_DEFAULT, q->func, q->data);
+}
+
+/* Walk callback: keep the innermost description (the first one upward). */
+static herr_t innermost(unsigned n, const H5E_error2_t *err, void *data)
+{
+  if (n == 0 && err->desc != NULL)
+    snprintf((char *)data, 256, "%s", err->desc);
+  return 0;
+}
+
+void sf__h5_detail(sf__err *e)
+{
+  char desc[256] = "";
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, desc);
+  H5Eclear2(H5E_DEFAULT);
+  const size_t used = strlen(e->msg);
+  if (desc[0] != '\0' && used + 16 < sizeof e->msg)
+    snprintf(e->msg + used, sizeof e->msg - used, " (HDF5: %s)", desc);
+}
+
+/* Open MPI 4.1's sharedfp/lockedfile component formats the file name and
+ * a suffix into a 256-byte buffer and aborts the process ("buffer overflow
+ * detected") for long paths; HDF5's MPI-IO open reaches it. The suffix
+ * length varies with the job (the abort was seen from 228 bytes here, 245
+ * elsewhere), so paths from 200 bytes on are refused unless the component
+ * is excluded. */
+#define SF_OMPI_PATH_LIMIT 200
+
+static int is_open_mpi(void)
+{
+  char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  int n = 0;
+  return MPI_Get_library_version(v, &n) == MPI_SUCCESS &&
+         strstr(v, "Open MPI") != NULL;
+}
+
+static slabfeed_status check_path_length(const char *path, sf__err *e)
+{
+  if (!sf__h5_is_parallel() || strlen(path) < SF_OMPI_PATH_LIMIT ||
+      !is_open_mpi())
+    return SLABFEED_OK;
+  const char *fp = getenv("OMPI_MCA_sharedfp");
+  if (fp != NULL && strstr(fp, "^") == fp && strstr(fp, "lockedfile") != NULL)
+    return SLABFEED_OK;
+  return sf__fail(e, SLABFEED_ERR_ARG,
+                  "path of %zu bytes: Open MPI's sharedfp/lockedfile "
+                  "component aborts the process for MPI-IO paths of %d bytes "
+                  "and more (a fixed-size buffer); set "
+                  "OMPI_MCA_sharedfp=^lockedfile in the "
+                  "environment (slabfeed does not use shared file pointers), "
+                  "or use a shorter path: '%.60s...'",
+                  strlen(path), SF_OMPI_PATH_LIMIT, path);
+}
+
+slabfeed_status sf__h5_preflight(const char *path, int for_write, sf__err *e)
+{
+  if (check_path_length(path, e) != SLABFEED_OK)
+    return e->status;
+  struct stat st;
+  if (!for_write) {
+    if (stat(path, &st) != 0)
+      return sf__fail(e, SLABFEED_ERR_IO, "cannot open HDF5 file '%s': %s",
+                      path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+      return sf__fail(e, SLABFEED_ERR_IO,
+                      "'%s' is not a regular file (an HDF5 file is needed)",
+                      path);
+    if (access(path, R_OK) != 0)
+      return sf__fail(e, SLABFEED_ERR_IO, "cannot read '%s': %s", path,
+                      strerror(errno));
+    return SLABFEED_OK;
+  }
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "'%s' is a directory; give a file name to write", path);
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash == NULL)
+    snprintf(dir, sizeof dir, ".");
+  else if (slash == dir)
+    dir[1] = '\0';
+  else
+    *slash = '\0';
+  if (access(dir, W_OK | X_OK) != 0)
+    return sf__fail(e, SLABFEED_ERR_IO, "cannot write into directory '%s': %s",
+                    dir, strerror(errno));
+  return SLABFEED_OK;
+}
+
+uint64_t sf__h5_file_bytes(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+slabfeed_status sf__h5_check_size(hid_t dset, const char *path,
+                                  const char *name, uint64_t before, sf__err *e)
+{
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "'%s' disappeared while it was read: %s", path,
+                    strerror(errno));
+  const uint64_t now = (uint64_t)st.st_size;
+  if (before > 0 && now < before)
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "'%s' shrank from %llu to %llu bytes while it was read "
+                    "(truncated or being rewritten; the missing part would "
+                    "read as zeros)",
+                    path, (unsigned long long)before, (unsigned long long)now);
+  /* Contiguous storage: where the data ends is one metadata query. */
+  const haddr_t off = H5Dget_offset(dset);
+  if (off == HADDR_UNDEF) {
+    H5Eclear2(H5E_DEFAULT);
+    return SLABFEED_OK;
+  }
+  const uint64_t end = (uint64_t)off + (uint64_t)H5Dget_storage_size(dset);
+  if (now < end)
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "'%s' is %llu bytes but the data of '%s' ends at byte "
+                    "%llu: the file was truncated or is still being written "
+                    "(the missing part would read as zeros)",
+                    path, (unsigned long long)now, name,
+                    (unsigned long long)end);
+  return SLABFEED_OK;
+}
+
+slabfeed_status sf__h5_open(MPI_Comm comm, const char *path, hid_t *file,
+                            sf__err *e)
+{
+  *file = H5I_INVALID_HID;
+  const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (fapl < 0)
+    return sf__fail(e, SLABFEED_ERR_IO, "H5Pcreate(FILE_ACCESS) failed");
+#ifdef H5_HAVE_PARALLEL
+  if (H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0 ||
+      H5Pset_all_coll_metadata_ops(fapl, 1) < 0) {
+    H5Pclose(fapl);
+    return sf__fail(e, SLABFEED_ERR_IO, "cannot set the MPI-IO driver for '%s'",
+                    path);
+  }
+#else
+  (void)comm;
+#endif
+  *file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+  if (*file < 0) { /* read the error stack before any other HDF5 call */
+    sf__fail(e, SLABFEED_ERR_IO, "cannot open HDF5 file '%s'", path);
+    sf__h5_detail(e);
+  }
+  H5Pclose(fapl);
+  return e->status;
+}
+
+/* Decides the layout of dims: channels-first when dims[0] is smaller than
+ * every other extent and dims[3] is not smaller than both middle ones;
+ * channels-last the other way round. When both ends are smaller than the
+ * middle extents ((3,16,16,4): 3 channels of 16x16x4, or 4 channels of
+ * 3x16x16?) or neither is, it is ambiguous. */
+static slabfeed_file_layout guess_layout(const int64_t d[4])
+{
+  const int64_t mid = d[1] < d[2] ? d[1] : d[2];
+  const int first = d[0] < mid && d[0] < d[3];
+  const int last = d[3] < mid && d[3] < d[0];
+  const int first_small = d[0] < mid, last_small = d[3] < mid;
+  if (first_small && last_small)
+    return SLABFEED_LAYOUT_AUTO;
+  if (first && !last)
+    return SLABFEED_LAYOUT_CF;
+  if (last && !first)
+    return SLABFEED_LAYOUT_CL;
+  return SLABFEED_LAYOUT_AUTO;
+}
+
+/* The layout recorded in the dataset's "layout" attribute ("cf" or "cl",
+ * written by slabfeed-gen), or AUTO when there is none. */
+static slabfeed_file_layout recorded_layout(hid_t dset)
+{
+  slabfeed_file_layout lay = SLABFEED_LAYOUT_AUTO;
+  if (H5Aexists(dset, SF_LAYOUT_ATTR) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return lay;
+  }
+  const hid_t a = H5Aopen(dset, SF_LAYOUT_ATTR, H5P_DEFAULT);
+  const hid_t t = H5Tcopy(H5T_C_S1);
+  char v[8] = "";
+  if (a >= 0 && t >= 0 && H5Tset_size(t, sizeof v - 1) >= 0 &&
+      H5Aread(a, t, v) >= 0) {
+    if (strncmp(v, "cf", 2) == 0)
+      lay = SLABFEED_LAYOUT_CF;
+    else if (strncmp(v, "cl", 2) == 0)
+      lay = SLABFEED_LAYOUT_CL;
+  }
+  if (t >= 0)
+    H5Tclose(t);
+  if (a >= 0)
+    H5Aclose(a);
+  H5Eclear2(H5E_DEFAULT);
+  return lay;
+}
+
+static slabfeed_status describe(hid_t dset, const char *path, const char *name,
+                                slabfeed_file_layout want,
+                                slabfeed_dataset_info *info, sf__err *e)
+{
+  memset(info, 0, sizeof *info);
+  info->size = sizeof *info;
+  const hid_t type = H5Dget_type(dset);
+  const H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+  const size_t tsize = type >= 0 ? H5Tget_size(type) : 0;
+  if (type >= 0)
+    H5Tclose(type);
+  if (cls != H5T_FLOAT)
+    return sf__fail(e, SLABFEED_ERR_FORMAT,
+                    "dataset '%s' in '%s' is not floating point (HDF5 type "
+                    "class %d); slabfeed reads float16/32/64 data only",
+                    name, path, (int)cls);
+  info->type_bits = (int)(tsize * 8);
+
+  const hid_t space = H5Dget_space(dset);
+  const int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+  hsize_t dims[4] = {0, 0, 0, 0};
+  if (rank == 4)
+    H5Sget_simple_extent_dims(space, dims, NULL);
+  if (space >= 0)
+    H5Sclose(space);
+  if (rank != 4)
+    return sf__fail(e, SLABFEED_ERR_FORMAT,
+                    "dataset '%s' in '%s' has rank %d; expected rank 4, "
+                    "(C,Z,Y,X) or (Z,Y,X,C)",
+                    name, path, rank);
+  for (int a = 0; a < 4; a++)
+    info->dims[a] = (int64_t)dims[a];
+  for (int a = 0; a < 4; a++)
+    if (info->dims[a] < 1 || info->dims[a] > 65535)
+      return sf__fail(e, SLABFEED_ERR_FORMAT,
+                      "dataset '%s' in '%s' has extent %lld on axis %d; "
+                      "every extent must be in [1, 65535]",
+                      name, path, (long long)info->dims[a], a);
+
+  slabfeed_file_layout lay = want;
+  if (lay == SLABFEED_LAYOUT_AUTO)
+    lay = recorded_layout(dset);
+  if (lay == SLABFEED_LAYOUT_AUTO)
+    lay = guess_layout(info->dims);
+  if (lay == SLABFEED_LAYOUT_AUTO)
+    return sf__fail(e, SLABFEED_ERR_FORMAT,
+                    "dataset '%s' in '%s' has shape (%lld,%lld,%lld,%lld): "
+                    "layout auto cannot tell channels-first from "
+                    "channels-last; set the layout (cf or cl)",
+                    name, path, (long long)dims[0], (long long)dims[1],
+                    (long long)dims[2], (long long)dims[3]);
+  info->layout = lay;
+  const int c_axis = lay == SLABFEED_LAYOUT_CF ? 0 : 3;
+  const int s0 = lay == SLABFEED_LAYOUT_CF ? 1 : 0;
+  info->channels = info->dims[c_axis];
+  for (int a = 0; a < 3; a++)
+    info->shape[a] = info->dims[s0 + a];
+
+  const hid_t dcpl = H5Dget_create_plist(dset);
+  if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) {
+    hsize_t ch[4];
+    if (H5Pget_chunk(dcpl, 4, ch) == 4) {
+      info->chunked = 1;
+      for (int a = 0; a < 4; a++)
+        info->chunk[a] = (int64_t)ch[a];
+    }
+  }
+  if (dcpl >= 0)
+    H5Pclose(dcpl);
+  return SLABFEED_OK;
+}
+
+slabfeed_status sf__h5_dataset(hid_t file, const char *path, const char *name,
+                               slabfeed_file_layout want, hid_t *dset,
+                               slabfeed_dataset_info *info, sf__err *e)
+{
+  *dset = H5I_INVALID_HID;
+  if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return sf__fail(e, SLABFEED_ERR_FORMAT, "no dataset '%s' in '%s'", name,
+                    path);
+  }
+  *dset = H5Dopen2(file, name, H5P_DEFAULT);
+  if (*dset < 0) {
+    sf__fail(e, SLABFEED_ERR_FORMAT, "'%s' in '%s' is not a readable dataset",
+             name, path);
+    sf__h5_detail(e);
+    return e->status;
+  }
+  return describe(*dset, path, name, want, info, e);
+}
+
+/* File selection of planes [z, z+n) of channel c. */
+static herr_t select_file(hid_t space, const slabfeed_dataset_info *in,
+                          int64_t c, int64_t z, int64_t n)
+{
+  if (n == 0)
+    return H5Sselect_none(space);
+  hsize_t start[4], count[4];
+  if (in->layout == SLABFEED_LAYOUT_CF) {
+    const hsize_t s[4] = {(hsize_t)c, (hsize_t)z, 0, 0};
+    const hsize_t k[4] = {1, (hsize_t)n, (hsize_t)in->shape[1],
+                          (hsize_t)in->shape[2]};
+    memcpy(start, s, sizeof s);
+    memcpy(count, k, sizeof k);
+  } else {
+    const hsize_t s[4] = {(hsize_t)z, 0, 0, (hsize_t)c};
+    const hsize_t k[4] = {(hsize_t)n, (hsize_t)in->shape[1],
+                          (hsize_t)in->shape[2], 1};
+    memcpy(start, s, sizeof s);
+    memcpy(count, k, sizeof k);
+  }
+  return H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
+}
+
+/* Independent I/O for datasets whose storage is not fully allocated:
+ * HDF5 1.10's collective read of unwritten chunks fails with MPI_ERR_TYPE
+ * on one rank and hangs on several. */
+static int fully_allocated(hid_t dset)
+{
+  H5D_space_status_t st = H5D_SPACE_STATUS_ERROR;
+  if (H5Dget_space_status(dset, &st) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return 0;
+  }
+  return st == H5D_SPACE_STATUS_ALLOCATED;
+}
+
+/* Selects planes [off, off+n) of channel c of the memory buffer, or nothing
+ * when n == 0. */
+static herr_t select_mem(hid_t space, const hsize_t mdims[4], int64_t c,
+                         int64_t off, int64_t n)
+{
+  if (n == 0)
+    return H5Sselect_none(space);
+  const hsize_t start[4] = {(hsize_t)c, (hsize_t)off, 0, 0};
+  const hsize_t count[4] = {1, (hsize_t)n, mdims[2], mdims[3]};
+  return H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
+}
+
+slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
+                            const slabfeed_dataset_info *info,
+                            const sf__h5_run *runs, int n_runs, float *dst,
+                            int64_t planes, sf__err *e)
+{
+  const hsize_t mdims[4] = {(hsize_t)info->channels, (hsize_t)planes,
+                            (hsize_t)info->shape[1], (hsize_t)info->shape[2]};
+  const hid_t fspace = H5Dget_space(dset);
+  const hid_t mspace = H5Screate_simple(4, mdims, NULL);
+  const hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+  const int collective = fully_allocated(dset);
+  if (fspace < 0 || mspace < 0 || dxpl < 0)
+    sf__fail(e, SLABFEED_ERR_IO, "cannot set up the read of '%s' in '%s'", name,
+             path);
+#ifdef H5_HAVE_PARALLEL
+  else if (H5Pset_dxpl_mpio(dxpl, collective ? H5FD_MPIO_COLLECTIVE
+                                             : H5FD_MPIO_INDEPENDENT) < 0)
+    sf__fail(e, SLABFEED_ERR_IO, "cannot set the transfer mode of '%s'", name);
+#endif
+  const int can_read = fspace >= 0 && mspace >= 0 && dxpl >= 0;
+  /* Every rank makes n_runs * channels calls; after a local failure they
+   * transfer nothing, so that collective calls keep matching. Independent
+   * reads of a failed rank are simply skipped. */
+  const sf__h5_run none = {0, 0, 0};
+  for (int i = 0; i < n_runs && can_read; i++) {
+    const sf__h5_run *r = runs != NULL ? &runs[i] : &none;
+    for (int64_t c = 0; c < info->channels; c++) {
+      const int64_t n = e->status == SLABFEED_OK ? r->n : 0;
+      if (n == 0 && !collective)
+        continue;
+      herr_t rc = select_file(fspace, info, c, r->z, n);
+      rc = rc < 0 ? rc : select_mem(mspace, mdims, c, r->off, n);
+      if (rc >= 0)
+        rc = H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, dst);
+      if (rc < 0 && e->status == SLABFEED_OK) {
+        sf__fail(e, SLABFEED_ERR_IO,
+                 "reading planes [%lld, %lld) of channel %lld of '%s' in "
+                 "'%s' failed",
+                 (long long)r->z, (long long)(r->z + r->n), (long long)c, name,
+                 path);
+        sf__h5_detail(e);
+      }
+    }
+  }
+  if (dxpl >= 0)
+    H5Pclose(dxpl);
+  if (mspace >= 0)
+    H5Sclose(mspace);
+  if (fspace >= 0)
+    H5Sclose(fspace);
+  return e->status;
+}
+
+slabfeed_status slabfeed_describe(const char *path, const char *dataset,
+                                  slabfeed_file_layout layout,
+                                  slabfeed_dataset_info *out, char *errbuf,
+                                  size_t errlen)
+{
+  sf__err e;
+  sf__err_clear(&e);
+  const size_t min =
+      offsetof(slabfeed_dataset_info, shape) + 3 * sizeof(int64_t);
+  if (path == NULL || dataset == NULL || out == NULL) {
+    sf__fail(&e, SLABFEED_ERR_ARG,
+             "slabfeed_describe: path, dataset and out are required");
+  } else if (out->size < min) {
+    sf__fail(&e, SLABFEED_ERR_ARG,
+             "slabfeed_describe: out->size %zu is too small (at least %zu): "
+             "declare it with SLABFEED_DATASET_INFO_INIT",
+             out->size, min);
+  }
+  if (e.status != SLABFEED_OK) {
+    sf__err_copy(&e, errbuf, errlen);
+    return e.status;
+  }
+  sf__h5_quiet q;
+  sf__h5_quiet_begin(&q);
+  slabfeed_dataset_info info;
+  hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file < 0) {
+    sf__fail(&e, SLABFEED_ERR_IO, "cannot open HDF5 file '%s'", path);
+    sf__h5_detail(&e);
+  } else {
+    hid_t dset;
+    if (sf__h5_dataset(file, path, dataset, layout, &dset, &info, &e) ==
+        SLABFEED_OK) {
+      H5Dclose(dset);
+      sf__sized_write(out, &info, sizeof info, min);
+    }
+    H5Fclose(file);
+  }
+  sf__h5_quiet_end(&q);
+  sf__err_copy(&e, errbuf, errlen);
+  return e.status;
+}

@@ -1,0 +1,81 @@
+/* Parallel HDF5: open a file on all ranks, validate 4-D float datasets,
+ * read runs of z-planes of every channel into a channels-first buffer. */
+#ifndef SF_H5_H
+#define SF_H5_H
+
+#include <hdf5.h>
+
+#include "common/errors.h"
+
+/* True when this build reads with parallel HDF5 (MPI-IO, collective). */
+int sf__h5_is_parallel(void);
+
+/* HDF5's automatic error printing, switched off for the library's calls. */
+typedef struct sf__h5_quiet {
+  H5E_auto2_t func;
+  void *data;
+} sf__h5_quiet;
+void sf__h5_quiet_begin(sf__h5_quiet *q);
+void sf__h5_quiet_end(const sf__h5_quiet *q);
+
+/* Local checks of a file about to be opened collectively, so that a
+ * failure on one rank (missing on a node-local path, no permission, not a
+ * regular file, a path that Open MPI's lockedfile component cannot take)
+ * is found before any collective HDF5 call. `for_write`: the file will be
+ * created (its directory must be writable). */
+slabfeed_status sf__h5_preflight(const char *path, int for_write, sf__err *e);
+
+/* Size of the file at path in bytes (0 when it cannot be read). */
+uint64_t sf__h5_file_bytes(const char *path);
+
+/* Fails when the file shrank below `before` bytes (its size before the
+ * read; 0: not known) or, for contiguous storage, ends before the data of
+ * dataset dset (`name`): a file truncated, or still being written, would
+ * otherwise read zeros. Local; call after the slabs are read. */
+slabfeed_status sf__h5_check_size(hid_t dset, const char *path,
+                                  const char *name, uint64_t before,
+                                  sf__err *e);
+
+/* Collective over comm when HDF5 is parallel (MPI-IO driver, collective
+ * metadata reads); otherwise every rank opens the file on its own. Opens
+ * `path` read-only into *file. */
+slabfeed_status sf__h5_open(MPI_Comm comm, const char *path, hid_t *file,
+                            sf__err *e);
+
+/* Name and values of the attribute that records a dataset's layout
+ * (written by slabfeed-gen; AUTO follows it instead of the shape). */
+#define SF_LAYOUT_ATTR "layout"
+
+/* Opens dataset `name` of `file` and checks it: rank 4, floating point,
+ * layout resolved from `want` (AUTO follows the "layout" attribute, else
+ * decides from the shape and refuses ambiguous shapes). On success *dset
+ * is open and *info filled. When the dataset exists, *dset stays open even
+ * if a check fails, so that collective calls keep matching; the caller
+ * closes it. */
+slabfeed_status sf__h5_dataset(hid_t file, const char *path, const char *name,
+                               slabfeed_file_layout want, hid_t *dset,
+                               slabfeed_dataset_info *info, sf__err *e);
+
+/* A transfer of planes [z, z+n) of the box (no wrap) of every channel into
+ * planes [off, off+n) of dst, laid out [C][planes][Y][X] floats. n == 0 is
+ * an empty transfer, still taking part in collective reads. */
+typedef struct sf__h5_run {
+  int64_t z, n, off;
+} sf__h5_run;
+
+/* Collective when HDF5 is parallel: every rank calls it with the same
+ * n_runs (pad with n == 0 runs). Reads the runs of dataset dset. A rank
+ * whose *e already holds a failure, or that fails on the way, goes on with
+ * empty transfers so that every rank makes the same collective calls.
+ * Datasets whose storage is not fully allocated (chunks never written,
+ * read as the fill value) are read with independent I/O: collective reads
+ * of them hang or fail in HDF5 1.10. runs == NULL: n_runs empty runs. */
+slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
+                            const slabfeed_dataset_info *info,
+                            const sf__h5_run *runs, int n_runs, float *dst,
+                            int64_t planes, sf__err *e);
+
+/* Appends HDF5's innermost error description (if any) to *e's message. */
+void sf__h5_detail(sf__err *e);
+
+#endif

@@ -1,0 +1,20 @@
+/* The parallel HDF5 read of this rank's slab (core planes plus halo) of one
+ * dataset into its segment of the store. Sits between the store (where the
+ * bytes go) and the h5 layer (how they are read). */
+#ifndef SF_SLAB_H
+#define SF_SLAB_H
+
+#include <hdf5.h>
+
+#include "store/store.h"
+
+/* Collective over the store's communicator (every rank makes the same
+ * number of collective H5Dread calls, empty ones included). Reads dataset d
+ * (opened as dset, described by *info) into this rank's segment, in runs of
+ * at most ~1 GiB per call, wrapping periodically for the halo. A rank whose
+ * *e already holds a failure takes part with empty transfers. */
+slabfeed_status sf__slab_read(sf__store *s, int d, hid_t dset, const char *path,
+                              const char *name,
+                              const slabfeed_dataset_info *info, sf__err *e);
+
+#endif

@@ -1,0 +1,255 @@
+#include "plan/batch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/geometry.h"
+
+int sf__batch_max_zruns(const sf__batch_plan *b)
+{
+  /* Each of a crop's (at most 2) periodic z-runs is cut at every core
+   * boundary of the group it crosses and where it enters one of the 3
+   * segments of its node (node_holders). */
+  const sf__placement *L = &b->store->L;
+  int gs = 1;
+  for (int g = 0; g < L->ng; g++)
+    if (L->gfirst[g + 1] - L->gfirst[g] > gs)
+      gs = L->gfirst[g + 1] - L->gfirst[g];
+  return 2 * (gs + 1 + 3) + 2;
+}
+
+int sf__batch_max_pieces(const sf__batch_plan *b)
+{
+  return sf__batch_max_zruns(b) * 4;
+}
+
+slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
+                               const slabfeed_dataset_info info[],
+                               const sf__store *store, sf__err *e)
+{
+  const slabfeed_config *p = &c->pub;
+  memset(b, 0, sizeof *b);
+  b->store = store;
+  b->rank = store->rank;
+  b->size = store->size;
+  b->K = p->prefetch;
+  b->B = p->batch;
+  b->ndsets = c->ndsets;
+  b->device = p->device;
+  memcpy(b->crop, p->crop, sizeof b->crop);
+  for (int d = 0; d < b->ndsets; d++) {
+    sf__xform *x = &b->xf[d];
+    memcpy(x->ext, p->crop, sizeof x->ext);
+    x->channels = (int)info[d].channels;
+    x->ngroups = d == 0 ? p->n_input_vectors : p->n_target_vectors;
+    memcpy(x->groups, d == 0 ? p->input_vectors : p->target_vectors,
+           sizeof x->groups);
+    x->dtype = p->dtype;
+    x->layout = p->out_layout;
+  }
+  sf__sampler_init(&b->sampler, info[0].shape, p->seed, p->symmetries);
+  /* Locality mode draws z origins in the z-range of the rank's node. */
+  b->locality = p->locality;
+  b->remote_get = c->remote_get;
+  b->steps_per_epoch = p->steps_per_epoch;
+  if (b->steps_per_epoch == 0) {
+    const double box = (double)info[0].shape[0] * (double)info[0].shape[1] *
+                       (double)info[0].shape[2];
+    const double per_step = (double)p->crop[0] * (double)p->crop[1] *
+                            (double)p->crop[2] * b->size * b->B;
+    const double s = box / per_step;
+    b->steps_per_epoch = s < 1.0 ? 1 : (uint64_t)(s + 0.999999);
+  }
+  const size_t KB = (size_t)b->K * (size_t)b->B;
+  b->origin = malloc(KB * 3 * sizeof *b->origin);
+  b->sym = malloc(KB * sizeof *b->sym);
+  b->sample = malloc(KB * sizeof *b->sample);
+  b->pieces = malloc((size_t)sf__batch_max_pieces(b) * sizeof *b->pieces);
+  b->zruns = malloc((size_t)sf__batch_max_zruns(b) * sizeof *b->zruns);
+  if (!b->origin || !b->sym || !b->sample || !b->pieces || !b->zruns)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the batch plan");
+  return SLABFEED_OK;
+}
+
+void sf__batch_free(sf__batch_plan *b)
+{
+  free(b->origin);
+  free(b->sym);
+  free(b->sample);
+  free(b->pieces);
+  free(b->zruns);
+  memset(b, 0, sizeof *b);
+}
+
+void sf__batch_draw(const sf__batch_plan *b, int rank, uint64_t epoch,
+                    uint64_t step, int i, int64_t origin[3], int32_t *sym)
+{
+  const uint64_t B = (uint64_t)b->B;
+  const uint64_t k = step * (uint64_t)b->size * B + (uint64_t)rank * B + i;
+  int64_t zlo = 0, zn = b->sampler.shape[0];
+  if (b->locality) {
+    zlo = b->store->L.reach0[rank];
+    zn = b->store->L.reach[rank];
+  }
+  sf__sampler_draw_in(&b->sampler, epoch, k, zlo, zn, origin, sym);
+}
+
+void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
+                         uint64_t step)
+{
+  const uint64_t B = (uint64_t)b->B;
+  const uint64_t first = step * (uint64_t)b->size * B + (uint64_t)b->rank * B;
+  for (int i = 0; i < b->B; i++) {
+    const size_t k = (size_t)slot * (size_t)b->B + (size_t)i;
+    b->sample[k] = (int64_t)(first + (uint64_t)i);
+    sf__batch_draw(b, b->rank, epoch, step, i, &b->origin[3 * k], &b->sym[k]);
+  }
+}
+
+/* The ranks whose segments viewer v reads before asking its group: itself,
+ * then the last and the first rank of its node in its group (which keep
+ * the planes just above and below the node's range: halos, and locality's
+ * crop - 1 planes above). */
+static void node_holders(const sf__placement *L, int v, int h[3])
+{
+  int64_t end;
+  const int g = L->groupof[v];
+  h[0] = v;
+  h[1] = sf__placement_owner(L, g, L->reach0[v] + L->reach[v] - 1, &end);
+  h[2] = sf__placement_owner(L, g, L->reach0[v], &end);
+}
+
+/* Splits the z-run [z, z+len) (inside [0,Z)) by source as rank v sees
+ * it: a segment of v's node that holds the plane (v's own first), else
+ * the rank of v's group whose core holds it; appends to zr[]. */
+static int split_z(const sf__store *s, int v, int64_t z, int64_t len,
+                   int64_t off, sf__zrun *zr)
+{
+  const sf__placement *L = &s->L;
+  const int64_t Z = s->shape[0];
+  int h[3];
+  node_holders(L, v, h);
+  int n = 0;
+  while (len > 0) {
+    int src = -1;
+    int64_t q = 0, run = len;
+    for (int i = 0; i < 3 && src < 0; i++) {
+      const int64_t p = sf__pmod(z - sf__placement_first(L, h[i]), Z);
+      const int64_t held = sf__store_planes(s, h[i]);
+      if (p < held) {
+        src = h[i];
+        q = p;
+        run = len < held - p ? len : held - p;
+      }
+    }
+    if (src < 0) {
+      int64_t end;
+      src = sf__placement_owner(L, L->groupof[v], z, &end);
+      q = z - L->core0[src] + L->lo[src];
+      run = len < end - z ? len : end - z;
+      /* up to where a segment of the node takes over */
+      for (int i = 0; i < 3; i++) {
+        const int64_t ahead = sf__pmod(sf__placement_first(L, h[i]) - z, Z);
+        if (ahead > 0 && ahead < run)
+          run = ahead;
+      }
+    }
+    zr[n++] = (sf__zrun){src, q, run, off};
+    z += run;
+    off += run;
+    len -= run;
+  }
+  return n;
+}
+
+int sf__batch_split(const sf__batch_plan *b, int viewer,
+                    const int64_t origin[3], sf__piece *pieces, sf__zrun *zruns)
+{
+  const sf__store *s = b->store;
+  sf__run zs[2], ys[2], xs[2];
+  const int nz = sf__periodic_split(origin[0], b->crop[0], s->shape[0], zs);
+  const int ny = sf__periodic_split(origin[1], b->crop[1], s->shape[1], ys);
+  const int nx = sf__periodic_split(origin[2], b->crop[2], s->shape[2], xs);
+  int nzr = 0;
+  for (int k = 0; k < nz; k++)
+    nzr +=
+        split_z(s, viewer, zs[k].begin, zs[k].len, zs[k].crop_off, zruns + nzr);
+  int n = 0;
+  for (int k = 0; k < nzr; k++) {
+    const sf__zrun *r = &zruns[k];
+    for (int j = 0; j < ny; j++)
+      for (int m = 0; m < nx; m++)
+        pieces[n++] = (sf__piece){r->src,
+                                  r->q,
+                                  ys[j].begin,
+                                  xs[m].begin,
+                                  {r->len, ys[j].len, xs[m].len},
+                                  {r->off, ys[j].crop_off, xs[m].crop_off}};
+  }
+  return n;
+}
+
+int sf__batch_pieces(sf__batch_plan *b, int slot, int i)
+{
+  const int64_t *origin = &b->origin[3 * ((size_t)slot * (size_t)b->B + i)];
+  return sf__batch_split(b, b->rank, origin, b->pieces, b->zruns);
+}
+
+int32_t sf__batch_symmetry(const sf__batch_plan *b, int slot, int i)
+{
+  return b->sym[(size_t)slot * (size_t)b->B + (size_t)i];
+}
+
+int64_t sf__batch_sample_elems(const sf__batch_plan *b, int d)
+{
+  return sf__xform_elems(&b->xf[d]);
+}
+
+int64_t sf__batch_sample_bytes(const sf__batch_plan *b, int d)
+{
+  return sf__batch_sample_elems(b, d) *
+         (int64_t)slabfeed_dtype_size(b->xf[d].dtype);
+}
+
+void sf__batch_position(const sf__batch_plan *b, uint64_t epoch0,
+                        uint64_t step0, uint64_t n, uint64_t *epoch,
+                        uint64_t *step)
+{
+  const uint64_t s = step0 + n;
+  *epoch = epoch0 + s / b->steps_per_epoch;
+  *step = s % b->steps_per_epoch;
+}
+
+void sf__batch_describe(const sf__batch_plan *b, int slot, void *const data[],
+                        uint64_t epoch, uint64_t step, slabfeed_batch *out)
+{
+  memset(out, 0, sizeof *out);
+  out->size = sizeof *out;
+  for (int d = 0; d < b->ndsets; d++) {
+    slabfeed_tensor *t = d == 0 ? &out->input : &out->target;
+    const sf__xform *x = &b->xf[d];
+    const int64_t C = x->channels, D = x->ext[0], H = x->ext[1], W = x->ext[2];
+    const int64_t sample = C * D * H * W;
+    t->data = data[d];
+    t->ndim = 5;
+    t->dtype = x->dtype;
+    if (x->layout == SLABFEED_OUT_NCDHW) {
+      const int64_t shape[5] = {b->B, C, D, H, W};
+      const int64_t strides[5] = {sample, D * H * W, H * W, W, 1};
+      memcpy(t->shape, shape, sizeof shape);
+      memcpy(t->strides, strides, sizeof strides);
+    } else {
+      const int64_t shape[5] = {b->B, D, H, W, C};
+      const int64_t strides[5] = {sample, H * W * C, W * C, C, 1};
+      memcpy(t->shape, shape, sizeof shape);
+      memcpy(t->strides, strides, sizeof strides);
+    }
+  }
+  const size_t k = (size_t)slot * (size_t)b->B;
+  out->device = b->device;
+  out->epoch = epoch;
+  out->step = step;
+  out->origin = &b->origin[3 * k];
+  out->symmetry = &b->sym[k];
+  out->sample = &b->sample[k];
+}

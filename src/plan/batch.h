@@ -1,0 +1,90 @@
+/* The plan of a batch, shared by both back ends: which global samples a
+ * step of this rank holds, their origins and symmetry ids (the sampler),
+ * how each crop splits into pieces by the rank holding them, and how the
+ * finished batch is described to the caller. Holds the per-slot metadata
+ * of the batch ring and the split scratch; knows nothing of how bytes move
+ * (gather) or where batches live (back ends). */
+#ifndef SF_BATCH_H
+#define SF_BATCH_H
+
+#include "config/config.h"
+#include "source/gather.h"
+#include "plan/sampler.h"
+#include "transform/transform.h"
+
+/* A run of z-planes of a crop held by one rank (scratch of the split). */
+typedef struct sf__zrun {
+  int src;
+  int64_t q, len, off;
+} sf__zrun;
+
+typedef struct sf__batch_plan {
+  const sf__store *store;
+  int rank, size;  /* of the loader's communicator */
+  int K, B;        /* ring slots, samples per batch */
+  int ndsets;      /* 1 or 2 */
+  int device;      /* -1 host batches, else the CUDA device */
+  int64_t crop[3]; /* crop extents (z,y,x) */
+  uint64_t steps_per_epoch;
+  sf__sampler sampler;
+  int locality;   /* z origins from the z-range of the rank's node */
+  int remote_get; /* remote pieces by MPI_Rget (else holders send) */
+  sf__xform xf[SF_MAX_DSETS];
+  int64_t *origin; /* [K][B][3] */
+  int32_t *sym;    /* [K][B] */
+  int64_t *sample; /* [K][B] global sample index within the epoch */
+  sf__piece *pieces;
+  sf__zrun *zruns;
+} sf__batch_plan;
+
+/* Sets up the plan of a loader with options c over the datasets info[] and
+ * the store; allocates the per-slot tables and the scratch. */
+slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
+                               const slabfeed_dataset_info info[],
+                               const sf__store *store, sf__err *e);
+void sf__batch_free(sf__batch_plan *b);
+
+/* Samples, origins and symmetries of the batch at (epoch, step) of this
+ * rank, into ring slot `slot`. */
+void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
+                         uint64_t step);
+
+/* Origin and symmetry of sample i of the batch of `rank` at (epoch, step):
+ * a pure function, callable from any thread for any rank. */
+void sf__batch_draw(const sf__batch_plan *b, int rank, uint64_t epoch,
+                    uint64_t step, int i, int64_t origin[3], int32_t *sym);
+
+/* Splits the crop at `origin` into pieces by the rank holding them as rank
+ * `viewer` sees it (its own segment, halo included, first; else the ranks
+ * of its group); returns the count. pieces[] and zruns[] are the caller's
+ * scratch of sf__batch_max_pieces and sf__batch_max_zruns entries. Pure:
+ * any thread, any viewer. */
+int sf__batch_split(const sf__batch_plan *b, int viewer,
+                    const int64_t origin[3], sf__piece *pieces,
+                    sf__zrun *zruns);
+int sf__batch_max_pieces(const sf__batch_plan *b);
+int sf__batch_max_zruns(const sf__batch_plan *b);
+
+/* Splits sample i of slot `slot` of this rank (sf__batch_split into the
+ * plan's own scratch); returns the count, pieces in b->pieces (valid until
+ * the next call). */
+int sf__batch_pieces(sf__batch_plan *b, int slot, int i);
+
+/* Symmetry id of sample i of slot `slot`. */
+int32_t sf__batch_symmetry(const sf__batch_plan *b, int slot, int i);
+
+/* Output elements and bytes of one sample of dataset d. */
+int64_t sf__batch_sample_elems(const sf__batch_plan *b, int d);
+int64_t sf__batch_sample_bytes(const sf__batch_plan *b, int d);
+
+/* Position of the n-th batch counted from (epoch0, step0). */
+void sf__batch_position(const sf__batch_plan *b, uint64_t epoch0,
+                        uint64_t step0, uint64_t n, uint64_t *epoch,
+                        uint64_t *step);
+
+/* Fills *out (a full struct of this library) for slot `slot` whose
+ * datasets' data pointers are data[d], at position (epoch, step). */
+void sf__batch_describe(const sf__batch_plan *b, int slot, void *const data[],
+                        uint64_t epoch, uint64_t step, slabfeed_batch *out);
+
+#endif

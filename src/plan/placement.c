@@ -1,0 +1,270 @@
+#include "plan/placement.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/geometry.h"
+#include "common/sys.h"
+
+void sf__placement_free(sf__placement *L)
+{
+  free(L->nodeof);
+  free(L->groupof);
+  free(L->order);
+  free(L->gfirst);
+  free(L->core0);
+  free(L->core1);
+  free(L->lo);
+  free(L->hi);
+  free(L->reach0);
+  free(L->reach);
+  memset(L, 0, sizeof *L);
+}
+
+static int alloc_tables(sf__placement *L)
+{
+  const size_t P = (size_t)L->P;
+  L->nodeof = malloc(P * sizeof *L->nodeof);
+  L->groupof = malloc(P * sizeof *L->groupof);
+  L->order = malloc(P * sizeof *L->order);
+  L->gfirst = malloc(((size_t)L->ng + 1) * sizeof *L->gfirst);
+  L->core0 = malloc(P * sizeof *L->core0);
+  L->core1 = malloc(P * sizeof *L->core1);
+  L->lo = malloc(P * sizeof *L->lo);
+  L->hi = malloc(P * sizeof *L->hi);
+  L->reach0 = malloc(P * sizeof *L->reach0);
+  L->reach = malloc(P * sizeof *L->reach);
+  return L->nodeof && L->groupof && L->order && L->gfirst && L->core0 &&
+         L->core1 && L->lo && L->hi && L->reach0 && L->reach;
+}
+
+/* Orders the ranks by (group, node, rank): a counting sort over nodes. */
+static int order_ranks(sf__placement *L)
+{
+  int *count = calloc((size_t)L->N + 1, sizeof *count);
+  if (count == NULL)
+    return 0;
+  for (int r = 0; r < L->P; r++)
+    count[L->nodeof[r] + 1]++;
+  for (int j = 0; j < L->N; j++)
+    count[j + 1] += count[j];
+  /* Groups are runs of consecutive nodes, so node order is group order. */
+  for (int r = 0; r < L->P; r++)
+    L->order[count[L->nodeof[r]]++] = r;
+  free(count);
+  int g = 0;
+  L->gfirst[0] = 0;
+  for (int i = 0; i < L->P; i++) {
+    const int r = L->order[i];
+    L->groupof[r] = sf__split_owner(L->N, L->ng, L->nodeof[r]);
+    while (g < L->groupof[r])
+      L->gfirst[++g] = i;
+  }
+  while (g < L->ng)
+    L->gfirst[++g] = L->P;
+  return 1;
+}
+
+slabfeed_status sf__placement_make(sf__placement *L, int P, int N,
+                                   const int *nodeof, int64_t Z, int G,
+                                   int64_t halo, int locality, int64_t crop_z,
+                                   sf__err *e)
+{
+  memset(L, 0, sizeof *L);
+  L->P = P;
+  L->N = N;
+  L->G = G;
+  L->ng = N / G > 1 ? N / G : 1;
+  L->Z = Z;
+  if (!alloc_tables(L)) {
+    sf__placement_free(L);
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the placement");
+  }
+  memcpy(L->nodeof, nodeof, (size_t)P * sizeof *nodeof);
+  if (!order_ranks(L)) {
+    sf__placement_free(L);
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the placement");
+  }
+  /* The smallest group sets the G reported. */
+  L->G = N / L->ng;
+  for (int g = 0; g < L->ng; g++) {
+    const int first = L->gfirst[g], gs = L->gfirst[g + 1] - first;
+    if ((int64_t)gs > Z) {
+      sf__fail(e, SLABFEED_ERR_ARG,
+               "group %d of %d has %d ranks but the box has only %lld "
+               "z-planes: every rank needs at least one plane (use fewer "
+               "ranks, or larger groups of nodes share less: fewer nodes "
+               "per group)",
+               g, L->ng, gs, (long long)Z);
+      sf__placement_free(L);
+      return e->status;
+    }
+    for (int i = 0; i < gs; i++) {
+      const int r = L->order[first + i];
+      L->core0[r] = sf__split_begin(Z, gs, i);
+      L->core1[r] = sf__split_begin(Z, gs, i + 1);
+      L->lo[r] = L->hi[r] = halo;
+    }
+    /* The z-range of each node of the group; its last rank keeps the
+     * planes a crop starting in the range reaches above it. */
+    for (int i = 0; i < gs;) {
+      int j = i;
+      while (j + 1 < gs && L->nodeof[L->order[first + j + 1]] ==
+                               L->nodeof[L->order[first + i]])
+        j++;
+      const int64_t a = L->core0[L->order[first + i]];
+      const int64_t b = L->core1[L->order[first + j]];
+      for (int k = i; k <= j; k++) {
+        L->reach0[L->order[first + k]] = a;
+        L->reach[L->order[first + k]] = b - a;
+      }
+      if (locality && crop_z - 1 > L->hi[L->order[first + j]])
+        L->hi[L->order[first + j]] = crop_z - 1;
+      i = j + 1;
+    }
+  }
+  return SLABFEED_OK;
+}
+
+int64_t sf__placement_planes(const sf__placement *L, int r)
+{
+  return L->core1[r] - L->core0[r] + L->lo[r] + L->hi[r];
+}
+
+int64_t sf__placement_first(const sf__placement *L, int r)
+{
+  return sf__pmod(L->core0[r] - L->lo[r], L->Z);
+}
+
+int sf__placement_owner(const sf__placement *L, int g, int64_t z, int64_t *end)
+{
+  const int first = L->gfirst[g], gs = L->gfirst[g + 1] - first;
+  const int r = L->order[first + sf__split_owner(L->Z, gs, z)];
+  *end = L->core1[r];
+  return r;
+}
+
+int sf__placement_reader(const sf__placement *L, int64_t z, int64_t *end)
+{
+  int64_t e0, ek;
+  const int o = sf__placement_owner(L, 0, z, &e0);
+  const int64_t a = L->core0[o], len = e0 - a;
+  const int k = sf__split_owner(len, L->ng, z - a);
+  const int64_t part_end = a + sf__split_begin(len, L->ng, k + 1);
+  const int r = sf__placement_owner(L, k, z, &ek);
+  *end = part_end < ek ? part_end : ek;
+  return r;
+}
+
+int64_t sf__placement_node_bytes(const sf__placement *L, int64_t plane_bytes)
+{
+  int64_t *node = calloc((size_t)L->N, sizeof *node);
+  int64_t max = 0;
+  if (node == NULL)
+    return -1;
+  for (int r = 0; r < L->P && max >= 0; r++) {
+    int64_t b;
+    if (!sf__mul64(sf__placement_planes(L, r), plane_bytes, &b) ||
+        !sf__add64(node[L->nodeof[r]], b, &node[L->nodeof[r]]))
+      max = -1;
+    else if (node[L->nodeof[r]] > max)
+      max = node[L->nodeof[r]];
+  }
+  free(node);
+  return max;
+}
+
+slabfeed_status sf__placement_choose(sf__placement *L, int P, int N,
+                                     const int *nodeof, int64_t Z, int forced,
+                                     uint64_t budget, int64_t plane_bytes,
+                                     int64_t halo, int locality, int64_t crop_z,
+                                     sf__err *e)
+{
+  if (forced > N)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: group_nodes %d but the job has %d node(s) "
+                    "(-1 for all nodes)",
+                    forced, N);
+  if (forced > 0 || forced == -1)
+    return sf__placement_make(L, P, N, nodeof, Z, forced > 0 ? forced : N, halo,
+                              locality, crop_z, e);
+  int last_ng = 0;
+  for (int G = 1; G <= N; G++) {
+    const int ng = N / G > 1 ? N / G : 1;
+    if (ng == last_ng) /* the same groups as the G before */
+      continue;
+    last_ng = ng;
+    sf__err probe;
+    sf__err_clear(&probe);
+    if (sf__placement_make(L, P, N, nodeof, Z, G, halo, locality, crop_z,
+                           &probe) != SLABFEED_OK) {
+      if (probe.status == SLABFEED_ERR_NOMEM) {
+        *e = probe;
+        return e->status;
+      }
+      continue; /* a group with more ranks than planes: larger groups */
+    }
+    const int64_t need = sf__placement_node_bytes(L, plane_bytes);
+    if (G == N || (need >= 0 && (uint64_t)need <= budget))
+      return SLABFEED_OK;
+    sf__placement_free(L);
+  }
+  /* Only reached when even one group of all nodes has too few planes. */
+  return sf__placement_make(L, P, N, nodeof, Z, N, halo, locality, crop_z, e);
+}
+
+uint64_t sf__placement_default_budget(uint64_t mem_total, int ranks)
+{
+  const uint64_t half = mem_total / 2, floor = mem_total / 8;
+  const uint64_t reserve = (uint64_t)ranks << 31;
+  return half > floor + reserve ? half - reserve : floor;
+}
+
+slabfeed_status slabfeed_plan_placement(int64_t Z, uint64_t plane_bytes,
+                                        int ranks, int nodes, int group_nodes,
+                                        uint64_t node_memory, int64_t halo,
+                                        slabfeed_placement_plan *out)
+{
+  sf__err e;
+  sf__err_clear(&e);
+  if (out == NULL || Z < 1 || ranks < 1 || nodes < 1 || nodes > ranks ||
+      halo < 0 || group_nodes < -1 || plane_bytes > INT64_MAX)
+    return SLABFEED_ERR_ARG;
+  int *nodeof = malloc((size_t)ranks * sizeof *nodeof);
+  if (nodeof == NULL)
+    return SLABFEED_ERR_NOMEM;
+  /* Ranks in blocks by node, as srun and mpirun place them by default. */
+  for (int r = 0; r < ranks; r++)
+    nodeof[r] = (int)((int64_t)r * nodes / ranks);
+  uint64_t budget = node_memory;
+  if (budget == 0) {
+    const uint64_t total = sf__meminfo("MemTotal");
+    budget =
+        total > 0
+            ? sf__placement_default_budget(total, (ranks + nodes - 1) / nodes)
+            : UINT64_MAX;
+  }
+  sf__placement L;
+  if (sf__placement_choose(&L, ranks, nodes, nodeof, Z, group_nodes, budget,
+                           (int64_t)plane_bytes, halo, 0, 1,
+                           &e) == SLABFEED_OK) {
+    slabfeed_placement_plan p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    p.nodes = nodes;
+    p.group_nodes = L.G;
+    p.groups = L.ng;
+    const int64_t need = sf__placement_node_bytes(&L, (int64_t)plane_bytes);
+    p.node_store_bytes = need < 0 ? UINT64_MAX : (uint64_t)need;
+    p.budget = budget;
+    p.fits = need >= 0 && (uint64_t)need <= budget;
+    /* A crop's planes are uniform over the box: the share held outside the
+     * node's range (a 1/G-th of the box) comes from other nodes. */
+    p.remote_fraction = L.ng < nodes ? 1.0 - (double)L.ng / nodes : 0.0;
+    sf__sized_write(out, &p, sizeof p, sizeof(size_t));
+    sf__placement_free(&L);
+  }
+  free(nodeof);
+  return e.status;
+}

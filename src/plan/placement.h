@@ -1,0 +1,79 @@
+/* Where the volume lives: replication groups of nodes, the z-slab of every
+ * rank inside its group, the halo planes each rank keeps, which rank reads
+ * which planes of the file, and the choice of the group size G from a
+ * per-node memory budget. Pure computation over a rank -> node map; the
+ * store (store.c) and slabfeed_plan_placement share it, so the plan a user
+ * prints is the plan the loader makes.
+ *
+ * The N nodes are split into ng = max(1, N / G) groups of consecutive nodes
+ * (sizes G or G + 1 when G does not divide N). Each group holds the whole
+ * volume: its ranks, ordered by (node, rank), split the Z planes evenly
+ * (sf__split_begin), so the ranks of one node hold one contiguous z-range.
+ * Every plane is read from the file once: plane z goes to the group whose
+ * part of the group-0 slab holding z contains it (each group-0 slab is cut
+ * into ng parts), and is read by the rank of that group holding z. */
+#ifndef SF_PLACEMENT_H
+#define SF_PLACEMENT_H
+
+#include "common/errors.h"
+
+typedef struct sf__placement {
+  int P, N;         /* ranks, nodes */
+  int G, ng;        /* nodes per group (the smallest group), groups */
+  int64_t Z;        /* planes of the box */
+  int *nodeof;      /* [P] node index of each rank (owned copy) */
+  int *groupof;     /* [P] group of each rank */
+  int *order;       /* [P] ranks by (group, node, rank) */
+  int *gfirst;      /* [ng + 1] first index of each group in order */
+  int64_t *core0;   /* [P] first core plane of each rank */
+  int64_t *core1;   /* [P] end of the core */
+  int64_t *lo, *hi; /* [P] halo planes kept below / above the core */
+  int64_t *reach0;  /* [P] first plane of the z-range of the rank's
+                       node inside its group (locality mode) */
+  int64_t *reach;   /* [P] planes of that range */
+} sf__placement;
+
+/* Fills *L for P ranks on N nodes (nodeof[r] in [0, N)) and a box of Z
+ * planes with groups of G nodes (1 <= G <= N), `halo` planes on both sides
+ * of every core and, with locality, crop_z - 1 planes above the z-range
+ * of every node (kept by its last rank). Fails with SLABFEED_ERR_ARG when
+ * a group has more ranks than planes, SLABFEED_ERR_NOMEM without memory. */
+slabfeed_status sf__placement_make(sf__placement *L, int P, int N,
+                                   const int *nodeof, int64_t Z, int G,
+                                   int64_t halo, int locality, int64_t crop_z,
+                                   sf__err *e);
+void sf__placement_free(sf__placement *L);
+
+/* Planes rank r keeps (core + halo) and the global index of the first one
+ * (mod Z). */
+int64_t sf__placement_planes(const sf__placement *L, int r);
+int64_t sf__placement_first(const sf__placement *L, int r);
+
+/* The rank of group g whose core holds plane z (0 <= z < Z); *end is the
+ * end of that core. */
+int sf__placement_owner(const sf__placement *L, int g, int64_t z, int64_t *end);
+
+/* The rank that reads plane z from the file; *end is the end of the run of
+ * planes from z on that it reads. */
+int sf__placement_reader(const sf__placement *L, int64_t z, int64_t *end);
+
+/* Largest store of one node, in bytes, when a plane of all channels of all
+ * datasets takes plane_bytes; -1 on overflow. */
+int64_t sf__placement_node_bytes(const sf__placement *L, int64_t plane_bytes);
+
+/* Group size chosen for a budget of `budget` bytes per node: `forced` when
+ * > 0 (fails with SLABFEED_ERR_ARG when above N), N when -1, else (0) the
+ * smallest G whose largest node store fits the budget, or N when none
+ * does. Leaves the layout of the choice in *L. */
+slabfeed_status sf__placement_choose(sf__placement *L, int P, int N,
+                                     const int *nodeof, int64_t Z, int forced,
+                                     uint64_t budget, int64_t plane_bytes,
+                                     int64_t halo, int locality, int64_t crop_z,
+                                     sf__err *e);
+
+/* The default per-node budget of a node with `mem_total` bytes of
+ * physical memory and `ranks` ranks: half of it, less 2 GiB per rank for
+ * the training processes themselves, and never below an eighth of it. */
+uint64_t sf__placement_default_budget(uint64_t mem_total, int ranks);
+
+#endif

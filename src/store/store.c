@@ -1,0 +1,370 @@
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/geometry.h"
+#include "common/inject.h"
+#include "common/sys.h"
+
+int64_t sf__store_planes(const sf__store *s, int r)
+{
+  return sf__placement_planes(&s->L, r);
+}
+
+int64_t sf__store_plane_bytes(const sf__store *s)
+{
+  return s->shape[1] * s->shape[2] * (int64_t)sizeof(float);
+}
+
+int64_t sf__store_offset(const sf__store *s, int r, int d)
+{
+  int64_t off = 0;
+  for (int i = 0; i < d; i++)
+    off += s->channels[i] * sf__store_planes(s, r) * sf__store_plane_bytes(s);
+  return off;
+}
+
+/* Segment size of rank r, overflow-checked; -1 on overflow. */
+static int64_t segment_bytes(const sf__store *s, int r)
+{
+  int64_t total = 0;
+  for (int d = 0; d < s->ndsets; d++) {
+    int64_t b;
+    if (!sf__prod4(s->channels[d], sf__store_planes(s, r), s->shape[1],
+                   s->shape[2], &b) ||
+        !sf__mul64(b, (int64_t)sizeof(float), &b) ||
+        !sf__add64(total, b, &total))
+      return -1;
+  }
+  return total;
+}
+
+/* The node communicator: ranks sharing memory (each rank alone with
+ * rank_per_node), node_rank 0 the lowest world rank. */
+static slabfeed_status make_node(sf__store *s, int rank_per_node, sf__err *e)
+{
+  if (rank_per_node)
+    SF_MPI_GOTO(MPI_Comm_split(s->comm, s->rank, 0, &s->node), e, out);
+  else
+    SF_MPI_GOTO(MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, s->rank,
+                                    MPI_INFO_NULL, &s->node),
+                e, out);
+  SF_MPI_GOTO(MPI_Comm_rank(s->node, &s->node_rank), e, out);
+  SF_MPI_GOTO(MPI_Comm_size(s->node, &s->node_size), e, out);
+out:
+  return e->status;
+}
+
+static slabfeed_status make_windows(sf__store *s, sf__err *e)
+{
+  MPI_Info info = MPI_INFO_NULL;
+  SF_MPI_GOTO(MPI_Info_create(&info), e, out);
+  SF_MPI_GOTO(MPI_Info_set(info, "alloc_shared_noncontig", "true"), e, out);
+  SF_MPI_GOTO(MPI_Win_allocate_shared((MPI_Aint)s->bytes, 1, info, s->node,
+                                      &s->base, &s->shm_win),
+              e, out);
+  /* Window errors become return codes, not the end of the job. */
+  SF_MPI_GOTO(MPI_Win_set_errhandler(s->shm_win, MPI_ERRORS_RETURN), e, out);
+  /* Open MPI returns success even when its mmap of this rank's segment
+   * failed; this rank then goes on with an empty segment through the
+   * collective calls below, and the store's agreement reports it. */
+  if ((s->bytes > 0 && s->base == NULL) || sf__inject("alloc", s->rank)) {
+    sf__fail(e, SLABFEED_ERR_NOMEM,
+             "cannot map %lld bytes of the node's shared window for the slab "
+             "(/dev/shm full, or memory limits)",
+             (long long)s->bytes);
+    s->base = NULL;
+  }
+  /* The world window exists only when there is more than one node: with
+   * one node every piece is reached through the shared window, and some
+   * MPI builds cannot create a window on one process (Debian's Open MPI
+   * excludes osc ucx and pt2pt, and osc rdma refuses a single rank). */
+  if (s->nodes > 1) {
+    const MPI_Aint bytes = s->base != NULL ? (MPI_Aint)s->bytes : 0;
+    const int rc = MPI_Win_create(s->base, bytes, 1, MPI_INFO_NULL, s->comm,
+                                  &s->world_win);
+    if (rc != MPI_SUCCESS) {
+      sf__fail_mpi(e, rc,
+                   "MPI_Win_create over all ranks (for MPI_Get between "
+                   "nodes)");
+      const size_t n = strlen(e->msg);
+      snprintf(e->msg + n, sizeof e->msg - n,
+               "; with Open MPI, osc/rdma needs a transport with RDMA get "
+               "(CMA, XPMEM, UCX, a NIC): where it has none, allow osc/pt2pt, "
+               "e.g. OMPI_MCA_osc=sm,pt2pt (pt2pt refuses "
+               "MPI_THREAD_MULTIPLE)");
+      s->world_win = MPI_WIN_NULL;
+      goto out;
+    }
+    SF_MPI_GOTO(MPI_Win_set_errhandler(s->world_win, MPI_ERRORS_RETURN), e,
+                out);
+  }
+  SF_MPI_GOTO(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->shm_win), e, out);
+  s->shm_locked = 1;
+out:
+  if (info != MPI_INFO_NULL)
+    MPI_Info_free(&info);
+  return e->status;
+}
+
+/* Maps every rank of this node to its segment in the shared window. */
+static slabfeed_status map_peers(sf__store *s, sf__err *e)
+{
+  MPI_Group world = MPI_GROUP_NULL, node = MPI_GROUP_NULL;
+  int *nr = NULL, *wr = NULL;
+  s->peer = calloc((size_t)s->size, sizeof *s->peer);
+  s->peer_bytes = calloc((size_t)s->size, sizeof *s->peer_bytes);
+  nr = malloc((size_t)s->node_size * sizeof *nr);
+  wr = malloc((size_t)s->node_size * sizeof *wr);
+  if (!s->peer || !s->peer_bytes || !nr || !wr) {
+    sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the peer table");
+    goto out;
+  }
+  for (int i = 0; i < s->node_size; i++)
+    nr[i] = i;
+  SF_MPI_GOTO(MPI_Comm_group(s->node, &node), e, out);
+  SF_MPI_GOTO(MPI_Comm_group(s->comm, &world), e, out);
+  SF_MPI_GOTO(MPI_Group_translate_ranks(node, s->node_size, nr, world, wr), e,
+              out);
+  for (int i = 0; i < s->node_size; i++) {
+    MPI_Aint size;
+    int unit;
+    void *ptr;
+    SF_MPI_GOTO(MPI_Win_shared_query(s->shm_win, i, &size, &unit, &ptr), e,
+                out);
+    s->peer[wr[i]] = ptr;
+    s->peer_bytes[wr[i]] = (int64_t)size;
+  }
+out:
+  if (node != MPI_GROUP_NULL)
+    MPI_Group_free(&node);
+  if (world != MPI_GROUP_NULL)
+    MPI_Group_free(&world);
+  free(nr);
+  free(wr);
+  return e->status;
+}
+
+/* Node index of every rank (nodes numbered by their lowest world rank)
+ * into nodeof[P], with first[P] as scratch; sets s->nodes. */
+static slabfeed_status find_nodes(sf__store *s, int *nodeof, int *first,
+                                  sf__err *e)
+{
+  int leader = s->rank;
+  SF_MPI_GOTO(
+      MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, s->node), e,
+      out);
+  SF_MPI_GOTO(MPI_Allgather(&leader, 1, MPI_INT, nodeof, 1, MPI_INT, s->comm),
+              e, out);
+  /* nodeof holds each rank's leader; leaders are their own leaders. */
+  s->nodes = 0;
+  for (int r = 0; r < s->size; r++)
+    if (nodeof[r] == r)
+      first[r] = s->nodes++;
+  for (int r = 0; r < s->size; r++)
+    nodeof[r] = first[nodeof[r]];
+out:
+  return e->status;
+}
+
+/* The placement: the budget agreed as the minimum over nodes, then the
+ * group size (every rank computes the same layout from the same tables).
+ * Every rank makes the collective calls or none does (a local allocation
+ * failure is agreed on first). */
+static slabfeed_status place(sf__store *s, const sf__store_opts *o, sf__err *e)
+{
+  int *nodeof = malloc((size_t)s->size * sizeof *nodeof);
+  int *first = malloc((size_t)s->size * sizeof *first);
+  if (nodeof == NULL || first == NULL)
+    sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the node table");
+  if (sf__inject("place", s->rank))
+    sf__fail(e, SLABFEED_ERR_NOMEM, "injected failure at stage 'place' (test)");
+  if (sf__agree(s->comm, e) != SLABFEED_OK)
+    goto out;
+  uint64_t budget = o->budget;
+  if (budget == 0) {
+    const uint64_t total = sf__meminfo("MemTotal");
+    budget = total > 0 ? sf__placement_default_budget(total, s->node_size)
+                       : UINT64_MAX;
+  }
+  if (find_nodes(s, nodeof, first, e) == SLABFEED_OK)
+    SF_MPI_GOTO(
+        MPI_Allreduce(&budget, &s->budget, 1, MPI_UINT64_T, MPI_MIN, s->comm),
+        e, out);
+  int64_t plane = 0;
+  for (int d = 0; d < s->ndsets; d++)
+    plane += s->channels[d] * sf__store_plane_bytes(s);
+  if (e->status == SLABFEED_OK &&
+      sf__placement_choose(&s->L, s->size, s->nodes, nodeof, s->shape[0],
+                           o->group_nodes, s->budget, plane, o->halo,
+                           o->locality, o->crop_z, e) == SLABFEED_OK)
+    s->node_bytes = sf__placement_node_bytes(&s->L, plane);
+out:
+  free(nodeof);
+  free(first);
+  return e->status;
+}
+
+slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
+                               const int64_t channels[], const int64_t shape[3],
+                               const sf__store_opts *o, sf__err *e)
+{
+  memset(s, 0, sizeof *s);
+  s->open = 1;
+  s->comm = comm;
+  s->node = MPI_COMM_NULL;
+  s->shm_win = s->world_win = MPI_WIN_NULL;
+  s->ndsets = ndsets;
+  memcpy(s->shape, shape, sizeof s->shape);
+  for (int d = 0; d < ndsets; d++)
+    s->channels[d] = channels[d];
+  if (MPI_Comm_rank(comm, &s->rank) != MPI_SUCCESS ||
+      MPI_Comm_size(comm, &s->size) != MPI_SUCCESS)
+    return sf__fail(e, SLABFEED_ERR_MPI, "MPI_Comm_rank/size failed");
+
+  if (o->halo < 0 || o->halo > shape[0])
+    sf__fail(e, SLABFEED_ERR_ARG, "halo %lld must be in [0, Z=%lld]",
+             (long long)o->halo, (long long)shape[0]);
+  /* Every rank computes the same placement from agreed inputs, so a
+   * failure of the placement itself is found by all. */
+  make_node(s, o->rank_per_node, e);
+  if (sf__agree(comm, e) == SLABFEED_OK && place(s, o, e) == SLABFEED_OK) {
+    s->bytes = segment_bytes(s, s->rank);
+    if (s->bytes < 0)
+      sf__fail(e, SLABFEED_ERR_ARG, "slab size of rank %d overflows 64 bits",
+               s->rank);
+  }
+  if (sf__agree(comm, e) == SLABFEED_OK && make_windows(s, e) == SLABFEED_OK)
+    map_peers(s, e);
+  if (sf__inject("window", s->rank))
+    sf__fail(e, SLABFEED_ERR_MPI, "injected failure at stage 'window' (test)");
+  if (sf__agree(comm, e) != SLABFEED_OK)
+    sf__store_close(s);
+  return e->status;
+}
+
+const float *sf__store_segment(const sf__store *s, int r, int d)
+{
+  if (s->peer[r] == NULL)
+    return NULL;
+  return (const float *)(s->peer[r] + sf__store_offset(s, r, d));
+}
+
+/* Copies `len` planes of every channel of every dataset from plane qr of
+ * rank r's segment to plane q of this rank's: memcpy from a segment of
+ * this node, else MPI_Get (blocks of at most 1 GiB). */
+static slabfeed_status fetch_planes(sf__store *s, int r, int64_t qr, int64_t q,
+                                    int64_t len, sf__err *e)
+{
+  const int64_t pb = sf__store_plane_bytes(s);
+  const int64_t pr = sf__store_planes(s, r), pm = sf__store_planes(s, s->rank);
+  for (int d = 0; d < s->ndsets; d++)
+    for (int64_t c = 0; c < s->channels[d]; c++) {
+      const int64_t from = sf__store_offset(s, r, d) + (c * pr + qr) * pb;
+      char *to = s->base + sf__store_offset(s, s->rank, d) + (c * pm + q) * pb;
+      const int64_t bytes = len * pb;
+      if (s->peer[r] != NULL) {
+        memmove(to, s->peer[r] + from, (size_t)bytes);
+        continue;
+      }
+      for (int64_t done = 0; done < bytes;) {
+        const int64_t n =
+            bytes - done < ((int64_t)1 << 30) ? bytes - done : (int64_t)1 << 30;
+        SF_MPI_GOTO(MPI_Get(to + done, (int)n, MPI_BYTE, r,
+                            (MPI_Aint)(from + done), (int)n, MPI_BYTE,
+                            s->world_win),
+                    e, out);
+        done += n;
+        s->fill_remote += (uint64_t)n;
+      }
+    }
+out:
+  return e->status;
+}
+
+/* Fills every plane of this rank's segment that it did not read itself. */
+static slabfeed_status fill(sf__store *s, sf__err *e)
+{
+  const sf__placement *L = &s->L;
+  const int64_t Z = s->shape[0], first = sf__placement_first(L, s->rank);
+  const int64_t planes = sf__store_planes(s, s->rank);
+  for (int64_t q = 0; q < planes && e->status == SLABFEED_OK;) {
+    const int64_t z = sf__pmod(first + q, Z);
+    int64_t end;
+    const int r = sf__placement_reader(L, z, &end);
+    int64_t len = end - z;
+    if (len > planes - q)
+      len = planes - q;
+    const int64_t qr = z - L->core0[r] + L->lo[r];
+    if (r != s->rank || qr != q)
+      fetch_planes(s, r, qr, q, len, e);
+    q += len;
+  }
+  if (e->status == SLABFEED_OK && s->world_win != MPI_WIN_NULL)
+    SF_MPI_GOTO(MPI_Win_flush_all(s->world_win), e, out);
+out:
+  return e->status;
+}
+
+/* Makes this node's writes to the shared window visible to its ranks. */
+static slabfeed_status node_sync(sf__store *s, sf__err *e)
+{
+  SF_MPI_GOTO(MPI_Win_sync(s->shm_win), e, out);
+  SF_MPI_GOTO(MPI_Barrier(s->comm), e, out);
+  SF_MPI_GOTO(MPI_Win_sync(s->shm_win), e, out);
+out:
+  return e->status;
+}
+
+slabfeed_status sf__store_publish(sf__store *s, sf__err *e)
+{
+  /* The collective calls are made after a local failure too; only the
+   * fetches are skipped. */
+  sf__err local = *e;
+  sf__err_clear(e);
+  if (sf__inject("fill", s->rank))
+    sf__fail(&local, SLABFEED_ERR_MPI,
+             "injected failure at stage 'fill' (test)");
+  if (node_sync(s, e) == SLABFEED_OK && s->world_win != MPI_WIN_NULL) {
+    const int rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, s->world_win);
+    if (rc != MPI_SUCCESS)
+      sf__fail_mpi(e, rc, "MPI_Win_lock_all");
+    else
+      s->world_locked = 1;
+  }
+  if (e->status == SLABFEED_OK && local.status == SLABFEED_OK &&
+      s->base != NULL)
+    fill(s, e);
+  sf__err sync;
+  sf__err_clear(&sync);
+  node_sync(s, e->status == SLABFEED_OK ? e : &sync);
+  if (local.status != SLABFEED_OK)
+    *e = local;
+  return e->status;
+}
+
+void sf__store_close(sf__store *s)
+{
+  if (!s->open)
+    return;
+  s->open = 0;
+  if (s->world_locked)
+    MPI_Win_unlock_all(s->world_win);
+  if (s->shm_locked)
+    MPI_Win_unlock_all(s->shm_win);
+  s->world_locked = s->shm_locked = 0;
+  if (s->world_win != MPI_WIN_NULL)
+    MPI_Win_free(&s->world_win);
+  if (s->shm_win != MPI_WIN_NULL)
+    MPI_Win_free(&s->shm_win);
+  if (s->node != MPI_COMM_NULL)
+    MPI_Comm_free(&s->node);
+  free(s->peer);
+  free(s->peer_bytes);
+  s->peer = NULL;
+  s->peer_bytes = NULL;
+  s->base = NULL;
+  sf__placement_free(&s->L);
+}

@@ -1,0 +1,76 @@
+/* The slab store: every rank's z-slab (plus halo) of every dataset, in the
+ * node's MPI-3 shared-memory window, also exposed through one window over
+ * all ranks for MPI_Get between nodes. Where each slab lies (replication
+ * groups, cores, halos) is the placement (placement.h). */
+#ifndef SF_STORE_H
+#define SF_STORE_H
+
+#include "common/errors.h"
+#include "plan/placement.h"
+
+/* The options that shape the placement. */
+typedef struct sf__store_opts {
+  int rank_per_node; /* every rank its own node */
+  int group_nodes;   /* G: 0 from the budget, -1 all nodes, else forced */
+  uint64_t budget;   /* store bytes per node; 0: the default */
+  int locality;      /* keep crop_z - 1 planes above each node's range */
+  int64_t halo;      /* planes below and above every core */
+  int64_t crop_z;
+} sf__store_opts;
+
+typedef struct sf__store {
+  int open;      /* set by sf__store_open, cleared by sf__store_close */
+  MPI_Comm comm; /* not owned */
+  MPI_Comm node; /* owned: ranks sharing memory with this one */
+  int rank, size, node_rank, node_size;
+  int nodes;            /* number of nodes (shared-memory domains) */
+  sf__placement L;      /* the placement of every rank */
+  uint64_t budget;      /* per-node budget in effect (minimum over nodes) */
+  int64_t node_bytes;   /* largest store of one node */
+  uint64_t fill_remote; /* bytes this rank fetched over MPI at open */
+  int64_t shape[3];     /* Z,Y,X */
+  int ndsets;
+  int64_t channels[SF_MAX_DSETS];
+  MPI_Win shm_win;   /* node shared memory */
+  MPI_Win world_win; /* same memory, all ranks: MPI_Get; MPI_WIN_NULL
+                        when there is only one node */
+  int shm_locked, world_locked;
+  char *base;    /* this rank's segment */
+  int64_t bytes; /* size of this rank's segment */
+  char **peer;   /* [size]: segment of each rank on this node, else NULL */
+  int64_t *peer_bytes; /* [size]: segment sizes of those ranks */
+} sf__store;
+
+/* Planes held by rank r: its core slab plus its halo planes. */
+int64_t sf__store_planes(const sf__store *s, int r);
+/* Byte offset of dataset d inside rank r's segment. */
+int64_t sf__store_offset(const sf__store *s, int r, int d);
+/* Bytes of one plane of one channel. */
+int64_t sf__store_plane_bytes(const sf__store *s);
+
+/* Collective over comm. Finds the nodes, agrees on the per-node budget,
+ * chooses the placement and allocates this rank's segment in the node's
+ * shared window (and the world window). On failure everything is
+ * released; the outcome is agreed on by all ranks. */
+slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
+                               const int64_t channels[], const int64_t shape[3],
+                               const sf__store_opts *o, sf__err *e);
+
+/* Dataset d of rank r's segment when this process can address it (rank
+ * r is on this node), else NULL (reach it with MPI_Get on world_win). */
+const float *sf__store_segment(const sf__store *s, int r, int d);
+
+/* Collective, after every rank has read its planes of the file
+ * (sf__slab_read). Opens the passive-target epoch of the world window for
+ * the store's life, fills the rest of every segment (the planes other
+ * ranks read: replicas and halos) from the ranks that read them, memcpy
+ * within the node and MPI_Get in large contiguous blocks across nodes,
+ * and makes every segment visible to all. A rank that failed before takes
+ * part with nothing to fetch. */
+slabfeed_status sf__store_publish(sf__store *s, sf__err *e);
+
+/* Collective. Ends the epochs and frees the windows. Safe on a zeroed, partly
+ * opened or closed store. */
+void sf__store_close(sf__store *s);
+
+#endif

@@ -1,0 +1,170 @@
+/* The independent serial reference: a crop read straight from the file with
+ * serial HDF5 (no slabs, no windows), then the reference transform. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hdf5.h>
+
+#include "common/errors.h"
+#include "common/geometry.h"
+#include "io/h5.h"
+
+struct slabfeed_reader {
+  hid_t file;
+  char path[4096];
+  float *stage;
+  size_t stage_elems;
+  char error[SF_ERRLEN];
+};
+
+slabfeed_status slabfeed_reader_open(const char *path, slabfeed_reader **out,
+                                     char *errbuf, size_t errlen)
+{
+  sf__err e;
+  sf__err_clear(&e);
+  *out = NULL;
+  slabfeed_reader *r = calloc(1, sizeof *r);
+  if (r == NULL)
+    sf__fail(&e, SLABFEED_ERR_NOMEM, "cannot allocate a reader");
+  else if (path == NULL || strlen(path) >= sizeof r->path)
+    sf__fail(&e, SLABFEED_ERR_ARG, "reader: bad path");
+  if (e.status == SLABFEED_OK) {
+    snprintf(r->path, sizeof r->path, "%s", path);
+    sf__h5_quiet q;
+    sf__h5_quiet_begin(&q);
+    r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (r->file < 0) {
+      sf__fail(&e, SLABFEED_ERR_IO, "cannot open HDF5 file '%s'", path);
+      sf__h5_detail(&e);
+    }
+    sf__h5_quiet_end(&q);
+  }
+  if (e.status != SLABFEED_OK) {
+    free(r);
+    sf__err_copy(&e, errbuf, errlen);
+    return e.status;
+  }
+  *out = r;
+  return SLABFEED_OK;
+}
+
+/* Reads box [o, o+n) of channel c (no wrap) into the staged crop at d. */
+static herr_t read_box(hid_t dset, const slabfeed_dataset_info *in, int64_t c,
+                       const int64_t o[3], const int64_t n[3],
+                       const int64_t d[3], const int64_t crop[3], float *stage)
+{
+  const int cf = in->layout == SLABFEED_LAYOUT_CF;
+  hsize_t fstart[4], fcount[4];
+  fstart[cf ? 0 : 3] = (hsize_t)c;
+  fcount[cf ? 0 : 3] = 1;
+  for (int a = 0; a < 3; a++) {
+    fstart[cf ? a + 1 : a] = (hsize_t)o[a];
+    fcount[cf ? a + 1 : a] = (hsize_t)n[a];
+  }
+  const hsize_t mdims[3] = {(hsize_t)crop[0], (hsize_t)crop[1],
+                            (hsize_t)crop[2]};
+  const hsize_t mstart[3] = {(hsize_t)d[0], (hsize_t)d[1], (hsize_t)d[2]};
+  const hsize_t mcount[3] = {(hsize_t)n[0], (hsize_t)n[1], (hsize_t)n[2]};
+  const hid_t fs = H5Dget_space(dset), ms = H5Screate_simple(3, mdims, NULL);
+  herr_t rc = fs < 0 || ms < 0 ? -1 : 0;
+  if (rc >= 0)
+    rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, fstart, NULL, fcount, NULL);
+  if (rc >= 0)
+    rc = H5Sselect_hyperslab(ms, H5S_SELECT_SET, mstart, NULL, mcount, NULL);
+  if (rc >= 0)
+    rc = H5Dread(dset, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT,
+                 stage + c * crop[0] * crop[1] * crop[2]);
+  if (ms >= 0)
+    H5Sclose(ms);
+  if (fs >= 0)
+    H5Sclose(fs);
+  return rc;
+}
+
+slabfeed_status slabfeed_reader_crop(slabfeed_reader *r, const char *dataset,
+                                     slabfeed_file_layout layout,
+                                     const int64_t origin[3],
+                                     const int64_t crop[3], int symmetry,
+                                     int ngroups, const int (*groups)[3],
+                                     slabfeed_dtype dtype,
+                                     slabfeed_out_layout out_layout, void *out)
+{
+  sf__err e;
+  sf__err_clear(&e);
+  sf__h5_quiet q;
+  sf__h5_quiet_begin(&q);
+  hid_t dset = H5I_INVALID_HID;
+  slabfeed_dataset_info in;
+  memset(&in, 0, sizeof in);
+  if (sf__h5_dataset(r->file, r->path, dataset, layout, &dset, &in, &e) ==
+      SLABFEED_OK) {
+    for (int a = 0; a < 3; a++)
+      if (origin[a] < 0 || origin[a] >= in.shape[a] || crop[a] < 1 ||
+          crop[a] > in.shape[a])
+        sf__fail(&e, SLABFEED_ERR_ARG,
+                 "reader: origin/crop outside the box on axis %d", a);
+    if (in.channels > 64)
+      sf__fail(&e, SLABFEED_ERR_ARG, "reader: '%s' has more than 64 channels",
+               dataset);
+  }
+  const size_t elems = (size_t)(in.channels * crop[0] * crop[1] * crop[2]);
+  if (e.status == SLABFEED_OK && elems > r->stage_elems) {
+    float *p = realloc(r->stage, elems * sizeof *p);
+    if (p == NULL)
+      sf__fail(&e, SLABFEED_ERR_NOMEM, "reader: cannot allocate the crop");
+    else
+      r->stage = p, r->stage_elems = elems;
+  }
+  if (e.status == SLABFEED_OK) {
+    sf__run runs[3][2];
+    int nr[3];
+    for (int a = 0; a < 3; a++)
+      nr[a] = sf__periodic_split(origin[a], crop[a], in.shape[a], runs[a]);
+    for (int64_t c = 0; c < in.channels && e.status == SLABFEED_OK; c++)
+      for (int i = 0; i < nr[0]; i++)
+        for (int j = 0; j < nr[1]; j++)
+          for (int k = 0; k < nr[2]; k++) {
+            const int64_t o[3] = {runs[0][i].begin, runs[1][j].begin,
+                                  runs[2][k].begin};
+            const int64_t n[3] = {runs[0][i].len, runs[1][j].len,
+                                  runs[2][k].len};
+            const int64_t d[3] = {runs[0][i].crop_off, runs[1][j].crop_off,
+                                  runs[2][k].crop_off};
+            if (read_box(dset, &in, c, o, n, d, crop, r->stage) < 0) {
+              sf__fail(&e, SLABFEED_ERR_IO, "reader: reading '%s' failed",
+                       dataset);
+              sf__h5_detail(&e);
+            }
+          }
+  }
+  if (dset >= 0)
+    H5Dclose(dset);
+  sf__h5_quiet_end(&q);
+  if (e.status == SLABFEED_OK) {
+    if (slabfeed_transform_host(r->stage, crop, (int)in.channels, symmetry,
+                                ngroups, groups, dtype, out_layout,
+                                out) != SLABFEED_OK)
+      sf__fail(&e, SLABFEED_ERR_ARG,
+               "reader: bad symmetry %d, vector groups or output options for "
+               "'%s' (%lld channels)",
+               symmetry, dataset, (long long)in.channels);
+  }
+  snprintf(r->error, sizeof r->error, "%s", e.msg);
+  return e.status;
+}
+
+const char *slabfeed_reader_error(const slabfeed_reader *r)
+{
+  return r ? r->error : "";
+}
+
+void slabfeed_reader_close(slabfeed_reader *r)
+{
+  if (r == NULL)
+    return;
+  if (r->file >= 0)
+    H5Fclose(r->file);
+  free(r->stage);
+  free(r);
+}
