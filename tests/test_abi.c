@@ -102,7 +102,7 @@ static void older_caller(const char *path, const slabfeed_batch *want,
   GUARDED(old_config) oc;
   memset(&oc, CANARY, sizeof oc);
   slabfeed_config_init_sized((slabfeed_config *)&oc.v, sizeof oc.v);
-  CHECK(oc.v.size == sizeof oc.v, "init sets the caller's size");
+  CHECK_EQ(oc.v.size, sizeof oc.v, "init sets the caller's size");
   CHECK(canary_intact(oc.canary, sizeof oc.canary),
         "config init writes past a shorter struct");
   CHECK(oc.v.crop[0] == 64 && oc.v.batch == 1 && oc.v.device == -1 &&
@@ -117,10 +117,8 @@ static void older_caller(const char *path, const slabfeed_batch *want,
   CHECK(st == SLABFEED_OK, "open with a shorter config: %s", err);
   if (st != SLABFEED_OK)
     return;
-  CHECK(slabfeed_steps_per_epoch(l) == want_steps,
-        "the missing steps_per_epoch takes its default (%llu, want %llu)",
-        (unsigned long long)slabfeed_steps_per_epoch(l),
-        (unsigned long long)want_steps);
+  CHECK_EQ(slabfeed_steps_per_epoch(l), want_steps,
+           "the missing steps_per_epoch takes its default");
 
   GUARDED(old_batch) ob;
   memset(&ob, CANARY, sizeof ob);
@@ -129,7 +127,7 @@ static void older_caller(const char *path, const slabfeed_batch *want,
         "next with a shorter batch: %s", slabfeed_last_error(l));
   CHECK(canary_intact(ob.canary, sizeof ob.canary),
         "next writes past a shorter batch");
-  CHECK(ob.v.size == sizeof ob.v, "the caller's size is kept");
+  CHECK_EQ(ob.v.size, sizeof ob.v, "the caller's size is kept");
   const size_t bytes = (size_t)(want->input.shape[0] * want->input.strides[0]) *
                        slabfeed_dtype_size(want->input.dtype);
   CHECK(ob.v.input.ndim == 5 && ob.v.epoch == want->epoch &&

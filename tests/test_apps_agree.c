@@ -2,23 +2,13 @@
  * ranks: nobody failed (nothing changes), each single rank failing, two
  * ranks failing with different statuses (the lowest rank wins), a long
  * message and a short buffer (truncated, terminated), and cli_note keeping
- * the first failure. Every rank checks what it got; prints "FAIL ..." per
- * failed check and "apps.agree: PASS" on rank 0 when all ranks passed. */
+ * the first failure. Every rank checks what it got (check.h); rank 0
+ * prints "apps.agree: PASS" when all ranks passed. */
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "cli.h"
-
-static int failures = 0;
-
-/* Counts and prints one failed check of this rank. */
-static void expect(int ok, int rank, const char *what)
-{
-  if (!ok) {
-    printf("FAIL rank %d: %s\n", rank, what);
-    failures++;
-  }
-}
 
 /* Runs one agreement where ranks in `failing` (a bit mask) fail with
  * status SLABFEED_ERR_IO + rank; checks every rank got the lowest one. */
@@ -37,15 +27,17 @@ static void one_round(int rank, int size, unsigned failing)
       first = r;
   char want[64];
   if (first < 0) {
-    expect(got == 0 && st == SLABFEED_OK, rank, "no failure: returns 0");
-    expect(strcmp(msg, "untouched") == 0, rank, "no failure: msg unchanged");
+    CHECK_EQ(got, 0, "no failure: returns 0");
+    CHECK_EQ(st, SLABFEED_OK, "no failure: status unchanged");
+    CHECK(strcmp(msg, "untouched") == 0, "no failure: msg unchanged: '%s'",
+          msg);
     return;
   }
   snprintf(want, sizeof want, "rank %d: boom on %d", first, first);
-  expect(got == 1, rank, "a failure: returns 1");
-  expect(st == (slabfeed_status)(SLABFEED_ERR_IO + first % 8), rank,
-         "the lowest failing rank's status");
-  expect(strcmp(msg, want) == 0, rank, "the lowest failing rank's message");
+  CHECK_EQ(got, 1, "a failure: returns 1");
+  CHECK_EQ(st, (slabfeed_status)(SLABFEED_ERR_IO + first % 8),
+           "the lowest failing rank's status");
+  CHECK(strcmp(msg, want) == 0, "the lowest failing rank's message: '%s'", msg);
 }
 
 /* Runs the cases on MPI_COMM_WORLD. */
@@ -70,7 +62,7 @@ int main(int argc, char **argv)
   longer[sizeof longer - 1] = '\0';
   if (rank == size - 1) {
     cli_note(&st, small, sizeof small, SLABFEED_ERR_NOMEM, "%s", longer);
-    expect(strlen(small) == sizeof small - 1, rank, "cli_note truncates");
+    CHECK_EQ(strlen(small), sizeof small - 1, "cli_note truncates");
   } else {
     snprintf(small, sizeof small, "ok");
   }
@@ -78,22 +70,16 @@ int main(int argc, char **argv)
   char want[64];
   snprintf(want, sizeof want, "rank %d: xxxxxxxxxxxxxxxx", size - 1);
   want[sizeof small - 1] = '\0';
-  expect(st == SLABFEED_ERR_NOMEM && strcmp(small, want) == 0, rank,
-         "a long message is cut to the buffer");
+  CHECK(st == SLABFEED_ERR_NOMEM && strcmp(small, want) == 0,
+        "a long message is cut to the buffer: status %d, '%s'", st, small);
 
   /* cli_note keeps the first failure. */
   slabfeed_status s2 = SLABFEED_OK;
   char m2[64] = "";
   cli_note(&s2, m2, sizeof m2, SLABFEED_ERR_IO, "first %d", 1);
   cli_note(&s2, m2, sizeof m2, SLABFEED_ERR_NOMEM, "second %d", 2);
-  expect(s2 == SLABFEED_ERR_IO && strcmp(m2, "first 1") == 0, rank,
-         "cli_note keeps the first failure");
+  CHECK(s2 == SLABFEED_ERR_IO && strcmp(m2, "first 1") == 0,
+        "cli_note keeps the first failure: status %d, '%s'", s2, m2);
 
-  int all = 0;
-  MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0)
-    printf("apps.agree: %s (%d failed checks on %d ranks)\n",
-           all ? "FAIL" : "PASS", all, size);
-  MPI_Finalize();
-  return all ? 1 : 0;
+  return check_finish("apps.agree");
 }

@@ -42,9 +42,9 @@ static void expect_fail(const char *what, const slabfeed_config *cfg,
   int lo = st, hi = st;
   MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  CHECK(lo == hi, "%s: ranks disagree on the status", what);
-  CHECK(st == want, "%s: status %d (%s), want %d; message: %s", what, st,
-        slabfeed_strerror(st), want, err);
+  CHECK_EQ(lo, hi, "%s: ranks disagree on the status", what);
+  CHECK_EQ(st, want, "%s: status %s, want %s; message: %s", what,
+           slabfeed_strerror(st), slabfeed_strerror(want), err);
   CHECK(l == NULL, "%s: no loader on failure", what);
   CHECK(strstr(err, needle) != NULL, "%s: message '%s' should mention '%s'",
         what, err, needle);

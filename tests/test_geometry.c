@@ -14,18 +14,18 @@ static void test_plan(void)
         int64_t z0, z1;
         CHECK(slabfeed_slab_plan(Z, P, r, &z0, &z1) == SLABFEED_OK,
               "Z=%lld P=%d", (long long)Z, P);
-        CHECK(z0 == next, "slabs must be contiguous: Z=%lld P=%d r=%d",
-              (long long)Z, P, r);
+        CHECK_EQ(z0, next, "slabs must be contiguous: Z=%lld P=%d r=%d",
+                 (long long)Z, P, r);
         for (int64_t z = z0; z < z1; z++)
-          CHECK(sf__split_owner(Z, P, z) == r, "owner of z=%lld (Z=%lld P=%d)",
-                (long long)z, (long long)Z, P);
+          CHECK_EQ(sf__split_owner(Z, P, z), r, "owner of z=%lld (Z=%lld P=%d)",
+                   (long long)z, (long long)Z, P);
         lo = z1 - z0 < lo ? z1 - z0 : lo;
         hi = z1 - z0 > hi ? z1 - z0 : hi;
         /* the first Z % P ranks hold one plane more */
-        CHECK(z1 - z0 == Z / P + (r < Z % P), "size of rank %d", r);
+        CHECK_EQ(z1 - z0, Z / P + (r < Z % P), "size of rank %d", r);
         next = z1;
       }
-      CHECK(next == Z, "slabs must cover the box");
+      CHECK_EQ(next, Z, "slabs must cover the box");
       CHECK(hi - lo <= 1 && lo >= 1, "balanced split");
     }
   int64_t a, b;
@@ -55,18 +55,18 @@ static void test_split(void)
       for (int64_t len = 1; len <= n; len++) {
         sf__run r[2];
         const int k = sf__periodic_split(o, len, n, r);
-        CHECK(k == (o + len > n ? 2 : 1), "run count");
+        CHECK_EQ(k, (o + len > n ? 2 : 1), "run count");
         int64_t covered = 0;
         for (int i = 0; i < k; i++) {
           CHECK(r[i].begin >= 0 && r[i].begin + r[i].len <= n,
                 "inside the box");
-          CHECK(r[i].crop_off == covered, "runs in crop order");
+          CHECK_EQ(r[i].crop_off, covered, "runs in crop order");
           for (int64_t t = 0; t < r[i].len; t++)
-            CHECK(r[i].begin + t == (o + r[i].crop_off + t) % n,
-                  "periodic position");
+            CHECK_EQ(r[i].begin + t, (o + r[i].crop_off + t) % n,
+                     "periodic position");
           covered += r[i].len;
         }
-        CHECK(covered == len, "runs cover the crop");
+        CHECK_EQ(covered, len, "runs cover the crop");
       }
 }
 

@@ -9,21 +9,17 @@
 
 static int rank, size;
 
-static void base_config(slabfeed_config *c, const char *path)
+/* base_config (testutil.h) with this test's crop and seed. */
+static void config_of(slabfeed_config *c, const char *path)
 {
-  slabfeed_config_init(c);
-  c->path = path;
-  c->input = "Nbody";
-  c->target = "Hydro";
-  c->crop[0] = c->crop[1] = c->crop[2] = 12;
-  c->batch = 2;
+  base_config(c, path, 12);
   c->seed = 4;
 }
 
 static void device_out_of_range(const char *path, int n)
 {
   slabfeed_config c;
-  base_config(&c, path);
+  config_of(&c, path);
   c.device = n;
   char err[1024] = "";
   slabfeed_loader *l = NULL;
@@ -32,7 +28,7 @@ static void device_out_of_range(const char *path, int n)
   int lo = st, hi = st;
   MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  CHECK(lo == hi, "device %d: ranks disagree on the status", n);
+  CHECK_EQ(lo, hi, "device %d: ranks disagree on the status", n);
   CHECK(st == SLABFEED_ERR_CUDA && l == NULL, "device %d: status %s, loader %p",
         n, slabfeed_strerror(st), (void *)l);
   char want[64];
@@ -53,7 +49,7 @@ static void device_out_of_range(const char *path, int n)
 static void one_rank_fails_registration(const char *path)
 {
   slabfeed_config c;
-  base_config(&c, path);
+  config_of(&c, path);
   c.device = rank % gpu_count();
   char v[32], err[1024] = "", want[32];
   snprintf(v, sizeof v, "register@%d", size - 1);
@@ -83,7 +79,7 @@ static void one_rank_fails_registration(const char *path)
 static void stream_of_other_device(const char *path)
 {
   slabfeed_config c;
-  base_config(&c, path);
+  config_of(&c, path);
   char err[1024];
   slabfeed_loader *cpu = NULL, *gpu = NULL;
   CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &cpu, err, sizeof err) == SLABFEED_OK,

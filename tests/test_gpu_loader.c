@@ -17,17 +17,6 @@
 
 static int rank, size;
 
-/* Input + target of path, cubic crop of edge `crop`, batch 2. */
-static void base_config(slabfeed_config *c, const char *path, int64_t crop)
-{
-  slabfeed_config_init(c);
-  c->path = path;
-  c->input = "Nbody";
-  c->target = "Hydro";
-  c->crop[0] = c->crop[1] = c->crop[2] = crop;
-  c->batch = 2;
-}
-
 /* The host-path and the GPU-path loader of the same config (device: this
  * rank's GPU); 0 (and neither open) when either failed to open. */
 static int open_pair(slabfeed_config *c, slabfeed_loader **cpu,
@@ -68,8 +57,7 @@ static void compare(const char *path, slabfeed_dtype dt,
     return;
   slabfeed_stats st = SLABFEED_STATS_INIT;
   slabfeed_stats_get(gpu, &st);
-  CHECK(st.loader_thread == expect_thread, "loader thread %d, expected %d",
-        st.loader_thread, expect_thread);
+  CHECK_EQ(st.loader_thread, expect_thread, "loader thread");
   const size_t es = slabfeed_dtype_size(dt);
   int64_t bad = 0;
   for (int step = 0; step < 10; step++) {
@@ -252,8 +240,7 @@ static void device_restored(const char *path)
         "open: %s", err);
   int now = -1;
   CUDA_CHECK(cudaGetDevice(&now));
-  CHECK(now == other, "open changed the current device from %d to %d", other,
-        now);
+  CHECK_EQ(now, other, "open changed the current device");
   slabfeed_close(l);
   CUDA_CHECK(cudaSetDevice(rank % n));
   if (rank == 0)
@@ -287,12 +274,11 @@ static void quiet_steps(const char *path, cudaStream_t s)
         "allocations after open: %llu, frees %llu",
         (unsigned long long)(after.allocs - before.allocs),
         (unsigned long long)(after.frees - before.frees));
-  CHECK(after.registers == before.registers, "host registrations after open");
-  CHECK(after.default_stream == before.default_stream,
-        "legacy default stream used %llu times",
-        (unsigned long long)(after.default_stream - before.default_stream));
-  CHECK(after.stream_syncs == before.stream_syncs,
-        "stream synchronisation in steady state");
+  CHECK_EQ(after.registers, before.registers, "host registrations after open");
+  CHECK_EQ(after.default_stream, before.default_stream,
+           "legacy default stream used after open");
+  CHECK_EQ(after.stream_syncs, before.stream_syncs,
+           "stream synchronisation in steady state");
   /* One launch per sample (2) and dataset (2). The loader thread starts
    * at open: up to K = 2 batches may be done before the first snapshot,
    * and up to K - 1 beyond the last batch handed out at the second. */

@@ -13,16 +13,6 @@
 
 static int rank, size;
 
-/* Pearson's statistic of counts against a uniform expectation. */
-static double chi2(const uint64_t *count, uint64_t total)
-{
-  const double e = (double)total / BINS;
-  double x = 0;
-  for (int b = 0; b < BINS; b++)
-    x += ((double)count[b] - e) * ((double)count[b] - e) / e;
-  return x;
-}
-
 /* The z-range [lo, hi) this rank's node holds in its group. */
 static void node_range(int64_t Z, int rpn, int64_t *lo, int64_t *hi)
 {
@@ -95,7 +85,7 @@ static void run(const char *path, const int64_t N[3], int locality, int rpn)
   }
   const uint64_t total = c.steps_per_epoch * (uint64_t)c.batch * size;
   for (int a = 0; a < 3; a++) {
-    const double x = chi2(count[a], total);
+    const double x = chi2(count[a], BINS, total);
     CHECK(x < CHI2_7_P001,
           "locality %d: origins on axis %d not uniform: chi-square %.2f >= "
           "%.2f",
@@ -107,10 +97,10 @@ static void run(const char *path, const int64_t N[3], int locality, int rpn)
   /* The statistic has power: one rank's own z origins, confined to its
    * node's range when that is less than the box, fail it. */
   if (locality && hi - lo < N[0])
-    CHECK(chi2(mine, n) > CHI2_7_P001,
+    CHECK(chi2(mine, BINS, n) > CHI2_7_P001,
           "negative control: rank %d's confined origins passed (chi-square "
           "%.2f)",
-          rank, chi2(mine, n));
+          rank, chi2(mine, BINS, n));
   slabfeed_close(l);
 }
 

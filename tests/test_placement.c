@@ -41,8 +41,7 @@ static void check_layout(int P, int N, int interleaved, int64_t Z, int G)
       if (i > L.gfirst[g])
         CHECK(nodeof[L.order[i - 1]] <= nodeof[r], "ranks ordered by node");
     }
-    CHECK(z == Z, "group %d covers %lld of %lld planes", g, (long long)z,
-          (long long)Z);
+    CHECK_EQ(z, Z, "group %d covers the planes", g);
     /* each group's node count is N / ng or one more */
     int first = nodeof[L.order[L.gfirst[g]]],
         last = nodeof[L.order[L.gfirst[g + 1] - 1]];
@@ -92,9 +91,8 @@ static void check_choose(void)
                                cases[i].budget, 1 << 20, 0, 0, 1,
                                &e) == SLABFEED_OK,
           "choose: %s", e.msg);
-    CHECK(L.G == cases[i].want, "budget %llu forced %d: G %d, want %d",
-          (unsigned long long)cases[i].budget, cases[i].forced, L.G,
-          cases[i].want);
+    CHECK_EQ(L.G, cases[i].want, "budget %llu forced %d: G",
+             (unsigned long long)cases[i].budget, cases[i].forced);
     sf__placement_free(&L);
   }
   sf__placement L;

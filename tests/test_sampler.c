@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "check.h"
+#include "testutil.h" /* chi2 */
 #include "plan/sampler.h"
 #include "common/symmetry.h"
 
@@ -14,15 +14,6 @@ static double chi2_crit(int df)
   const double z = 4.7534, k = (double)df;
   const double t = 1.0 - 2.0 / (9.0 * k) + z * sqrt(2.0 / (9.0 * k));
   return k * t * t * t;
-}
-
-static double chi2(const uint64_t *count, int bins, uint64_t n)
-{
-  const double expect = (double)n / bins;
-  double s = 0;
-  for (int i = 0; i < bins; i++)
-    s += ((double)count[i] - expect) * ((double)count[i] - expect) / expect;
-  return s;
 }
 
 static void test_origins(void)
@@ -60,14 +51,14 @@ static void test_rotations(void)
   const int64_t shape[3] = {8, 8, 8};
   sf__sampler s;
   sf__sampler_init(&s, shape, 7, SLABFEED_SYM_ROTATIONS);
-  CHECK(s.nsym == 24, "24 rotations");
+  CHECK_EQ(s.nsym, 24, "24 rotations");
   uint64_t count[48] = {0};
   const uint64_t n = 240000;
   for (uint64_t k = 0; k < n; k++) {
     int64_t o[3];
     int32_t g;
     sf__sampler_draw(&s, 0, k, o, &g);
-    CHECK(sf__sym_det(g) == 1, "only proper rotations, got %d", g);
+    CHECK_EQ(sf__sym_det(g), 1, "only proper rotations, got %d", g);
     count[g]++;
   }
   uint64_t rot[24];
@@ -81,7 +72,7 @@ static void test_rotations(void)
     int64_t o[3];
     int32_t g;
     sf__sampler_draw(&s, 0, k, o, &g);
-    CHECK(g == 0, "none: identity only");
+    CHECK_EQ(g, 0, "none: identity only");
   }
 }
 

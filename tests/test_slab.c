@@ -60,8 +60,7 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
   for (int r = 0; r < s.size; r++)
     if (s.L.groupof[r] == s.L.groupof[s.rank])
       held += s.L.core1[r] - s.L.core0[r];
-  CHECK(held == Z, "the cores of group %d cover the box (%lld of %lld)",
-        s.L.groupof[s.rank], (long long)held, (long long)Z);
+  CHECK_EQ(held, Z, "the cores of group %d cover the box", s.L.groupof[s.rank]);
   /* Every plane is read once in total. */
   int64_t read_here = 0, read_all = 0;
   for (int64_t z = 0; z < Z;) {
@@ -74,17 +73,16 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
     z = end;
   }
   MPI_Allreduce(&read_here, &read_all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-  CHECK(read_all == Z, "%lld planes read in total for %lld",
-        (long long)read_all, (long long)Z);
+  CHECK_EQ(read_all, Z, "planes read in total");
   /* Every voxel, core and halo, both datasets. */
   int64_t bad = 0;
   const int64_t planes = sf__store_planes(&s, s.rank);
   const int64_t first = sf__placement_first(&s.L, s.rank);
   const int64_t extra = locality && s.L.hi[s.rank] > halo ? 3 - 1 - halo : 0;
-  CHECK(planes == s.L.core1[s.rank] - s.L.core0[s.rank] + 2 * halo + extra,
-        "planes held");
-  CHECK(s.bytes == (4 + 5) * planes * Y * X * 4,
-        "segment holds slab + halo only");
+  CHECK_EQ(planes, s.L.core1[s.rank] - s.L.core0[s.rank] + 2 * halo + extra,
+           "planes held");
+  CHECK_EQ(s.bytes, (4 + 5) * planes * Y * X * 4,
+           "segment holds slab + halo only");
   const int64_t zr = locality ? s.L.reach0[s.rank] : 0;
   const int64_t nr = locality ? s.L.reach[s.rank] : Z;
   if (locality) /* a crop from the node's range fits in the node */

@@ -27,7 +27,7 @@ int main(int argc, char **argv)
         "open: %s", err);
   if (l == NULL)
     return check_finish("mpi.stream");
-  CHECK(slabfeed_steps_per_epoch(l) == 3, "steps per epoch from the config");
+  CHECK_EQ(slabfeed_steps_per_epoch(l), 3, "steps per epoch from the config");
 
   /* The reference stream, computed here without the loader. */
   sf__sampler ref;
@@ -48,8 +48,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < c.batch; i++) {
       const uint64_t k = step * (uint64_t)size * (uint64_t)c.batch +
                          (uint64_t)rank * (uint64_t)c.batch + (uint64_t)i;
-      CHECK(b.sample[i] == (int64_t)k, "rank %d takes sample %llu", rank,
-            (unsigned long long)k);
+      CHECK_EQ(b.sample[i], (int64_t)k, "rank %d, sample %d of step %d", rank,
+               i, s);
       int64_t o[3];
       int32_t g;
       sf__sampler_draw(&ref, epoch, k, o, &g);

@@ -25,23 +25,23 @@ static void test_group(void)
   for (int g = 0; g < 48; g++) {
     CHECK(sf__sym_compose(g, 0) == g && sf__sym_compose(0, g) == g,
           "identity g=%d", g);
-    CHECK(sf__sym_compose(sf__sym_inverse(g), g) == 0, "inverse g=%d", g);
-    CHECK(sf__sym_compose(g, sf__sym_inverse(g)) == 0, "inverse g=%d", g);
+    CHECK_EQ(sf__sym_compose(sf__sym_inverse(g), g), 0, "inverse g=%d", g);
+    CHECK_EQ(sf__sym_compose(g, sf__sym_inverse(g)), 0, "inverse g=%d", g);
     const int f = g / 6;
     const int pc = (f & 1) + (f >> 1 & 1) + (f >> 2 & 1);
     const int expect = perm_sign(perms[g % 6]) * (pc % 2 ? -1 : 1);
-    CHECK(sf__sym_det(g) == expect, "det of g=%d", g);
+    CHECK_EQ(sf__sym_det(g), expect, "det of g=%d", g);
     proper += sf__sym_det(g) == 1;
     for (int h = 0; h < 48; h++) {
       const int gh = sf__sym_compose(h, g);
       CHECK(gh >= 0 && gh < 48, "closure");
       for (int k = 0; k < 48; k++)
-        CHECK(sf__sym_compose(k, sf__sym_compose(h, g)) ==
-                  sf__sym_compose(sf__sym_compose(k, h), g),
-              "associativity (%d,%d,%d)", k, h, g);
+        CHECK_EQ(sf__sym_compose(k, sf__sym_compose(h, g)),
+                 sf__sym_compose(sf__sym_compose(k, h), g),
+                 "associativity (%d,%d,%d)", k, h, g);
     }
   }
-  CHECK(proper == 24, "24 proper rotations, found %d", proper);
+  CHECK_EQ(proper, 24, "24 proper rotations");
 }
 
 /* DESIGN: out[i] = in[j], j[perm[a]] = (f >> a & 1) ? c-1-i[a] : i[a]. */
@@ -61,12 +61,12 @@ static void test_index_map(void)
             j[perms[g % 6][a]] = (g / 6 >> a & 1) ? c - 1 - i[a] : i[a];
           const int64_t src =
               start + i0 * step[0] + i1 * step[1] + i2 * step[2];
-          CHECK(src == (j[0] * c + j[1]) * c + j[2], "index map g=%d", g);
+          CHECK_EQ(src, (j[0] * c + j[1]) * c + j[2], "index map g=%d", g);
           if (src >= 0 && src < 125)
             seen[src]++;
         }
     for (int k = 0; k < 125; k++)
-      CHECK(seen[k] == 1, "bijection g=%d", g);
+      CHECK_EQ(seen[k], 1, "bijection g=%d k=%d", g, k);
   }
 }
 

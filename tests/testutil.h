@@ -1,5 +1,6 @@
-/* Helpers shared by the MPI tests: file generation and an independent
- * serial reader of whole datasets (plain HDF5, no slabfeed code). */
+/* Helpers shared by the MPI tests: file generation, an independent serial
+ * reader of whole datasets (plain HDF5, no slabfeed code), the usual loader
+ * config of a generated file and Pearson's chi-square statistic. */
 #ifndef SF_TESTS_TESTUTIL_H
 #define SF_TESTS_TESTUTIL_H
 
@@ -80,6 +81,30 @@ static inline int make_file(const char *path, int64_t Z, int64_t Y, int64_t X,
       slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err);
   CHECK(st == SLABFEED_OK, "generate %s: %s", path, err);
   return st == SLABFEED_OK ? 0 : -1;
+}
+
+/* The config of a generated file's input + target (Nbody, Hydro): cubic
+ * crop of edge `crop`, batch 2, the rest the defaults. */
+static inline void base_config(slabfeed_config *c, const char *path,
+                               int64_t crop)
+{
+  slabfeed_config_init(c);
+  c->path = path;
+  c->input = "Nbody";
+  c->target = "Hydro";
+  c->crop[0] = c->crop[1] = c->crop[2] = crop;
+  c->batch = 2;
+}
+
+/* Pearson's statistic of `bins` counts of `total` draws against a uniform
+ * expectation. */
+static inline double chi2(const uint64_t *count, int bins, uint64_t total)
+{
+  const double e = (double)total / bins;
+  double x = 0;
+  for (int b = 0; b < bins; b++)
+    x += ((double)count[b] - e) * ((double)count[b] - e) / e;
+  return x;
 }
 
 #endif
