@@ -174,7 +174,7 @@ int main(int argc, char **argv)
       "Measures the loader's throughput, stage times, exposed wait per step "
       "(with a simulated training step on a GPU) and memory next to the "
       "ceilings measured in the same run; prints a table and JSON lines.",
-      {{"loader options", cli_loader_options, &b.cfg},
+      {{"loader options", cli_loader_options(), &b.cfg},
        {"bench options", options, &a}}};
   cli_parse(&app, argc, argv);
   b.label = a.label;

@@ -132,7 +132,7 @@ int main(int argc, char **argv)
       "Runs the loader for K steps and verifies every sample against an "
       "independent serial read of the file; prints the bytes taken from the "
       "own slab, the node window and MPI_Get, and the memory of every rank.",
-      {{"loader options", cli_loader_options, &cfg},
+      {{"loader options", cli_loader_options(), &cfg},
        {"check options", options, &a}}};
   cli_result parsed;
   cli_scan(&app, argc, argv, &parsed);

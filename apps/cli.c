@@ -149,6 +149,8 @@ int cli_parse_triple(const char *s, int64_t out[3], char *err, size_t errlen)
 /* Whether the option is followed by a value. */
 static int takes_value(const cli_option *o)
 {
+  if (o->kind == CLI_OPTION)
+    return o->option->kind != SLABFEED_OPTION_SWITCH;
   return o->kind != CLI_FLAG && !(o->kind == CLI_CALL && o->metavar == NULL);
 }
 
@@ -266,6 +268,19 @@ static int store(const cli_option *o, void *base, const char *value, char *err,
   }
   case CLI_CALL:
     return o->set(base, value, err, errlen);
+  case CLI_OPTION: {
+    char msg[512];
+    if (slabfeed_config_set(base, o->option->name, value ? value : "1", msg,
+                            sizeof msg) == SLABFEED_OK)
+      return 0;
+    /* The library names the option ("crop: ..."); the parser adds the
+     * flag, so drop the library's name. */
+    const size_t n = strlen(o->option->name);
+    const char *why = strncmp(msg, o->option->name, n) == 0 && msg[n] == ':'
+                          ? msg + n + 2
+                          : msg;
+    return reason(err, errlen, "%s", why);
+  }
   }
   return reason(err, errlen, "unknown option kind");
 }
@@ -457,7 +472,11 @@ static void print_usage(FILE *f, const cli_app *app)
       const int req = (o->flags & CLI_REQUIRED) != 0;
       snprintf(word, sizeof word, "%s%s%s%s%s%s", req ? "" : "[", o->name,
                m ? " " : "", m ? m : "", req ? "" : "]",
-               o->kind == CLI_VECTOR ? "..." : "");
+               o->kind == CLI_VECTOR ||
+                       (o->kind == CLI_OPTION &&
+                        o->option->kind == SLABFEED_OPTION_VECTORS)
+                   ? "..."
+                   : "");
       /* keep "--opt VALUE" together: wrap on the whole word */
       if (col + 1 + (int)strlen(word) > WIDTH) {
         fprintf(f, "\n%*s", indent - 1, "");
@@ -515,6 +534,15 @@ static void default_text(const cli_option *o, const void *base, char *buf,
         snprintf(buf, n, "%s", c->name);
         break;
       }
+    break;
+  case CLI_OPTION:
+    /* Switches and lists have no default worth showing; "0" for a size
+     * stands for a computed default, which the help says. */
+    if (o->option->kind == SLABFEED_OPTION_SWITCH ||
+        o->option->kind == SLABFEED_OPTION_VECTORS ||
+        slabfeed_config_get(base, o->option->name, buf, n) != SLABFEED_OK ||
+        (o->option->kind == SLABFEED_OPTION_SIZE && strcmp(buf, "0") == 0))
+      buf[0] = '\0';
     break;
   case CLI_FLAG:
   case CLI_VECTOR:

@@ -3,7 +3,8 @@
  * Every app describes its options in tables of cli_option; one parser walks
  * argv with them and the same tables generate the usage line and the --help
  * text, so the two cannot disagree. The loader options (dump, check, bench)
- * are one table, cli_loader_options, reused by the three apps.
+ * are made from the library's option table (cli_loader_options), so the
+ * apps, the Python module and the library cannot disagree either.
  *
  * An option writes to `base + at`, where base is the struct of its group
  * (cli_group.base): tables are static and const, and a table can be reused
@@ -23,6 +24,7 @@
 #define SF_APPS_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "slabfeed.h"
@@ -39,7 +41,10 @@ typedef enum cli_kind {
   CLI_TRIPLE, /* int64_t[3]: "A,B,C", "AxBxC", or "A" for all three */
   CLI_VECTOR, /* int[max][3]: appends "K0,K1,K2"; count (int) at count_at */
   CLI_ENUM,   /* one of `choices` by name: stores its value in an int/enum */
-  CLI_CALL    /* calls set(); takes a value when metavar is not NULL */
+  CLI_CALL,   /* calls set(); takes a value when metavar is not NULL */
+  CLI_OPTION  /* a loader option of the library's table (`option`): the
+                 text goes to slabfeed_config_set on a slabfeed_config base;
+                 switches take no value (they set 1) */
 } cli_kind;
 
 /* One name of a CLI_ENUM option and the value it stores. */
@@ -70,9 +75,10 @@ typedef struct cli_option {
   int64_t min, max;          /* ranges (see kinds); CLI_VECTOR: max entries */
   const cli_choice *choices; /* CLI_ENUM: ends with a NULL name */
   cli_setter set;            /* CLI_CALL */
-  const char *metavar;       /* the value in the usage: "F", "Z,Y,X" */
-  const char *help;          /* one sentence for --help */
-  unsigned flags;            /* CLI_REQUIRED, CLI_EMPTY_OK */
+  const slabfeed_option *option; /* CLI_OPTION: its row of the table */
+  const char *metavar;           /* the value in the usage: "F", "Z,Y,X" */
+  const char *help;              /* one sentence for --help */
+  unsigned flags;                /* CLI_REQUIRED, CLI_EMPTY_OK */
 } cli_option;
 
 /* A table and the struct its offsets refer to. */
@@ -167,10 +173,16 @@ int cli_parse_int(const char *s, int64_t min, int64_t max, int64_t *out,
 int cli_parse_triple(const char *s, int64_t out[3], char *err, size_t errlen);
 
 /* The loader options of dump, check and bench, over a slabfeed_config:
- * --file --input --target --layout --crop --batch --seed --symmetries
- * --input-vector --target-vector --dtype --out-layout --device --halo
- * --prefetch --rank-per-node. */
-extern const cli_option cli_loader_options[];
+ * one CLI_OPTION per row of the library's option table (slabfeed_option_at),
+ * named "--" + its flag, in the table's order; built at the first call.
+ * Not thread safe on the first call. */
+const cli_option *cli_loader_options(void);
+
+/* Prints the library's option table as a Markdown table to f: one row per
+ * option (Python keyword and C field, command-line flag, kind, range,
+ * default, help). docs/OPTIONS.md holds this output between its markers,
+ * and the test docs.options compares the two. */
+void cli_print_option_table(FILE *f);
 
 /* Names of values for output lines. */
 const char *cli_dtype_name(slabfeed_dtype d);

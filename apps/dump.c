@@ -702,7 +702,7 @@ int main(int argc, char **argv)
       "Runs the loader for K steps and writes every rank's samples, in "
       "global sample order, to one HDF5 file (input, target, origin, "
       "symmetry, sample, sample_epoch).",
-      {{"loader options", cli_loader_options, &D.cfg},
+      {{"loader options", cli_loader_options(), &D.cfg},
        {"dump options", options, &a}}};
   cli_parse(&app, argc, argv);
   slabfeed_config *cfg = &D.cfg;

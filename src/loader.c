@@ -8,10 +8,9 @@
 #include <string.h>
 
 #include "source/fetch.h"
-#include "io/h5.h"
 #include "common/inject.h"
 #include "common/nvtx.h"
-#include "io/slab.h"
+#include "io/volume.h"
 #include "common/sys.h"
 
 /* Smallest caller structs the library accepts: through the fields every
@@ -90,61 +89,12 @@ static void injected(const slabfeed_loader *l, const char *stage, sf__err *e)
              stage);
 }
 
-/* Opens the file and datasets and checks them against the options. Local
- * checks of the file come first and are agreed on, so that a failure on
- * one rank is found before any collective HDF5 call; after the collective
- * open every rank opens every dataset (collective metadata reads), failed
- * or not, and all agree at the end. */
-static slabfeed_status open_datasets(slabfeed_loader *l, hid_t *file,
-                                     hid_t dsets[],
-                                     slabfeed_dataset_info info[], sf__err *e)
+/* Reads every dataset's slab into the store, then publishes the store
+ * (replicas and halos from their readers) and records the placement. */
+static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v, sf__err *e)
 {
-  const sf__config *c = &l->cfg;
-  sf__h5_preflight(c->path, 0, e);
-  if (sf__agree(l->comm, e) != SLABFEED_OK)
-    return e->status;
-  sf__h5_open(l->comm, c->path, file, e);
-  injected(l, "open", e);
-  if (sf__agree(l->comm, e) != SLABFEED_OK)
-    return e->status;
-  for (int d = 0; d < c->ndsets; d++)
-    sf__h5_dataset(*file, c->path, sf__config_dataset(c, d), c->pub.layout,
-                   &dsets[d], &info[d], e);
-  injected(l, "dataset", e);
-  if (e->status == SLABFEED_OK)
-    sf__config_check_data(c, info, e);
-  return sf__agree(l->comm, e);
-}
-
-static void close_datasets(hid_t file, hid_t dsets[], int n)
-{
-  for (int d = 0; d < n; d++)
-    if (dsets[d] >= 0)
-      H5Dclose(dsets[d]);
-  if (file >= 0)
-    H5Fclose(file);
-}
-
-/* Reads every dataset's slab into the store (every rank takes part in
- * every read, with empty transfers after a local failure), checks that
- * the file did not shrink meanwhile, then publishes the store. */
-static slabfeed_status read_slabs(slabfeed_loader *l, hid_t dsets[],
-                                  const slabfeed_dataset_info info[],
-                                  sf__err *e)
-{
-  const sf__config *c = &l->cfg;
-  SF_RANGE_PUSH("read");
   const double t0 = sf__now();
-  const uint64_t before = sf__h5_file_bytes(c->path);
-  for (int d = 0; d < c->ndsets; d++) {
-    injected(l, d == 0 ? "read.input" : "read.target", e);
-    sf__slab_read(&l->store, d, dsets[d], c->path, sf__config_dataset(c, d),
-                  &info[d], e);
-  }
-  for (int d = 0; d < c->ndsets && e->status == SLABFEED_OK; d++)
-    sf__h5_check_size(dsets[d], c->path, sf__config_dataset(c, d), before, e);
-  SF_RANGE_POP();
-  if (sf__agree(l->comm, e) == SLABFEED_OK)
+  if (sf__volume_read(v, &l->store, e) == SLABFEED_OK)
     sf__store_publish(&l->store, e);
   const sf__store *st = &l->store;
   const slabfeed_stats read = {.t_read = sf__now() - t0,
@@ -187,12 +137,11 @@ out:
 /* Store, slabs, plan and back end, each stage agreed on by all ranks. */
 static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
 {
-  sf__h5_quiet q;
-  sf__h5_quiet_begin(&q);
-  hid_t file = H5I_INVALID_HID, dsets[2] = {H5I_INVALID_HID, H5I_INVALID_HID};
+  sf__volume v;
   slabfeed_dataset_info info[2];
   memset(info, 0, sizeof info);
-  if (open_datasets(l, &file, dsets, info, e) == SLABFEED_OK) {
+  if (sf__volume_open(&v, l->comm, l->rank, &l->cfg, e) == SLABFEED_OK) {
+    memcpy(info, v.info, sizeof info);
     const int64_t ch[2] = {info[0].channels, info[1].channels};
     const slabfeed_config *p = &l->cfg.pub;
     const sf__store_opts o = {l->cfg.rank_per_node,
@@ -203,10 +152,9 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
                               p->crop[0]};
     if (sf__store_open(&l->store, l->comm, l->cfg.ndsets, ch, info[0].shape, &o,
                        e) == SLABFEED_OK)
-      read_slabs(l, dsets, info, e);
+      read_slabs(l, &v, e);
   }
-  close_datasets(file, dsets, l->cfg.ndsets);
-  sf__h5_quiet_end(&q);
+  sf__volume_close(&v);
   if (e->status != SLABFEED_OK)
     return e->status;
 

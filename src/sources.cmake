@@ -5,11 +5,12 @@
 set(SLABFEED_SOURCES
   src/loader.c                                          # facade
   src/backend/host.c                                    # back ends
-  src/source/fetch.c src/source/gather.c                # piece sources
+  src/source/fetch.c src/source/source.c src/source/window.c
+  src/source/landed.c src/source/gather.c               # piece sources
   src/plan/batch.c src/plan/placement.c src/plan/sampler.c  # plans
   src/store/store.c                                     # slab store (windows)
-  src/io/slab.c src/io/h5.c                             # file access
-  src/config/config.c                                   # options
+  src/io/volume.c src/io/slab.c src/io/h5.c             # file access
+  src/config/config.c src/config/options.c              # options
   src/transform/transform.c                             # host reference
   src/common/errors.c src/common/stats.c src/common/inject.c src/common/sys.c
   src/common/geometry.c src/common/symmetry.c           # base

@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "cuda/cudart.h"
 #include "source/fetch.h"
+#include "source/source.h"
 #include "common/inject.h"
 #include "common/nvtx.h"
 #include "transform/transform_gpu.h"
@@ -267,9 +268,9 @@ static void gpu_close(sf__backend *g)
  */
 
 /* One cudaMemcpy3DAsync of `depth` planes of channel c of piece p, from
- * plane k0 of the piece on: from view v (host memory) into its place in
- * the device crop dst. The start positions are folded into the base
- * pointers: the same bytes move either way. */
+ * plane k0 of the piece on: from view v (host or device memory, as the
+ * view says) into its place in the device crop dst. The start positions are
+ * folded into the base pointers: the same bytes move either way. */
 static slabfeed_status copy_planes(const sf__view *v, int64_t c,
                                    const sf__piece *p, int64_t k0,
                                    int64_t depth, const int64_t crop[3],
@@ -295,7 +296,8 @@ static slabfeed_status copy_planes(const sf__view *v, int64_t c,
   m.extent.width = (size_t)p->n[2] * sizeof(float);
   m.extent.height = (size_t)p->n[1];
   m.extent.depth = (size_t)depth;
-  m.kind = cudaMemcpyHostToDevice;
+  m.kind = v->mem == SF__MEM_DEVICE ? cudaMemcpyDeviceToDevice
+                                    : cudaMemcpyHostToDevice;
   return sf__cudart_copy3d(&m, s, e);
 }
 
@@ -334,15 +336,15 @@ static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
   const double t0 = sf__now();
   for (int k = 0; k < n && e->status == SLABFEED_OK; k++) {
     const sf__piece *pc = &p->pieces[k];
-    const int remote = sf__gather_remote(s, pc);
+    const sf__source *src = sf__source_of(s, pc);
     for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++) {
       const float *landed =
-          remote ? land + sf__fetch_map_at(&g->map, s, d, pc) : NULL;
+          src->fetched ? land + sf__fetch_map_at(&g->map, s, d, pc) : NULL;
       sf__view v;
-      const sf__from from = sf__gather_source(s, d, pc, landed, &v);
+      src->view(s, d, pc, landed, &v);
       for (int64_t c = 0; c < s->channels[d] && e->status == SLABFEED_OK; c++)
         copy_piece(&v, c, pc, p->crop, g->dstage[st][d], g->copy, e);
-      sf__gather_account(s, d, pc, from, delta);
+      sf__source_account(src, s, d, pc, delta);
     }
   }
   delta->t_h2d += sf__now() - t0;

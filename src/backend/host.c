@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "source/fetch.h"
+#include "source/source.h"
 #include "common/nvtx.h"
 #include "common/sys.h"
 
@@ -135,15 +136,16 @@ static void gather(sf__backend *h, int slot, int i, slabfeed_stats *delta)
   const int n = sf__batch_pieces(p, slot, i);
   for (int k = 0; k < n; k++) {
     const sf__piece *pc = &p->pieces[k];
-    const int remote = sf__gather_remote(s, pc);
+    const sf__source *src = sf__source_of(s, pc);
     for (int d = 0; d < p->ndsets; d++) {
-      const float *landed = remote ? h->landing[h->n % (uint64_t)p->K] +
-                                         sf__fetch_map_at(&h->map, s, d, pc)
-                                   : NULL;
+      const float *landed = src->fetched
+                                ? h->landing[h->n % (uint64_t)p->K] +
+                                      sf__fetch_map_at(&h->map, s, d, pc)
+                                : NULL;
       sf__view v;
-      const sf__from from = sf__gather_source(s, d, pc, landed, &v);
+      src->view(s, d, pc, landed, &v);
       sf__gather_copy(&v, s->channels[d], pc, p->crop, h->staging[d]);
-      sf__gather_account(s, d, pc, from, delta);
+      sf__source_account(src, s, d, pc, delta);
     }
   }
 }

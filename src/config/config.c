@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/options.h"
+
 /* A caller's struct must reach at least the required fields. */
 #define SF_CONFIG_MIN (offsetof(slabfeed_config, input) + sizeof(const char *))
 
@@ -15,54 +17,26 @@ void slabfeed_config_init_sized(slabfeed_config *cfg, size_t size)
   slabfeed_config d;
   memset(&d, 0, sizeof d);
   d.size = size;
-  d.layout = SLABFEED_LAYOUT_AUTO;
-  d.crop[0] = d.crop[1] = d.crop[2] = 64;
-  d.batch = 1;
-  d.symmetries = SLABFEED_SYM_ALL;
-  d.dtype = SLABFEED_DTYPE_F32;
-  d.out_layout = SLABFEED_OUT_NCDHW;
-  d.device = -1;
-  d.prefetch = 2;
-  d.rank_per_node = -1;
+  for (int i = 0; i < sf__option_count; i++)
+    sf__option_default(&sf__options[i], &d);
   sf__sized_init(cfg, size, &d, sizeof d);
 }
 
-/* Checks of the options alone. */
+/* Checks of the options alone: each against its row of the table, then
+ * what involves several options or the library's limits. */
 static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
 {
-  if (c->path == NULL || c->path[0] == '\0')
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: path (the HDF5 file) is required");
+  for (int i = 0; i < sf__option_count; i++)
+    if (sf__option_check(&sf__options[i], c, e) != SLABFEED_OK)
+      return e->status;
   if (strlen(c->path) >= SF_PATH_MAX)
     return sf__fail(e, SLABFEED_ERR_ARG, "config: path is longer than %d bytes",
                     SF_PATH_MAX - 1);
-  if (c->input == NULL || c->input[0] == '\0')
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: input (the dataset name) is required");
   if (strlen(c->input) >= SF_NAME_MAX ||
       (c->target != NULL && strlen(c->target) >= SF_NAME_MAX))
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: dataset names are limited to %d bytes",
                     SF_NAME_MAX - 1);
-  if ((unsigned)c->layout > SLABFEED_LAYOUT_CL)
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: layout %d is not auto, cf or cl", (int)c->layout);
-  if (c->batch < 1)
-    return sf__fail(e, SLABFEED_ERR_ARG, "config: batch is %d; it must be >= 1",
-                    c->batch);
-  if (c->prefetch < 1 || c->prefetch > 64)
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: prefetch depth is %d; it must be in 1..64",
-                    c->prefetch);
-  for (int a = 0; a < 3; a++)
-    if (c->crop[a] < 1)
-      return sf__fail(e, SLABFEED_ERR_ARG,
-                      "config: crop extent %lld on axis %d must be >= 1",
-                      (long long)c->crop[a], a);
-  if ((unsigned)c->symmetries > SLABFEED_SYM_NONE)
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: symmetries %d is not all, rotations or none",
-                    (int)c->symmetries);
   if (c->symmetries != SLABFEED_SYM_NONE &&
       (c->crop[0] != c->crop[1] || c->crop[0] != c->crop[2]))
     return sf__fail(e, SLABFEED_ERR_ARG,
@@ -70,36 +44,9 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
                     "other than 'none' need a cubic crop",
                     (long long)c->crop[0], (long long)c->crop[1],
                     (long long)c->crop[2]);
-  if ((unsigned)c->dtype > SLABFEED_DTYPE_BF16 ||
-      (unsigned)c->out_layout > SLABFEED_OUT_NDHWC)
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: unknown dtype or output layout");
-  if (c->halo < 0)
-    return sf__fail(e, SLABFEED_ERR_ARG, "config: halo %d must be >= 0",
-                    c->halo);
-  if (c->n_input_vectors < 0 || c->n_input_vectors > SLABFEED_MAX_VECTORS ||
-      c->n_target_vectors < 0 || c->n_target_vectors > SLABFEED_MAX_VECTORS)
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: at most %d vector groups per dataset",
-                    SLABFEED_MAX_VECTORS);
   if (c->n_target_vectors > 0 && c->target == NULL)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: target vector groups without a target dataset");
-  if (c->device < -1)
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: device %d (use -1 for host batches)", c->device);
-  if (c->group_nodes < -1)
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: group_nodes %d (0 from the memory budget, -1 all "
-                    "nodes, k > 0 k nodes per group)",
-                    c->group_nodes);
-  if (c->locality < 0 || c->locality > 1)
-    return sf__fail(e, SLABFEED_ERR_ARG, "config: locality %d is not 0 or 1",
-                    c->locality);
-  if (c->rank_per_node < -1 || c->rank_per_node > 1)
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: rank_per_node %d is not -1, 0 or 1",
-                    c->rank_per_node);
   return SLABFEED_OK;
 }
 

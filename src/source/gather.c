@@ -1,34 +1,17 @@
 #include "source/gather.h"
 
+#include <assert.h>
 #include <string.h>
-
-int sf__gather_remote(const sf__store *s, const sf__piece *p)
-{
-  return s->peer[p->src] == NULL;
-}
 
 int64_t sf__gather_elems(const sf__store *s, int d, const sf__piece *p)
 {
   return s->channels[d] * p->n[0] * p->n[1] * p->n[2];
 }
 
-sf__from sf__gather_source(const sf__store *s, int d, const sf__piece *p,
-                           const float *landed, sf__view *v)
-{
-  const float *seg = sf__store_segment(s, p->src, d);
-  if (seg == NULL) {
-    *v = (sf__view){landed, {p->n[0], p->n[1], p->n[2]}, {0, 0, 0}};
-    return SF__FROM_REMOTE;
-  }
-  *v = (sf__view){seg,
-                  {sf__store_planes(s, p->src), s->shape[1], s->shape[2]},
-                  {p->q, p->y, p->x}};
-  return p->src == s->rank ? SF__FROM_OWN : SF__FROM_NODE;
-}
-
 void sf__gather_copy(const sf__view *v, int64_t C, const sf__piece *p,
                      const int64_t crop[3], float *dst)
 {
+  assert(v->mem == SF__MEM_HOST);
   const int64_t D = v->dims[0], Y = v->dims[1], X = v->dims[2];
   const size_t row = (size_t)p->n[2] * sizeof(float);
   for (int64_t c = 0; c < C; c++)
@@ -62,17 +45,4 @@ out:
   if (e->status != SLABFEED_OK && *t != MPI_DATATYPE_NULL)
     MPI_Type_free(t);
   return e->status;
-}
-
-void sf__gather_account(const sf__store *s, int d, const sf__piece *p,
-                        sf__from from, slabfeed_stats *delta)
-{
-  const uint64_t b =
-      (uint64_t)(s->channels[d] * p->n[0] * p->n[1] * p->n[2]) * sizeof(float);
-  if (from == SF__FROM_REMOTE)
-    delta->bytes_remote += b;
-  else if (from == SF__FROM_OWN)
-    delta->bytes_own += b;
-  else
-    delta->bytes_node += b;
 }

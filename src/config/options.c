@@ -1,0 +1,712 @@
+#include "config/options.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Enum fields are read and written as int. */
+_Static_assert(sizeof(slabfeed_file_layout) == sizeof(int), "enum size");
+_Static_assert(sizeof(slabfeed_symmetries) == sizeof(int), "enum size");
+_Static_assert(sizeof(slabfeed_dtype) == sizeof(int), "enum size");
+_Static_assert(sizeof(slabfeed_out_layout) == sizeof(int), "enum size");
+
+#define FIELD(f)                                                               \
+  .at = offsetof(slabfeed_config, f), .width = sizeof(((slabfeed_config *)0)->f)
+
+/* The table. A new option is one row here, a field in slabfeed_config
+ * (at its end: sized structs) and the code that uses it. */
+const sf__option sf__options[] = {
+    {{.name = "path",
+      .flag = "file",
+      .kind = SLABFEED_OPTION_STRING,
+      .default_value = "",
+      .metavar = "F",
+      .help = "the HDF5 file holding the volume",
+      .flags = SLABFEED_OPTION_REQUIRED},
+     FIELD(path)},
+    {{.name = "input",
+      .flag = "input",
+      .kind = SLABFEED_OPTION_STRING,
+      .default_value = "",
+      .metavar = "NAME",
+      .help = "input dataset",
+      .flags = SLABFEED_OPTION_REQUIRED},
+     FIELD(input)},
+    {{.name = "target",
+      .flag = "target",
+      .kind = SLABFEED_OPTION_STRING,
+      .default_value = "",
+      .metavar = "NAME",
+      .help = "target dataset (none when empty)"},
+     FIELD(target)},
+    {{.name = "layout",
+      .flag = "layout",
+      .kind = SLABFEED_OPTION_CHOICE,
+      .choices = "auto|cf|cl",
+      .default_value = "auto",
+      .metavar = "auto|cf|cl",
+      .help = "file layout of both datasets: decided from the shape, "
+              "channels-first (C,Z,Y,X) or channels-last (Z,Y,X,C)"},
+     FIELD(layout)},
+    {{.name = "crop",
+      .flag = "crop",
+      .kind = SLABFEED_OPTION_EDGE,
+      .min = 1,
+      .max = INT32_MAX,
+      .default_value = "64",
+      .metavar = "C|Z,Y,X",
+      .help = "crop edge in voxels: one edge for a cube, or z,y,x"},
+     FIELD(crop)},
+    {{.name = "batch",
+      .flag = "batch",
+      .kind = SLABFEED_OPTION_INT,
+      .min = 1,
+      .max = INT32_MAX,
+      .default_value = "1",
+      .metavar = "B",
+      .help = "samples per rank and step (the local batch)"},
+     FIELD(batch)},
+    {{.name = "seed",
+      .flag = "seed",
+      .kind = SLABFEED_OPTION_UINT64,
+      .default_value = "0",
+      .metavar = "S",
+      .help = "seed of the sample stream"},
+     FIELD(seed)},
+    {{.name = "symmetries",
+      .flag = "symmetries",
+      .kind = SLABFEED_OPTION_CHOICE,
+      .choices = "all|rotations|none",
+      .default_value = "all",
+      .metavar = "all|rotations|none",
+      .help = "cube symmetries drawn: all 48, the 24 proper rotations, or "
+              "the identity only"},
+     FIELD(symmetries)},
+    {{.name = "input_vectors",
+      .flag = "input-vector",
+      .kind = SLABFEED_OPTION_VECTORS,
+      .max = SLABFEED_MAX_VECTORS,
+      .default_value = "",
+      .metavar = "K0,K1,K2",
+      .help = "input channels of one vector (components along z,y,x), "
+              "rotated as a vector; repeatable"},
+     FIELD(input_vectors),
+     .count_at = offsetof(slabfeed_config, n_input_vectors)},
+    {{.name = "target_vectors",
+      .flag = "target-vector",
+      .kind = SLABFEED_OPTION_VECTORS,
+      .max = SLABFEED_MAX_VECTORS,
+      .default_value = "",
+      .metavar = "K0,K1,K2",
+      .help = "target channels of one vector; repeatable"},
+     FIELD(target_vectors),
+     .count_at = offsetof(slabfeed_config, n_target_vectors)},
+    {{.name = "dtype",
+      .flag = "dtype",
+      .kind = SLABFEED_OPTION_CHOICE,
+      .choices = "f32|f16|bf16",
+      .aliases = "float32|float16|bfloat16",
+      .default_value = "f32",
+      .metavar = "f32|f16|bf16",
+      .help = "element type of the batches (f16 and bf16 round to nearest "
+              "even)"},
+     FIELD(dtype)},
+    {{.name = "out_layout",
+      .flag = "out-layout",
+      .kind = SLABFEED_OPTION_CHOICE,
+      .choices = "ncdhw|ndhwc",
+      .default_value = "ncdhw",
+      .metavar = "ncdhw|ndhwc",
+      .help = "memory layout of the batches"},
+     FIELD(out_layout)},
+    {{.name = "device",
+      .flag = "device",
+      .kind = SLABFEED_OPTION_INT,
+      .min = -1,
+      .max = INT32_MAX,
+      .default_value = "-1",
+      .metavar = "N",
+      .help = "CUDA device of the batches, or -1 for host batches"},
+     FIELD(device)},
+    {{.name = "prefetch",
+      .flag = "prefetch",
+      .kind = SLABFEED_OPTION_INT,
+      .min = 1,
+      .max = 64,
+      .default_value = "2",
+      .metavar = "K",
+      .help = "batches in the ring (produced ahead)"},
+     FIELD(prefetch)},
+    {{.name = "halo",
+      .flag = "halo",
+      .kind = SLABFEED_OPTION_INT,
+      .min = 0,
+      .max = INT32_MAX,
+      .default_value = "0",
+      .metavar = "H",
+      .help = "z-planes copied on each side of a rank's slab"},
+     FIELD(halo)},
+    {{.name = "rank_per_node",
+      .flag = "rank-per-node",
+      .kind = SLABFEED_OPTION_SWITCH,
+      .min = -1,
+      .max = 1,
+      .default_value = "auto",
+      .metavar = "auto|1|0",
+      .help = "treat every rank as its own node, to test the transfers "
+              "between nodes on one machine (auto: from the environment "
+              "variable " SLABFEED_ENV_RANK_PER_NODE ")"},
+     FIELD(rank_per_node)},
+    {{.name = "steps_per_epoch",
+      .flag = "steps-per-epoch",
+      .kind = SLABFEED_OPTION_UINT64,
+      .default_value = "0",
+      .metavar = "N",
+      .help = "steps of one epoch (0: enough crops to cover the box once)"},
+     FIELD(steps_per_epoch)},
+    {{.name = "group_nodes",
+      .flag = "group-nodes",
+      .kind = SLABFEED_OPTION_INT,
+      .min = -1,
+      .max = INT32_MAX,
+      .default_value = "0",
+      .metavar = "G",
+      .help = "nodes per replication group: 0 the smallest group that fits "
+              "the node memory budget (or " SLABFEED_ENV_GROUP_NODES
+              " when set), -1 all nodes, or G"},
+     FIELD(group_nodes)},
+    {{.name = "node_memory",
+      .flag = "node-memory",
+      .kind = SLABFEED_OPTION_SIZE,
+      .default_value = "0",
+      .metavar = "BYTES",
+      .help = "slab store one node may hold, e.g. 200G (0: half the node's "
+              "memory less 2 GiB per rank)"},
+     FIELD(node_memory)},
+    {{.name = "locality",
+      .flag = "locality",
+      .kind = SLABFEED_OPTION_SWITCH,
+      .min = 0,
+      .max = 1,
+      .default_value = "0",
+      .metavar = "1|0",
+      .help = "draw crop origins in the z-range of the rank's node: no crop "
+              "byte crosses nodes"},
+     FIELD(locality)},
+};
+
+const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);
+
+const slabfeed_option *slabfeed_option_at(int i)
+{
+  return i >= 0 && i < sf__option_count ? &sf__options[i].pub : NULL;
+}
+
+static const sf__option *find(const char *name)
+{
+  if (name == NULL)
+    return NULL;
+  for (int i = 0; i < sf__option_count; i++)
+    if (strcmp(sf__options[i].pub.name, name) == 0 ||
+        strcmp(sf__options[i].pub.flag, name) == 0)
+      return &sf__options[i];
+  return NULL;
+}
+
+const slabfeed_option *slabfeed_option_find(const char *name)
+{
+  const sf__option *o = find(name);
+  return o != NULL ? &o->pub : NULL;
+}
+
+/* ---- Text to values
+ * ---------------------------------------------------------- Strict: the whole
+ * text is the value, no spaces, no sign where none belongs, in range. Each
+ * returns SLABFEED_OK or fails *e naming the option. */
+
+static int all_digits(const char *s)
+{
+  if (*s == '\0')
+    return 0;
+  for (; *s != '\0'; s++)
+    if (*s < '0' || *s > '9')
+      return 0;
+  return 1;
+}
+
+static slabfeed_status parse_i64(const sf__option *o, const char *s,
+                                 int64_t *out, sf__err *e)
+{
+  const char *name = o->pub.name;
+  if (!all_digits(s[0] == '-' ? s + 1 : s))
+    return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is not an integer", name, s);
+  errno = 0;
+  const long long v = strtoll(s, NULL, 10);
+  if (errno == ERANGE || v < o->pub.min)
+    return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is below the minimum %lld",
+                    name, s, (long long)o->pub.min);
+  if (v > o->pub.max)
+    return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is above the maximum %lld",
+                    name, s, (long long)o->pub.max);
+  *out = v;
+  return SLABFEED_OK;
+}
+
+static slabfeed_status parse_u64(const sf__option *o, const char *s,
+                                 uint64_t *out, sf__err *e)
+{
+  if (!all_digits(s))
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "%s: '%s' is not a non-negative integer", o->pub.name, s);
+  errno = 0;
+  const unsigned long long v = strtoull(s, NULL, 10);
+  if (errno == ERANGE || (o->pub.max > 0 && v > (uint64_t)o->pub.max))
+    return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is above the maximum %llu",
+                    o->pub.name, s,
+                    o->pub.max > 0 ? (unsigned long long)o->pub.max
+                                   : (unsigned long long)UINT64_MAX);
+  *out = v;
+  return SLABFEED_OK;
+}
+
+/* Digits, an optional fraction, an optional binary suffix; whole bytes. */
+static slabfeed_status parse_size(const sf__option *o, const char *s,
+                                  uint64_t *out, sf__err *e)
+{
+  const char *units = "KMGT";
+  char num[64];
+  const size_t n = strlen(s);
+  int shift = 0;
+  if (n > 0 && n < sizeof num) {
+    memcpy(num, s, n + 1);
+    const char *u = strchr(units, num[n - 1]);
+    if (u != NULL && *u != '\0') {
+      shift = 10 * (int)(u - units + 1);
+      num[n - 1] = '\0';
+    }
+  }
+  char *dot = n > 0 && n < sizeof num ? strchr(num, '.') : NULL;
+  if (dot != NULL)
+    *dot = '\0';
+  const int ok = n > 0 && n < sizeof num && all_digits(num) &&
+                 (dot == NULL || all_digits(dot + 1));
+  if (!ok)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "%s: '%s' is not a size (bytes, or a number with K, M, G "
+                    "or T)",
+                    o->pub.name, s);
+  errno = 0;
+  const unsigned long long whole = strtoull(num, NULL, 10);
+  long double v = (long double)whole;
+  if (dot != NULL) {
+    /* The fraction as digits after the point. */
+    long double f = 0, scale = 1;
+    for (const char *c = dot + 1; *c != '\0'; c++) {
+      scale /= 10;
+      f += (long double)(*c - '0') * scale;
+    }
+    v += f;
+  }
+  v *= (long double)((uint64_t)1 << shift);
+  if (errno == ERANGE || v >= 18446744073709551616.0L)
+    return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is more than 2^64 bytes",
+                    o->pub.name, s);
+  if (v != (long double)(uint64_t)v)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "%s: '%s' is not a whole number of "
+                    "bytes",
+                    o->pub.name, s);
+  *out = (uint64_t)v;
+  return SLABFEED_OK;
+}
+
+static slabfeed_status parse_switch(const sf__option *o, const char *s,
+                                    int *out, sf__err *e)
+{
+  static const char *const on[] = {"1", "true", "yes", "on", NULL};
+  static const char *const off[] = {"0", "false", "no", "off", NULL};
+  for (int i = 0; on[i] != NULL; i++) {
+    if (strcmp(s, on[i]) == 0)
+      return *out = 1, SLABFEED_OK;
+    if (strcmp(s, off[i]) == 0)
+      return *out = 0, SLABFEED_OK;
+  }
+  if (o->pub.min == -1 && strcmp(s, "auto") == 0)
+    return *out = -1, SLABFEED_OK;
+  return sf__fail(e, SLABFEED_ERR_ARG,
+                  "%s: '%s' is not 1, 0, true, false, "
+                  "yes, no, on or off%s",
+                  o->pub.name, s, o->pub.min == -1 ? " (or auto)" : "");
+}
+
+/* Index of `s` in a '|'-separated list, or -1. */
+static int list_index(const char *list, const char *s)
+{
+  const size_t n = strlen(s);
+  for (int i = 0; list != NULL && *list != '\0'; i++) {
+    const char *bar = strchr(list, '|');
+    const size_t len = bar != NULL ? (size_t)(bar - list) : strlen(list);
+    if (len == n && n > 0 && strncmp(list, s, n) == 0)
+      return i;
+    if (bar == NULL)
+      break;
+    list = bar + 1;
+  }
+  return -1;
+}
+
+static slabfeed_status parse_choice(const sf__option *o, const char *s,
+                                    int *out, sf__err *e)
+{
+  int i = list_index(o->pub.choices, s);
+  if (i < 0)
+    i = list_index(o->pub.aliases, s);
+  if (i < 0)
+    return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is not one of %s",
+                    o->pub.name, s, o->pub.choices);
+  *out = i;
+  return SLABFEED_OK;
+}
+
+/* Up to max integers separated by any of seps, each in [lo, hi]. */
+static slabfeed_status parse_ints(const sf__option *o, const char *s,
+                                  const char *seps, int64_t lo, int64_t hi,
+                                  int64_t *out, int max, int *n, sf__err *e)
+{
+  *n = 0;
+  char piece[32];
+  for (const char *p = s;; p++) {
+    const size_t len = strcspn(p, seps);
+    if (*n == max || len == 0 || len >= sizeof piece)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "%s: '%s' is not a list of at most "
+                      "%d integers",
+                      o->pub.name, s, max);
+    memcpy(piece, p, len);
+    piece[len] = '\0';
+    if (!all_digits(piece[0] == '-' ? piece + 1 : piece))
+      return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' in '%s' is not an integer",
+                      o->pub.name, piece, s);
+    errno = 0;
+    const long long v = strtoll(piece, NULL, 10);
+    if (errno == ERANGE || v < lo || v > hi)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "%s: %s in '%s' is outside [%lld, "
+                      "%lld]",
+                      o->pub.name, piece, s, (long long)lo, (long long)hi);
+    out[(*n)++] = v;
+    p += len;
+    if (*p == '\0')
+      return SLABFEED_OK;
+  }
+}
+
+static slabfeed_status parse_edge(const sf__option *o, const char *s,
+                                  int64_t out[3], sf__err *e)
+{
+  int64_t v[3];
+  int n;
+  if (parse_ints(o, s, ",x", o->pub.min, o->pub.max, v, 3, &n, e))
+    return e->status;
+  if (n == 2)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "%s: '%s' has 2 edges; give one or "
+                    "three (z,y,x)",
+                    o->pub.name, s);
+  for (int a = 0; a < 3; a++)
+    out[a] = v[n == 1 ? 0 : a];
+  return SLABFEED_OK;
+}
+
+/* Vector groups: "" clears; "a,b,c;d,e,f" appends. */
+static slabfeed_status parse_vectors(const sf__option *o, const char *s,
+                                     int *count, int (*groups)[3], sf__err *e)
+{
+  if (*s == '\0') {
+    *count = 0;
+    return SLABFEED_OK;
+  }
+  int n = *count;
+  int g[SLABFEED_MAX_VECTORS][3];
+  memcpy(g, groups, sizeof g);
+  char one[96];
+  for (const char *p = s;; p++) {
+    const size_t len = strcspn(p, ";");
+    if (len >= sizeof one)
+      return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is too long", o->pub.name,
+                      s);
+    memcpy(one, p, len);
+    one[len] = '\0';
+    int64_t v[3];
+    int k;
+    if (parse_ints(o, one, ",", 0, 63, v, 3, &k, e))
+      return e->status;
+    if (k != 3)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "%s: '%s' is not three channels "
+                      "K0,K1,K2",
+                      o->pub.name, one);
+    if (n == o->pub.max)
+      return sf__fail(e, SLABFEED_ERR_ARG, "%s: more than %lld vector groups",
+                      o->pub.name, (long long)o->pub.max);
+    for (int a = 0; a < 3; a++)
+      g[n][a] = (int)v[a];
+    n++;
+    p += len;
+    if (*p == '\0')
+      break;
+  }
+  memcpy(groups, g, sizeof g);
+  *count = n;
+  return SLABFEED_OK;
+}
+
+/* Parses s into the field of o in *cfg (a struct that holds the field);
+ * *cfg is unchanged on failure. */
+static slabfeed_status store(const sf__option *o, const char *s,
+                             slabfeed_config *cfg, sf__err *e)
+{
+  char *f = (char *)cfg + o->at;
+  int64_t i = 0;
+  int v = 0;
+  switch (o->pub.kind) {
+  case SLABFEED_OPTION_STRING:
+    *(const char **)f = s[0] != '\0' ? s : NULL;
+    return SLABFEED_OK;
+  case SLABFEED_OPTION_INT:
+    if (parse_i64(o, s, &i, e) == SLABFEED_OK)
+      *(int *)f = (int)i;
+    return e->status;
+  case SLABFEED_OPTION_UINT64:
+    return parse_u64(o, s, (uint64_t *)f, e);
+  case SLABFEED_OPTION_SIZE:
+    return parse_size(o, s, (uint64_t *)f, e);
+  case SLABFEED_OPTION_SWITCH:
+    if (parse_switch(o, s, &v, e) == SLABFEED_OK)
+      *(int *)f = v;
+    return e->status;
+  case SLABFEED_OPTION_CHOICE:
+    if (parse_choice(o, s, &v, e) == SLABFEED_OK)
+      *(int *)f = v;
+    return e->status;
+  case SLABFEED_OPTION_EDGE:
+    return parse_edge(o, s, (int64_t *)f, e);
+  case SLABFEED_OPTION_VECTORS:
+    return parse_vectors(o, s, (int *)((char *)cfg + o->count_at), (int(*)[3])f,
+                         e);
+  }
+  return sf__fail(e, SLABFEED_ERR_ARG, "%s: unknown kind", o->pub.name);
+}
+
+void sf__option_default(const sf__option *o, slabfeed_config *cfg)
+{
+  sf__err e;
+  sf__err_clear(&e);
+  const slabfeed_status s = store(o, o->pub.default_value, cfg, &e);
+  assert(s == SLABFEED_OK); /* the table's defaults parse (unit.options) */
+  (void)s;
+}
+
+/* The part of *cfg a row needs lies inside the caller's struct. */
+static int fits(const sf__option *o, const slabfeed_config *cfg)
+{
+  size_t end = o->at + o->width;
+  if (o->pub.kind == SLABFEED_OPTION_VECTORS && o->count_at + sizeof(int) > end)
+    end = o->count_at + sizeof(int);
+  return cfg->size >= end;
+}
+
+slabfeed_status slabfeed_config_set(slabfeed_config *cfg, const char *name,
+                                    const char *value, char *errbuf,
+                                    size_t errlen)
+{
+  sf__err e;
+  sf__err_clear(&e);
+  const sf__option *o = find(name);
+  if (cfg == NULL || value == NULL)
+    sf__fail(&e, SLABFEED_ERR_ARG,
+             "slabfeed_config_set: cfg and value are "
+             "required");
+  else if (o == NULL)
+    sf__fail(&e, SLABFEED_ERR_ARG, "unknown option '%s'",
+             name != NULL ? name : "(null)");
+  else if (!fits(o, cfg))
+    sf__fail(&e, SLABFEED_ERR_UNSUPPORTED,
+             "%s: the caller's slabfeed_config (%zu bytes) has no such field: "
+             "rebuild against a newer slabfeed.h",
+             o->pub.name, cfg->size);
+  else {
+    /* Parsed into a copy (a VECTORS value appends to what is there), so
+     * that a bad value leaves *cfg as it was. */
+    slabfeed_config c;
+    memset(&c, 0, sizeof c);
+    memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
+    if (store(o, value, &c, &e) == SLABFEED_OK) {
+      memcpy((char *)cfg + o->at, (char *)&c + o->at, o->width);
+      if (o->pub.kind == SLABFEED_OPTION_VECTORS)
+        memcpy((char *)cfg + o->count_at, (char *)&c + o->count_at,
+               sizeof(int));
+    }
+  }
+  sf__err_copy(&e, errbuf, errlen);
+  return e.status;
+}
+
+/* ---- Values to text ---------------------------------------------------------
+ */
+
+/* Appends to buf (len bytes, *used so far); 0 on success, -1 when full. */
+static int put(char *buf, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int put(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = vsnprintf(buf + *used, len - *used, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= len - *used) {
+    *used = len - 1;
+    return -1;
+  }
+  *used += (size_t)n;
+  return 0;
+}
+
+/* The i-th name of a '|'-separated list into buf. */
+static int put_choice(char *buf, size_t len, size_t *used, const char *list,
+                      int i)
+{
+  for (int k = 0; k < i && list != NULL; k++) {
+    list = strchr(list, '|');
+    list = list != NULL ? list + 1 : NULL;
+  }
+  if (list == NULL)
+    return put(buf, len, used, "%d", i);
+  return put(buf, len, used, "%.*s", (int)strcspn(list, "|"), list);
+}
+
+slabfeed_status slabfeed_config_get(const slabfeed_config *cfg,
+                                    const char *name, char *buf, size_t len)
+{
+  const sf__option *o = find(name);
+  if (cfg == NULL || buf == NULL || len == 0 || o == NULL)
+    return SLABFEED_ERR_ARG;
+  buf[0] = '\0';
+  if (!fits(o, cfg))
+    return SLABFEED_ERR_UNSUPPORTED;
+  const char *f = (const char *)cfg + o->at;
+  size_t used = 0;
+  int rc = 0;
+  switch (o->pub.kind) {
+  case SLABFEED_OPTION_STRING: {
+    const char *s = *(const char *const *)f;
+    rc = put(buf, len, &used, "%s", s != NULL ? s : "");
+    break;
+  }
+  case SLABFEED_OPTION_INT:
+    rc = put(buf, len, &used, "%d", *(const int *)f);
+    break;
+  case SLABFEED_OPTION_UINT64:
+  case SLABFEED_OPTION_SIZE:
+    rc = put(buf, len, &used, "%" PRIu64, *(const uint64_t *)f);
+    break;
+  case SLABFEED_OPTION_SWITCH: {
+    const int v = *(const int *)f;
+    rc = put(buf, len, &used, "%s", v < 0 ? "auto" : v ? "1" : "0");
+    break;
+  }
+  case SLABFEED_OPTION_CHOICE:
+    rc = put_choice(buf, len, &used, o->pub.choices, *(const int *)f);
+    break;
+  case SLABFEED_OPTION_EDGE: {
+    const int64_t *c = (const int64_t *)f;
+    if (c[0] == c[1] && c[1] == c[2])
+      rc = put(buf, len, &used, "%" PRId64, c[0]);
+    else
+      rc = put(buf, len, &used, "%" PRId64 ",%" PRId64 ",%" PRId64, c[0], c[1],
+               c[2]);
+    break;
+  }
+  case SLABFEED_OPTION_VECTORS: {
+    const int n = *(const int *)((const char *)cfg + o->count_at);
+    const int(*g)[3] = (const int(*)[3])f;
+    for (int v = 0; v < n && v < o->pub.max && rc == 0; v++)
+      rc = put(buf, len, &used, "%s%d,%d,%d", v ? ";" : "", g[v][0], g[v][1],
+               g[v][2]);
+    break;
+  }
+  }
+  return rc == 0 ? SLABFEED_OK : SLABFEED_ERR_NOMEM;
+}
+
+/* ---- Checks of a filled struct ----------------------------------------------
+ */
+
+slabfeed_status sf__option_check(const sf__option *o,
+                                 const slabfeed_config *cfg, sf__err *e)
+{
+  const char *f = (const char *)cfg + o->at;
+  const slabfeed_option *p = &o->pub;
+  switch (p->kind) {
+  case SLABFEED_OPTION_STRING:
+    if ((p->flags & SLABFEED_OPTION_REQUIRED) &&
+        (*(const char *const *)f == NULL || **(const char *const *)f == '\0'))
+      return sf__fail(e, SLABFEED_ERR_ARG, "config: %s is required (%s)",
+                      p->name, p->help);
+    return SLABFEED_OK;
+  case SLABFEED_OPTION_INT:
+  case SLABFEED_OPTION_SWITCH: {
+    const int v = *(const int *)f;
+    if (v < p->min || v > p->max)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: %s is %d; it must be in %lld..%lld", p->name, v,
+                      (long long)p->min, (long long)p->max);
+    return SLABFEED_OK;
+  }
+  case SLABFEED_OPTION_UINT64:
+  case SLABFEED_OPTION_SIZE: {
+    const uint64_t v = *(const uint64_t *)f;
+    if (p->max > 0 && v > (uint64_t)p->max)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: %s is %" PRIu64 "; at most %lld", p->name, v,
+                      (long long)p->max);
+    return SLABFEED_OK;
+  }
+  case SLABFEED_OPTION_CHOICE: {
+    const int v = *(const int *)f;
+    size_t names = 1;
+    for (const char *c = p->choices; *c != '\0'; c++)
+      names += *c == '|';
+    if (v < 0 || (size_t)v >= names)
+      return sf__fail(e, SLABFEED_ERR_ARG, "config: %s %d is not one of %s",
+                      p->name, v, p->choices);
+    return SLABFEED_OK;
+  }
+  case SLABFEED_OPTION_EDGE: {
+    const int64_t *c = (const int64_t *)f;
+    for (int a = 0; a < 3; a++)
+      if (c[a] < p->min || c[a] > p->max)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: %s extent %lld on axis %d must be in "
+                        "%lld..%lld",
+                        p->name, (long long)c[a], a, (long long)p->min,
+                        (long long)p->max);
+    return SLABFEED_OK;
+  }
+  case SLABFEED_OPTION_VECTORS: {
+    const int n = *(const int *)((const char *)cfg + o->count_at);
+    if (n < 0 || n > p->max)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: %s: %d groups; at most %lld", p->name, n,
+                      (long long)p->max);
+    return SLABFEED_OK; /* channels are checked against the file */
+  }
+  }
+  return sf__fail(e, SLABFEED_ERR_ARG, "config: %s: unknown kind", p->name);
+}

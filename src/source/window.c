@@ -1,0 +1,32 @@
+/* The sources of the node's shared-memory window: the rank's own segment
+ * and the other segments of its node, both read in place (host memory,
+ * registered with CUDA by the GPU back end). */
+#include "source/source.h"
+
+static int serves_own(const sf__store *s, const sf__piece *p)
+{
+  return p->src == s->rank && sf__store_segment(s, p->src, 0) != NULL;
+}
+
+static int serves_node(const sf__store *s, const sf__piece *p)
+{
+  return sf__store_segment(s, p->src, 0) != NULL;
+}
+
+/* Dataset d's segment of the holder: [C][planes][Y][X], the piece at its
+ * first plane (q) and its first row and column in the box. */
+static void window_view(const sf__store *s, int d, const sf__piece *p,
+                        const float *landed, sf__view *v)
+{
+  (void)landed;
+  *v = (sf__view){sf__store_segment(s, p->src, d),
+                  SF__MEM_HOST,
+                  {sf__store_planes(s, p->src), s->shape[1], s->shape[2]},
+                  {p->q, p->y, p->x}};
+}
+
+const sf__source sf__source_own = {
+    "own", 0, offsetof(slabfeed_stats, bytes_own), serves_own, window_view};
+
+const sf__source sf__source_node = {
+    "node", 0, offsetof(slabfeed_stats, bytes_node), serves_node, window_view};
