@@ -1,8 +1,9 @@
 /* slabfeed-bench: throughput of the loader on P ranks next to the ceilings
  * measured in the same run (pinned and pageable H2D, device copy, host
- * memcpy on one thread and on all, MPI_Get between two ranks), each figure
- * also as a ratio to its ceiling; stage times, exposed wait per step with
- * and without a simulated training step, peak host RSS and device memory.
+ * memcpy on one thread and on all, a one-sided MPI_Get between two ranks;
+ * n/a where not measured), each figure also as a ratio to its ceiling;
+ * stage times, exposed wait per step with and without a simulated training
+ * step, peak host RSS and device memory.
  * --baseline fullcopy runs the original approach instead: every rank reads
  * the whole volume and crops it locally with the same transform.
  * Output: a table for people, and JSON lines (prefix "JSON ") for plots.

@@ -15,8 +15,11 @@ typedef struct bench_ctx {
   const char *label;   /* --label, copied into the JSON lines */
 } bench_ctx;
 
-/* Ceilings measured in the same run, GB/s (-1 or 0 where not measured).
- * Doubles only: broadcast as an array of doubles. */
+/* Ceilings measured in the same run, GB/s; 0 or -1 where not measured
+ * (no usable GPU: the device ceilings; one rank: mpi_get), printed as n/a
+ * and written to JSON as null. Doubles only: broadcast as an array of
+ * doubles. mpi_get: one-sided MPI_Get of 64 MiB between ranks 0 and 1, the
+ * reference for the remote transfers whichever transport they use. */
 typedef struct bench_ceilings {
   double pinned, pageable, d2d, memcpy1, memcpyN, mpi_get;
   /* one crop-channel pitched copy (crop rows out of volume rows), GB/s,
@@ -30,21 +33,23 @@ typedef struct bench_result {
   double crops_s, gbs, wall_step_ms, exposed_ms, wait_ms;
   double t_plan, t_gather, t_h2d, t_transform; /* ms per step */
   double rss, device_mem;
-  double gather_gbs; /* bytes gathered (own + node + MPI_Get) / gather s */
+  double gather_gbs; /* bytes gathered (own + node + remote) / gather s */
   double link_gbs;   /* float32 bytes gathered per second of the run: on the
                         GPU path, what crosses the host link */
   double anon, shmem, slab; /* private RSS, shared RSS, own slab (bytes) */
   double busy_ms;           /* measured length of the simulated step */
   double steady_ms;         /* GPU time per step after the pipeline filled */
-  double remote_mb_step;    /* MB moved with MPI_Get per step */
-  double remote_gets_step;  /* MPI_Get operations per step */
+  double remote_mb_step;    /* MB of pieces from other nodes per step */
+  double remote_gets_step;  /* transfers per step: messages received (the
+                               default transport), or MPI_Rget operations
+                               with SLABFEED_REMOTE=get */
   double remote_run_kb;     /* mean transfer (contiguous run or message) */
   double remote_gbs;        /* remote bytes per second of the run, GB/s */
   double group_nodes;       /* G: nodes per replication group */
 } bench_result;
 
 /* Measures the ceilings (host memcpy and, with a device, the copy engines
- * on rank 0; MPI_Get between ranks 0 and 1). Collective. */
+ * on rank 0; a one-sided MPI_Get between ranks 0 and 1). Collective. */
 void bench_ceilings_measure(const bench_ctx *b, bench_ceilings *c);
 
 /* Prints the ceilings line(s) on rank 0. */

@@ -143,16 +143,33 @@ void bench_ceilings_measure(const bench_ctx *b, bench_ceilings *c)
   c->mpi_get = mpi_get_rate(b, (size_t)64 << 20, 8);
 }
 
-/* Rank 0 prints the ceilings in GB/s, and the pitched copy when measured. */
+/* One ceiling as text: "%.1f", or "n/a" where it was not measured. */
+static const char *gbs_text(double v, char *buf, size_t len)
+{
+  if (v > 0)
+    snprintf(buf, len, "%.1f", v);
+  else
+    snprintf(buf, len, "n/a");
+  return buf;
+}
+
+/* Rank 0 prints the ceilings in GB/s (n/a: not measured: no usable GPU,
+ * or one rank), and the pitched copy when measured. */
 void bench_ceilings_print(const bench_ctx *b, const bench_ceilings *c)
 {
   if (b->rank != 0)
     return;
-  printf("ceilings (GB/s, same run): pinned H2D %.1f, pageable H2D %.1f, "
-         "device copy %.1f, memcpy 1 thread %.1f, memcpy %ld threads %.1f, "
-         "MPI_Get 2 ranks %.1f\n",
-         c->pinned, c->pageable, c->d2d, c->memcpy1,
-         sysconf(_SC_NPROCESSORS_ONLN), c->memcpyN, c->mpi_get);
+  char t[6][32];
+  printf("ceilings (GB/s, same run): pinned H2D %s, pageable H2D %s, "
+         "device copy %s, memcpy 1 thread %s, memcpy %ld threads %s, "
+         "MPI_Get 2 ranks %s%s\n",
+         gbs_text(c->pinned, t[0], sizeof t[0]),
+         gbs_text(c->pageable, t[1], sizeof t[1]),
+         gbs_text(c->d2d, t[2], sizeof t[2]),
+         gbs_text(c->memcpy1, t[3], sizeof t[3]), sysconf(_SC_NPROCESSORS_ONLN),
+         gbs_text(c->memcpyN, t[4], sizeof t[4]),
+         gbs_text(c->mpi_get, t[5], sizeof t[5]),
+         c->pinned > 0 ? "" : " (no GPU in this run: no device ceilings)");
   if (c->pitched > 0)
     printf("ceiling of the crop's copy shape (%lld-byte rows, one "
            "cudaMemcpy3DAsync per channel): %.1f GB/s, %.1f us to enqueue\n",

@@ -1,16 +1,33 @@
 /* slabfeed-bench: the report of one run. Every rank's figures in a table
  * for people, one summary line with the ratios to the ceilings, and one
  * "JSON {...}" line for bench/plot.py and docs/results (keys are stable). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "bench.h"
 #include "json.h"
 
-/* x as a fraction of its ceiling; 0 where the ceiling was not measured. */
+/* x as a fraction of its ceiling; NaN where the ceiling was not measured
+ * (the JSON writer makes it null). */
 static double ratio(double x, double ceiling)
 {
-  return ceiling > 0 ? x / ceiling : 0;
+  return ceiling > 0 ? x / ceiling : NAN;
+}
+
+/* A ceiling for the JSON line: NaN (null) where it was not measured. */
+static double measured(double ceiling)
+{
+  return ceiling > 0 ? ceiling : NAN;
+}
+
+/* "= R x NAME (C GB/s)" where the ceiling was measured, else "(NAME: n/a)". */
+static void print_ratio(double x, double ceiling, const char *name)
+{
+  if (ceiling > 0)
+    printf(" = %.3f x %s (%.1f GB/s)", ratio(x, ceiling), name, ceiling);
+  else
+    printf(" (%s: n/a)", name);
 }
 
 /* Totals over the ranks: sums of throughput, maxima of memory and wait. */
@@ -51,16 +68,16 @@ static void print_table(const bench_ctx *b, const char *mode, double step_ms,
 static void print_summary(const bench_ceilings *c, double step_ms,
                           const bench_result *r0, const totals *t)
 {
-  printf("total %8.2f crops/s %8.2f GB/s =", t->crops, t->gbs);
+  printf("total %8.2f crops/s %8.2f GB/s", t->crops, t->gbs);
   if (c->pinned > 0) /* GPU runs: the link is the ceiling */
-    printf(" %.3f x pinned H2D (%.1f GB/s),", ratio(t->gbs, c->pinned),
-           c->pinned);
-  printf(" %.3f x 1-thread memcpy (%.1f GB/s)", ratio(t->gbs, c->memcpy1),
-         c->memcpy1);
-  if (t->link > 0 && c->pinned > 0)
-    printf("; float32 gathered %.2f GB/s = %.3f x pinned H2D = %.3f x the "
-           "crop's copy shape",
-           t->link, ratio(t->link, c->pinned), ratio(t->link, c->pitched));
+    print_ratio(t->gbs, c->pinned, "pinned H2D");
+  print_ratio(t->gbs, c->memcpy1, "1-thread memcpy");
+  if (t->link > 0 && c->pinned > 0) {
+    printf("; float32 gathered %.2f GB/s = %.3f x pinned H2D", t->link,
+           ratio(t->link, c->pinned));
+    if (c->pitched > 0)
+      printf(" = %.3f x the crop's copy shape", ratio(t->link, c->pitched));
+  }
   if (step_ms > 0)
     printf("; exposed %.3f ms per step of %.2f ms measured (%.2f%%) in "
            "steady state (%.2f ms per step over the whole run, pipeline fill "
@@ -70,15 +87,17 @@ static void print_summary(const bench_ceilings *c, double step_ms,
   printf("; per rank: own slab %.0f MB + private RSS %.0f MB (peak RSS %.0f "
          "MB counts the node window's shared pages)",
          t->slab / 1e6, t->anon / 1e6, t->rss / 1e6);
-  printf("; G %.0f node(s) per group; remote %.2f MB per step per rank = "
-         "%.3f GB/s = %.3f x MPI_Get ceiling (%.1f GB/s), in %.1f transfers "
-         "per step, mean transfer %.2f KB on the wire (rank 0)",
-         r0->group_nodes, r0->remote_mb_step, r0->remote_gbs,
-         ratio(r0->remote_gbs, c->mpi_get), c->mpi_get, r0->remote_gets_step,
-         r0->remote_run_kb);
-  if (r0->gather_gbs > 0)
-    printf("; host gather %.2f GB/s per rank = %.3f x 1-thread memcpy",
-           r0->gather_gbs, ratio(r0->gather_gbs, c->memcpy1));
+  printf("; G %.0f node(s) per group; from other nodes %.2f MB per step per "
+         "rank = %.3f GB/s",
+         r0->group_nodes, r0->remote_mb_step, r0->remote_gbs);
+  print_ratio(r0->remote_gbs, c->mpi_get, "MPI_Get ceiling");
+  printf(", in %.1f transfers per step (the placement line names the "
+         "transport), mean transfer %.2f KB on the wire (rank 0)",
+         r0->remote_gets_step, r0->remote_run_kb);
+  if (r0->gather_gbs > 0) {
+    printf("; host gather %.2f GB/s per rank", r0->gather_gbs);
+    print_ratio(r0->gather_gbs, c->memcpy1, "1-thread memcpy");
+  }
   printf("\n");
 }
 
@@ -110,14 +129,16 @@ static void print_json(const bench_ctx *b, const char *mode,
   json_double(&j, "transform_ms", r0->t_transform, 4);
   json_double(&j, "peak_rss", t->rss, 0);
   json_double(&j, "device_mem", r0->device_mem, 0);
-  json_double(&j, "ceil_pinned", c->pinned, 2);
-  json_double(&j, "ceil_pageable", c->pageable, 2);
-  json_double(&j, "ceil_d2d", c->d2d, 1);
-  json_double(&j, "ceil_memcpy1", c->memcpy1, 2);
-  json_double(&j, "ceil_memcpyN", c->memcpyN, 2);
-  json_double(&j, "ceil_mpi_get", c->mpi_get, 2);
-  json_double(&j, "ceil_pitched", c->pitched, 2);
-  json_double(&j, "pitched_enqueue_us", c->pitched_enqueue_us, 2);
+  /* Ceilings not measured (no GPU, one rank) and ratios to them: null. */
+  json_double(&j, "ceil_pinned", measured(c->pinned), 2);
+  json_double(&j, "ceil_pageable", measured(c->pageable), 2);
+  json_double(&j, "ceil_d2d", measured(c->d2d), 1);
+  json_double(&j, "ceil_memcpy1", measured(c->memcpy1), 2);
+  json_double(&j, "ceil_memcpyN", measured(c->memcpyN), 2);
+  json_double(&j, "ceil_mpi_get", measured(c->mpi_get), 2);
+  json_double(&j, "ceil_pitched", measured(c->pitched), 2);
+  json_double(&j, "pitched_enqueue_us",
+              c->pitched > 0 ? c->pitched_enqueue_us : NAN, 2);
   json_double(&j, "ratio_pinned", ratio(t->gbs, c->pinned), 4);
   json_double(&j, "ratio_memcpy1", ratio(t->gbs, c->memcpy1), 4);
   json_double(&j, "gather_gbs", r0->gather_gbs, 3);

@@ -131,7 +131,8 @@ int main(int argc, char **argv)
       prog,
       "Runs the loader for K steps and verifies every sample against an "
       "independent serial read of the file; prints the bytes taken from the "
-      "own slab, the node window and MPI_Get, and the memory of every rank.",
+      "own slab, the node window and other nodes, and the memory of every "
+      "rank.",
       {{"loader options", cli_loader_options(), &cfg},
        {"check options", options, &a}}};
   cli_result parsed;
@@ -216,7 +217,7 @@ int main(int argc, char **argv)
            (long long)cfg.crop[2], cfg.batch, (long long)steps,
            cli_dtype_name(cfg.dtype), cfg.device);
     printf("%4s %8s %8s %12s %12s %12s %9s %10s %10s %7s %9s\n", "rank",
-           "samples", "mismatch", "own B", "node B", "MPI_Get B", "slab MB",
+           "samples", "mismatch", "own B", "node B", "remote B", "slab MB",
            "private MB", "peakRSS MB", "read s", "MB/s out");
     double slab_max = 0, anon_max = 0, slab_sum = 0, read_max = 0, out_sum = 0;
     for (int r = 0; r < size; r++) {

@@ -154,6 +154,16 @@ static hid_t out_type(slabfeed_dtype d)
   return t;
 }
 
+/* The file attribute `element_type`: how input and target elements are
+ * stored, for readers that see only HDF5 types (bf16 looks like uint16). */
+static const char *element_type(slabfeed_dtype d)
+{
+  if (d == SLABFEED_DTYPE_BF16)
+    return "bf16 bits in uint16 (the upper half of a float32: widen with "
+           "bits << 16)";
+  return d == SLABFEED_DTYPE_F16 ? "float16 (IEEE half)" : "float32";
+}
+
 /* Writes rows [row, row+n) of dataset d from buf (memory type mtype);
  * 0 or -1. */
 static int write_rows(hid_t d, hid_t mtype, hsize_t row, hsize_t n,
@@ -340,6 +350,7 @@ static void create_datasets(dump_state *D, const slabfeed_batch *b,
       attr_u64(of->file, "epoch", D->epoch) != 0 ||
       attr_u64(of->file, "first_step", 0) != 0 ||
       attr_str(of->file, "dtype", cli_dtype_name(cfg->dtype)) != 0 ||
+      attr_str(of->file, "element_type", element_type(cfg->dtype)) != 0 ||
       attr_str(of->file, "layout",
                cfg->out_layout == SLABFEED_OUT_NDHWC ? "ndhwc" : "ncdhw") !=
           0) {
@@ -701,7 +712,10 @@ int main(int argc, char **argv)
       prog,
       "Runs the loader for K steps and writes every rank's samples, in "
       "global sample order, to one HDF5 file (input, target, origin, "
-      "symmetry, sample, sample_epoch).",
+      "symmetry, sample, sample_epoch). f32 and f16 batches are stored as "
+      "float32 and IEEE half; bf16 as uint16 holding the bf16 bits (HDF5 "
+      "has no bf16 type: widen with bits << 16 to float32), as the file's "
+      "attribute element_type says.",
       {{"loader options", cli_loader_options(), &D.cfg},
        {"dump options", options, &a}}};
   cli_parse(&app, argc, argv);

@@ -1,9 +1,12 @@
 /* slabfeed-info: datasets, shapes, dtypes, layout, chunking, sizes, and
  * the slab plan for a number of ranks. Runs on one rank (others wait). */
+#include <errno.h>
 #include <hdf5.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "slabfeed_tools.h"
@@ -17,6 +20,7 @@ typedef struct info_args {
   int nodes;
   int group_nodes;
   uint64_t node_memory;
+  int options; /* --options: print the loader's option table */
 } info_args;
 
 static const cli_choice layouts[] = {{"auto", SLABFEED_LAYOUT_AUTO},
@@ -29,8 +33,7 @@ static const cli_option options[] = {
      .kind = CLI_STRING,
      .at = offsetof(info_args, path),
      .metavar = "F",
-     .help = "the HDF5 file",
-     .flags = CLI_REQUIRED},
+     .help = "the HDF5 file (required unless --options)"},
     {.name = "--layout",
      .kind = CLI_ENUM,
      .at = offsetof(info_args, layout),
@@ -56,7 +59,7 @@ static const cli_option options[] = {
      .min = 1,
      .max = INT_MAX,
      .metavar = "N",
-     .help = "nodes the ranks run on (ranks in blocks by node); default 1"},
+     .help = "nodes the ranks run on (ranks in blocks by node)"},
     {.name = "--group-nodes",
      .kind = CLI_INT,
      .at = offsetof(info_args, group_nodes),
@@ -70,6 +73,12 @@ static const cli_option options[] = {
      .metavar = "BYTES",
      .help = "slab store one node may hold, e.g. 200G (default: half of this "
              "machine's memory less 2 GiB per rank)"},
+    {.name = "--options",
+     .kind = CLI_FLAG,
+     .at = offsetof(info_args, options),
+     .help = "print the loader's options (every app, the C API and Python "
+             "take them) as a Markdown table, as docs/OPTIONS.md has it, and "
+             "exit"},
     {.name = NULL}};
 
 /* State of the walk over the file's datasets. */
@@ -187,20 +196,42 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *prog = "slabfeed-info";
-  info_args a = {NULL, SLABFEED_LAYOUT_AUTO, size, 0, 1, 0, 0};
+  info_args a = {NULL, SLABFEED_LAYOUT_AUTO, size, 0, 1, 0, 0, 0};
   const cli_app app = {
       prog,
       "Lists the datasets of an HDF5 file (shape, dtype, layout, chunking, "
       "size) and the slab plan for a number of ranks. Rank 0 does the work.",
       {{"options", options, &a}}};
   cli_parse(&app, argc, argv);
+  if (a.options) {
+    if (rank == 0)
+      cli_print_option_table(stdout);
+    MPI_Finalize();
+    return 0;
+  }
+  if (a.path == NULL)
+    cli_usage_fail(&app, "--file is required (or --options)");
   ctx c = {a.path, a.layout, 0, {0, 0, 0}, 0};
   int rc = 0;
   if (rank == 0) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    const hid_t f = H5Fopen(c.path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    /* The operating system's reason first (missing, a directory, no
+     * permission): HDF5's own failure says only that it could not open. */
+    struct stat st;
+    hid_t f = H5I_INVALID_HID;
+    if (stat(c.path, &st) != 0 || access(c.path, R_OK) != 0)
+      fprintf(stderr, "%s: cannot open HDF5 file '%s': %s\n", prog, c.path,
+              strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+      fprintf(stderr,
+              "%s: '%s' is not a regular file (an HDF5 file is needed)\n", prog,
+              c.path);
+    else if ((f = H5Fopen(c.path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
+      fprintf(stderr,
+              "%s: HDF5 cannot open '%s': not an HDF5 file, truncated, or "
+              "locked by a writer (HDF5_USE_FILE_LOCKING=FALSE lifts locks)\n",
+              prog, c.path);
     if (f < 0) {
-      fprintf(stderr, "%s: cannot open HDF5 file '%s'\n", prog, c.path);
       rc = 1;
     } else {
       printf("%s (slabfeed %s)\n", c.path, slabfeed_version_string());

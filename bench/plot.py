@@ -25,7 +25,7 @@ def main():
     colors = {"loader": "tab:blue", "fullcopy": "tab:orange", "peer": "tab:gray"}
     ax.bar(range(len(runs)), [r["gbs"] for r in runs],
            color=[colors.get(r["bench"], "k") for r in runs])
-    pinned = max((r.get("ceil_pinned", 0) for r in runs), default=0)
+    pinned = max((r.get("ceil_pinned") or 0 for r in runs), default=0)
     if pinned:
         ax.axhline(pinned, ls="--", c="r", label=f"pinned H2D ceiling {pinned:.1f} GB/s")
         ax.legend()

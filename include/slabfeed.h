@@ -145,9 +145,11 @@ typedef enum {
   SLABFEED_OUT_NDHWC = 1
 } slabfeed_out_layout;
 
-/* Environment variable that, set to 1, makes every rank its own "node": all
- * remote pieces then travel with MPI_Get (to test that path on one machine).
- * Overridden by slabfeed_config.rank_per_node when that is 0 or 1. */
+/* Environment variable that, set to 1, makes every rank its own "node", to
+ * test the transfers between nodes on one machine: with the volume sharded
+ * over all of them (SLABFEED_GROUP_NODES=-1), the pieces other ranks hold
+ * move over MPI (SLABFEED_REMOTE: send or get). Overridden by
+ * slabfeed_config.rank_per_node when that is 0 or 1. */
 #define SLABFEED_ENV_RANK_PER_NODE "SLABFEED_RANK_PER_NODE"
 
 /* Environment variable giving slabfeed_config.group_nodes when that is 0
@@ -343,7 +345,8 @@ typedef struct slabfeed_stats {
   uint64_t batches, samples;
   uint64_t bytes_own;    /* bytes copied from the rank's own slab + halo */
   uint64_t bytes_node;   /* bytes copied from other ranks of the node */
-  uint64_t bytes_remote; /* bytes moved with MPI_Get */
+  uint64_t bytes_remote; /* bytes of pieces from other nodes (moved over
+                            MPI: SLABFEED_REMOTE send or get) */
   uint64_t bytes_out;    /* bytes delivered (input + target, output dtype) */
   double t_read;         /* open: parallel HDF5 slab read */
   double t_plan, t_gather, t_h2d, t_transform;

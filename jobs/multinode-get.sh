@@ -49,7 +49,9 @@ N=${SLURM_NNODES:?run under Slurm (sbatch)}
 NT=${SLURM_NTASKS:?}
 R=$((NT / N))                        # ranks (GPUs) per node
 mkdir -p "$OUT" "$(dirname "$FILE")"
-unset SLABFEED_RANK_PER_NODE         # real nodes: pieces of other nodes by MPI_Get
+unset SLABFEED_RANK_PER_NODE         # real nodes: pieces of other nodes over MPI
+# The volume sharded over all nodes (G = N), as the model assumes.
+export SLABFEED_GROUP_NODES=${SLABFEED_GROUP_NODES:--1}
 export HDF5_USE_FILE_LOCKING=FALSE   # locking fails or stalls on Lustre/GPFS
 export OMP_NUM_THREADS=1
 log() { tee -a "$OUT/run.log"; }

@@ -151,8 +151,13 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
                               p->halo,
                               p->crop[0]};
     if (sf__store_open(&l->store, l->comm, l->cfg.ndsets, ch, info[0].shape, &o,
-                       e) == SLABFEED_OK)
-      read_slabs(l, &v, e);
+                       e) == SLABFEED_OK) {
+      sf__fetch_selfcheck(&l->store,
+                          l->cfg.remote_get ? SF__FETCH_GET : SF__FETCH_SEND,
+                          p->locality, e);
+      if (sf__agree(l->comm, e) == SLABFEED_OK)
+        read_slabs(l, &v, e);
+    }
   }
   sf__volume_close(&v);
   if (e->status != SLABFEED_OK)
@@ -324,6 +329,9 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
                     : !sf__fetch_needed(&l->plan) ? "none cross nodes"
                     : !l->plan.remote_get
                         ? "fetched ahead, one message per holder and batch"
+                    : sf__fetch_get_flushes()
+                        ? "fetched ahead, one MPI_Get per piece (completed by "
+                          "a flush)"
                         : "fetched ahead, one MPI_Rget per piece";
   snprintf(buf, len,
            "placement: %d node%s of %d rank%s in %d group%s of %s, "

@@ -13,6 +13,7 @@ set(SLABFEED_SOURCES
   src/config/config.c src/config/options.c              # options
   src/transform/transform.c                             # host reference
   src/common/errors.c src/common/stats.c src/common/inject.c src/common/sys.c
+  src/common/mpilib.c
   src/common/geometry.c src/common/symmetry.c           # base
   src/tools/generate.c src/tools/reference.c)           # tools
 if(SLABFEED_HAVE_CUDA)

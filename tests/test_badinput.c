@@ -167,6 +167,40 @@ int main(int argc, char **argv)
   b = c;
   b.halo = 13;
   expect_fail("halo too large", &b, SLABFEED_ERR_ARG, "halo");
+  b = c;
+  b.steps_per_epoch = (uint64_t)1 << 62;
+  expect_fail("2^62 steps per epoch", &b, SLABFEED_ERR_ARG, "sample ids");
+  /* SLABFEED_RANK_PER_NODE is read as strictly as the option. */
+  const char *rpn[] = {"10", "1abc", "2", "auto"};
+  for (int i = 0; i < 4; i++) {
+    setenv("SLABFEED_RANK_PER_NODE", rpn[i], 1);
+    expect_fail("SLABFEED_RANK_PER_NODE", &c, SLABFEED_ERR_ARG,
+                "SLABFEED_RANK_PER_NODE");
+  }
+  unsetenv("SLABFEED_RANK_PER_NODE");
+
+  /* The serial reference reader names what is wrong with its transform. */
+  slabfeed_reader *rd = NULL;
+  char rerr[512] = "";
+  CHECK(slabfeed_reader_open(good, &rd, rerr, sizeof rerr) == SLABFEED_OK,
+        "reader: %s", rerr);
+  if (rd != NULL) {
+    const int64_t o[3] = {0, 0, 0}, e4[3] = {4, 4, 4}, e2[3] = {4, 2, 4};
+    const int bad[1][3] = {{1, 2, 9}};
+    static float out[16 * 4 * 4 * 4];
+    CHECK(slabfeed_reader_crop(rd, "Nbody", SLABFEED_LAYOUT_AUTO, o, e4, 0, 1,
+                               bad, SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW,
+                               out) == SLABFEED_ERR_ARG &&
+              strstr(slabfeed_reader_error(rd), "names channel 9") != NULL,
+          "reader: a bad vector channel: '%s'", slabfeed_reader_error(rd));
+    CHECK(slabfeed_reader_crop(rd, "Nbody", SLABFEED_LAYOUT_AUTO, o, e2, 5, 0,
+                               NULL, SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW,
+                               out) == SLABFEED_ERR_ARG &&
+              strstr(slabfeed_reader_error(rd), "cubic") != NULL,
+          "reader: a symmetry of a non-cubic crop: '%s'",
+          slabfeed_reader_error(rd));
+    slabfeed_reader_close(rd);
+  }
 
   /* And a good open still works after all that. */
   char err[1024];

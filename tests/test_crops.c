@@ -126,6 +126,15 @@ static void run_case(const tcase *t, const place *pl)
   slabfeed_loader *l = NULL;
   const slabfeed_status st =
       slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
+  /* SF_TEST_SELFCHECK_OK=1: the run forces a transfer pattern an MPI may
+   * get wrong (SLABFEED_TEST_FORCE_RGET); the open's self-check may then
+   * refuse, else every crop must be right: never a silent wrong crop. */
+  if (st == SLABFEED_ERR_MPI && getenv("SF_TEST_SELFCHECK_OK") != NULL &&
+      strstr(err, "self-check of transfers between nodes failed") != NULL) {
+    if (rank == 0)
+      printf("  %-10s refused by the self-check: %s\n", t->tag, err);
+    return;
+  }
   CHECK(st == SLABFEED_OK, "%s: open: %s", t->tag, err);
   if (st != SLABFEED_OK)
     return;

@@ -55,6 +55,8 @@ static void stage_words(const char *stage, char *what, size_t n)
 {
   if (strcmp(stage, "alloc") == 0)
     snprintf(what, n, "cannot map");
+  else if (strcmp(stage, "selfcheck") == 0)
+    snprintf(what, n, "self-check of transfers between nodes failed");
   else if (strcmp(stage, "gen.alloc") == 0)
     snprintf(what, n, "cannot allocate");
   else
@@ -149,6 +151,19 @@ int main(int argc, char **argv)
            size);
   for (int i = 0; i < nst; i++)
     open_stage(&c, stages[i], (i % 2) ? size - 1 : 0);
+  /* With pieces crossing "nodes", the open's self-check of each transfer
+   * design must catch an MPI that delivers a wrong float (the injection
+   * changes one float of what arrived on one rank). */
+  const char *groups = getenv("SLABFEED_GROUP_NODES");
+  if (groups != NULL && strcmp(groups, "-1") == 0)
+    for (int m = 0; m < 2; m++) {
+      setenv("SLABFEED_REMOTE", m ? "get" : "send", 1);
+      if (rank == 0)
+        printf("inject: self-check with SLABFEED_REMOTE=%s\n",
+               m ? "get" : "send");
+      open_stage(&c, "selfcheck", size - 1);
+      unsetenv("SLABFEED_REMOTE");
+    }
   if (rank == 0)
     printf("inject: one rank fails at each stage of slabfeed_generate\n");
   const char *gstages[] = {"gen.alloc", "gen.create", "gen.write"};

@@ -303,9 +303,20 @@ int main(int argc, char **argv)
                 SLABFEED_OK &&
             c.node_memory == 3ull << 29,
         "sizes take fractions and binary suffixes: %s", err);
+  CHECK(slabfeed_config_set(&c, "node_memory", "0.4375K", err, sizeof err) ==
+                SLABFEED_OK &&
+            c.node_memory == 448,
+        "an exact binary fraction is whole bytes: %s", err);
   CHECK(slabfeed_config_set(&c, "node_memory", "1.5", err, sizeof err) ==
             SLABFEED_ERR_ARG,
         "half a byte is refused");
+  CHECK(slabfeed_config_set(&c, "node_memory", "16777216T", err, sizeof err) ==
+            SLABFEED_ERR_ARG,
+        "2^64 bytes is refused");
+  CHECK(slabfeed_config_set(&c, "batch", "1000000000000000000000000000000", err,
+                            sizeof err) == SLABFEED_ERR_ARG &&
+            strstr(err, "above the maximum") != NULL,
+        "a huge value is above the maximum: %s", err);
   CHECK(slabfeed_config_set(&c, "crop", "8,8", err, sizeof err) ==
             SLABFEED_ERR_ARG,
         "two edges are refused");

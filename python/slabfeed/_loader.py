@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import atexit
+import inspect
 import itertools
-import operator
-import os
+import textwrap
 import warnings
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from . import _slabfeed
 from ._mpi import comm_handle
@@ -14,9 +14,6 @@ from ._slabfeed import ArgumentError, Batch
 
 if TYPE_CHECKING:  # pragma: no cover
     from mpi4py import MPI
-
-IntOr3 = Union[int, Sequence[int]]
-Vectors = Sequence[Sequence[int]]
 
 # The C loaders of open Loaders, in the order they were opened (keys from a
 # counter: never reused, so the order is the creation order on every rank):
@@ -47,52 +44,19 @@ class Loader:
     over ``comm`` (an mpi4py intracommunicator; ``None`` means
     ``MPI.COMM_WORLD``), which must use the MPI library slabfeed was built
     with (checked: ``MPIError`` otherwise). Import ``mpi4py.MPI`` before
-    opening a loader; slabfeed never initialises MPI itself. The keywords are
-    the fields of the C ``slabfeed_config`` (``include/slabfeed.h``), with
-    the C defaults:
+    opening a loader; slabfeed never initialises MPI itself.
 
-    path, input, target
-        HDF5 file and dataset names; ``target=None`` loads the input only.
-    layout
-        file layout of both datasets: ``'auto'`` (from the shape), ``'cf'``
-        (C,Z,Y,X) or ``'cl'`` (Z,Y,X,C).
-    crop
-        crop edge, an int or (z, y, x).
-    batch
-        local batch B of this rank; the global batch is B * comm.size.
-    seed
-        sampler seed: the sample stream is a pure function of (seed,
-        epoch, sample), the same for any number of ranks.
-    symmetries
-        ``'all'`` (48), ``'rotations'`` (24) or ``'none'``.
-    input_vectors, target_vectors
-        vector groups, e.g. ``[(1, 2, 3)]``: channels holding the z, y, x
-        components of a vector, rotated with the crop.
-    dtype
-        ``'f32'``, ``'f16'`` or ``'bf16'`` (round to nearest even).
-    out_layout
-        ``'ncdhw'`` (B,C,D,H,W) or ``'ndhwc'`` (B,D,H,W,C).
-    device
-        -1 for host batches, else the CUDA device ordinal of the batches.
-    prefetch
-        depth of the batch ring (1..64).
-    halo
-        z-planes copied on each side of a rank's slab.
-    rank_per_node
-        ``None``: from ``SLABFEED_RANK_PER_NODE``; ``True``/``False``.
-    steps_per_epoch
-        ``None``: the fewest steps whose crops cover the box once.
-    group_nodes
-        nodes per replication group: ``0`` the smallest group whose share
-        fits ``node_memory`` (or ``SLABFEED_GROUP_NODES``), ``-1`` all
-        nodes, ``k`` forced.
-    node_memory
-        bytes of slab store one node may hold; ``0``: half the node's
-        memory less 2 GiB per rank.
-    locality
-        ``True``: each rank draws its crop origins in its node's z-range,
-        so no crop byte crosses nodes (each global batch is stratified in
-        z).
+    The keywords are the rows of the library's option table (the fields of
+    the C ``slabfeed_config``, the ``--flags`` of the command-line tools;
+    ``slabfeed._slabfeed.options()``), listed below with their defaults. Only
+    the keywords given are passed on; ``None`` means "not given" (the
+    default). ``path`` and ``input`` are required. The local batch is
+    ``batch``: the global batch is ``batch * comm.size``, and the sample
+    stream is a function of (seed, epoch, sample) only, the same for any
+    number of ranks. A bad value on any rank raises the same error on every
+    rank (naming that rank), before the collective open.
+
+    <options>
 
     Use: ``for batch in loader`` runs to the end of the current epoch (the
     position then is the next epoch's step 0); ``loader.next()`` for
@@ -115,67 +79,26 @@ class Loader:
     used in a forked child raises ``ForkedError``.
     """
 
-    def __init__(
-        self,
-        comm: "Optional[MPI.Intracomm]" = None,
-        *,
-        path: Union[str, "os.PathLike[str]"],
-        input: str,
-        target: Optional[str] = None,
-        layout: str = "auto",
-        crop: IntOr3 = 64,
-        batch: int = 1,
-        seed: int = 0,
-        symmetries: str = "all",
-        input_vectors: Vectors = (),
-        target_vectors: Vectors = (),
-        dtype: str = "f32",
-        out_layout: str = "ncdhw",
-        device: int = -1,
-        prefetch: int = 2,
-        halo: int = 0,
-        rank_per_node: Optional[bool] = None,
-        steps_per_epoch: Optional[int] = None,
-        group_nodes: int = 0,
-        node_memory: int = 0,
-        locality: bool = False,
-    ) -> None:
+    def __init__(self, comm: "Optional[MPI.Intracomm]" = None, **options: Any) -> None:
+        # The signature help() shows is the table's (_signature below).
         from mpi4py import MPI
 
         fint = comm_handle(comm)
+        self._key = -1
         c = MPI.COMM_WORLD if comm is None else comm
         self.rank: int = c.Get_rank()
         self.size: int = c.Get_size()
-        self._key = -1
-        self._c = _slabfeed.Loader(
-            fint, os.fspath(path), input, target=target, layout=layout,
-            crop=crop, batch=batch, seed=seed, symmetries=symmetries,
-            input_vectors=input_vectors, target_vectors=target_vectors,
-            dtype=dtype, out_layout=out_layout, device=device,
-            prefetch=prefetch, halo=halo,
-            rank_per_node=-1 if rank_per_node is None else int(bool(rank_per_node)),
-            steps_per_epoch=0 if steps_per_epoch is None else steps_per_epoch,
-            group_nodes=group_nodes, node_memory=node_memory,
-            locality=int(bool(locality)))
+        self._c = _slabfeed.Loader(fint, **options)
         # Registered at once (nothing in between may fail: the close is
         # collective, and a loader missing here would not be closed at exit).
         self._key = next(_next_key)
         _open[self._key] = self._c
-        # The C side took crop (an int or 3 ints, numpy ints included).
-        try:
-            crop3: Tuple[int, ...] = (operator.index(crop),) * 3  # type: ignore[arg-type]
-        except TypeError:
-            crop3 = tuple(operator.index(v) for v in crop)  # type: ignore[union-attr]
-        self.options: Dict[str, Any] = dict(
-            path=os.fspath(path), input=input, target=target, layout=layout,
-            crop=crop3, batch=batch, seed=seed, symmetries=symmetries,
-            input_vectors=input_vectors, target_vectors=target_vectors,
-            dtype=dtype, out_layout=out_layout, device=device,
-            prefetch=prefetch, halo=halo, rank_per_node=rank_per_node,
-            steps_per_epoch=self._c.steps_per_epoch, group_nodes=group_nodes,
-            node_memory=node_memory, locality=bool(locality))
-        """The options this loader was opened with (steps_per_epoch as in
-        effect)."""
+        self.options: Dict[str, Any] = self._c.options
+        """Every option of the table as this loader was opened with it: the
+        defaults with the keywords given applied, as the library took them
+        (``crop`` as (z, y, x), ``dtype`` by its name, vector groups as
+        tuples), ``steps_per_epoch`` as in effect."""
+        self.options["steps_per_epoch"] = self._c.steps_per_epoch
 
     # ---- batches -------------------------------------------------------------
 
@@ -337,3 +260,70 @@ class Loader:
 
 def _norm(v: Any) -> Any:
     return list(v) if isinstance(v, (tuple, list)) else v
+
+
+# ---- The options, from the library's table ---------------------------------------
+# Loader's docstring and signature are made from _slabfeed.options() (the
+# rows of slabfeed_option_at) at import: nothing here names an option.
+
+# By kind: what a keyword takes (documentation) and its annotation.
+_TAKES = {
+    "string": "str or os.PathLike", "int": "int", "uint64": "int",
+    "size": "int (bytes) or str ('200G')", "switch": "bool", "choice": "str",
+    "edge": "int or (z, y, x)", "vectors": "[(k0, k1, k2), ...]",
+}
+_ANNOTATIONS = {
+    "string": "Union[str, os.PathLike[str], None]", "int": "int", "uint64": "int",
+    "size": "Union[int, str]", "switch": "Optional[bool]", "choice": "str",
+    "edge": "Union[int, Sequence[int]]", "vectors": "Sequence[Sequence[int]]",
+}
+
+
+def _takes(o: Any) -> str:
+    if o.kind == "choice":
+        names = [repr(c) for c in o.choices]
+        text = ", ".join(names[:-1]) + " or " + names[-1]
+        return text + (f" (or {', '.join(map(repr, o.aliases))})" if o.aliases else "")
+    if o.kind == "switch":
+        return "bool or None (auto)" if o.min == -1 else "bool"
+    if o.kind in ("int", "uint64", "edge") and o.min is not None:
+        if o.max is not None and o.max < 2 ** 31 - 1:
+            return f"{_TAKES[o.kind]}, {o.min}..{o.max}"
+        return f"{_TAKES[o.kind]} >= {o.min}"
+    return _TAKES[o.kind]
+
+
+def _options_doc(indent: str = "    ") -> str:
+    """The option list of Loader's docstring: one entry per row."""
+    lines: List[str] = []
+    for o in _slabfeed.options():
+        default = "required" if o.required else f"default {o.default!r}"
+        flag = f"--{o.flag}" if o.kind == "choice" else f"--{o.flag} {o.metavar}"
+        lines.append(f"{indent}{o.name} : {_takes(o)}; {default} ({flag})")
+        lines += textwrap.wrap(o.help[:1].upper() + o.help[1:] + ".", 76,
+                               initial_indent=indent + "    ",
+                               subsequent_indent=indent + "    ")
+    return "\n".join(lines) + "\n"
+
+
+def _signature() -> inspect.Signature:
+    """Loader.__init__ as help() shows it: comm, then every option by keyword
+    with its default (the required ones without)."""
+    P = inspect.Parameter
+    params = [P("self", P.POSITIONAL_OR_KEYWORD),
+              P("comm", P.POSITIONAL_OR_KEYWORD, default=None,
+                annotation="Optional[MPI.Intracomm]")]
+    for o in _slabfeed.options():
+        note = _ANNOTATIONS[o.kind]
+        if o.required:
+            note = note.replace(", None]", "]")
+        elif o.kind == "switch" and o.min != -1:
+            note = "bool"
+        params.append(P(o.name, P.KEYWORD_ONLY, default=P.empty if o.required else o.default,
+                        annotation=note))
+    return inspect.Signature(params, return_annotation="None")
+
+
+if Loader.__doc__:  # not under python -OO
+    Loader.__doc__ = Loader.__doc__.replace("    <options>\n", "    Options:\n\n" + _options_doc())
+Loader.__init__.__signature__ = _signature()  # type: ignore[attr-defined]

@@ -1,4 +1,5 @@
 """Type stubs of the C extension slabfeed._slabfeed (python/src/)."""
+import os
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 __version__: str
@@ -46,25 +47,46 @@ class Batch:
     stream: Optional[int]
     valid: bool
 
+Vectors = Sequence[Sequence[int]]
+
 class Loader:
     steps_per_epoch: int
     closed: bool
     device: int
     prefetch: int
     batch: int
-    def __init__(self, comm: int, path: Any, input: str, *, target: Optional[str] = ...,
-                 layout: Optional[str] = ..., crop: Union[int, Sequence[int], None] = ...,
-                 batch: Optional[int] = ..., seed: Optional[int] = ..., symmetries: Optional[str] = ...,
-                 input_vectors: Any = ..., target_vectors: Any = ..., dtype: Optional[str] = ...,
-                 out_layout: Optional[str] = ..., device: Optional[int] = ..., prefetch: Optional[int] = ...,
-                 halo: Optional[int] = ..., rank_per_node: Optional[int] = ...,
-                 steps_per_epoch: Optional[int] = ...) -> None: ...
+    options: Dict[str, Any]
+    # The keywords are the rows of options(), in their order (the table of
+    # the C library; tests/test_options.py checks that they agree). None is
+    # "not given": the library default.
+    def __init__(self, comm: int, /, *,
+                 path: Union[str, bytes, os.PathLike[str]],
+                 input: Union[str, bytes, os.PathLike[str]],
+                 target: Union[str, bytes, os.PathLike[str], None] = ...,
+                 layout: Optional[str] = ...,
+                 crop: Union[int, Sequence[int], None] = ...,
+                 batch: Optional[int] = ...,
+                 seed: Optional[int] = ...,
+                 symmetries: Optional[str] = ...,
+                 input_vectors: Optional[Vectors] = ...,
+                 target_vectors: Optional[Vectors] = ...,
+                 dtype: Optional[str] = ...,
+                 out_layout: Optional[str] = ...,
+                 device: Optional[int] = ...,
+                 prefetch: Optional[int] = ...,
+                 halo: Optional[int] = ...,
+                 rank_per_node: Optional[bool] = ...,
+                 steps_per_epoch: Optional[int] = ...,
+                 group_nodes: Optional[int] = ...,
+                 node_memory: Union[int, str, None] = ...,
+                 locality: Optional[bool] = ...) -> None: ...
     def next(self, stream: Any = ...) -> Batch: ...
     def _time_next(self, n: int, stream: Any = ...) -> float: ...
     def seek(self, epoch: int, step: int) -> None: ...
     def tell(self) -> Tuple[int, int]: ...
     def close(self) -> None: ...
     def stats(self) -> Dict[str, Any]: ...
+    def placement(self) -> str: ...
 
 class Reader:
     def __init__(self, path: Any) -> None: ...
@@ -75,6 +97,22 @@ class Reader:
 
 def mpi_library_version() -> str: ...
 def mpi_is_active() -> bool: ...
+class Option(Tuple[Any, ...]):
+    """A row of the library's option table (a struct sequence)."""
+    name: str
+    flag: str
+    kind: str  # string, int, uint64, size, switch, choice, edge, vectors
+    min: Optional[int]
+    max: Optional[int]
+    choices: Optional[Tuple[str, ...]]
+    aliases: Optional[Tuple[str, ...]]
+    default: Any
+    metavar: str
+    help: str
+    required: bool
+
+def options() -> Tuple[Option, ...]: ...
 def config_defaults() -> Dict[str, Any]: ...
+def resolve_options(**options: Any) -> Dict[str, Any]: ...
 def generate(comm: int, path: Any, **options: Any) -> None: ...
 def describe(path: Any, dataset: str, layout: Optional[str] = ...) -> Dict[str, Any]: ...

@@ -1,10 +1,14 @@
 /*
  * slabfeed._slabfeed: the C extension of the Python package, over the
  * public C API only (slabfeed.h, slabfeed_tools.h). Internal header shared
- * by its files: module.c (module, errors, MPI helpers), loader.c (Loader,
- * Batch), tensor.c (Tensor and DLPack), tools.c (generate, describe,
- * Reader), cuda.c (the consumer-stream bookkeeping, the only file that
- * calls the CUDA runtime).
+ * by its files: py_module.c (module, errors, MPI helpers, argument
+ * conversion), py_options.c (the loader options, made from the library's
+ * option table), py_loader.c (Loader, Batch), py_tensor.c (Tensor and
+ * DLPack), py_tools.c (generate, describe, Reader), py_cuda.c (the
+ * consumer-stream bookkeeping, the only file that calls the CUDA runtime).
+ * py_loader.h has the loader object as batches and tensors see it,
+ * py_tensor.h the constructor of a Tensor: py_loader.c uses py_tensor.c,
+ * never the other way round.
  *
  * Built against the CPython limited API 3.10 (one abi3 binary for 3.10+):
  * heap types from specs, module state reached through the type, no
@@ -35,9 +39,11 @@ typedef struct {
   PyTypeObject *batch_type;
   PyTypeObject *tensor_type;
   PyTypeObject *reader_type;
+  PyTypeObject *option_type; /* slabfeed.Option (a struct sequence) */
+  PyObject *options;         /* tuple of Option: the option table */
 } sfpy_state;
 
-/* ---- cuda.c: consumer streams of device batches ---------------------------
+/* ---- py_cuda.c: consumer streams of device batches ------------------------
  * A device batch is handed to one stream by slabfeed_next (the library then
  * reuses its slot only after that stream has passed the next call of next).
  * __dlpack__(stream=s) on another stream s makes s wait on the batch's ready
@@ -75,7 +81,7 @@ int sfpy_cuda_join(sfpy_cuda *c, void *into, char *err, size_t errlen);
 /* sfpy_cuda_available - 1 when the extension was built with CUDA. */
 int sfpy_cuda_available(void);
 
-/* ---- module.c ---------------------------------------------------------- */
+/* ---- py_module.c -------------------------------------------------------- */
 
 /* The state of the module that defined `type` (one of ours). */
 sfpy_state *sfpy_state_of(PyTypeObject *type);
@@ -95,7 +101,7 @@ int sfpy_comm_from_fint(sfpy_state *st, PyObject *fint, MPI_Comm *out);
  * it). */
 int sfpy_mpi_active(void);
 
-/* ---- Argument conversion (module.c) ---------------------------------------
+/* ---- Argument conversion (py_module.c) ------------------------------------
  * Each returns 0, or -1 with an exception set naming the argument. A NULL
  * or None object leaves *out untouched (the library default). */
 
@@ -116,46 +122,47 @@ extern const char *const sfpy_dtype_aliases[]; /* "float32", ... */
 extern const char *const sfpy_file_layouts[];  /* "auto", "cf", "cl" */
 extern const char *const sfpy_out_layouts[];   /* "ncdhw", "ndhwc" */
 
-/* ---- loader.c / tensor.c --------------------------------------------------
- */
+/* ---- py_options.c: the loader options ------------------------------------
+ * Made from the library's option table (slabfeed_option_at): every row is
+ * a keyword of Loader. A value goes to the library as the text that
+ * slabfeed_config_set parses, and comes back from slabfeed_config_get. */
 
-/* A loader. Batches and tensors hold a reference to it and the generation
- * they were handed out in; next, seek and close start a new generation. */
-typedef struct {
-  PyObject_HEAD slabfeed_loader *l; /* NULL once closed */
-  uint64_t generation;
-  int device;   /* -1: host batches */
-  int prefetch; /* ring depth K */
-  int batch;    /* local batch B */
-  int has_target;
-  int busy;          /* a call runs with the GIL released (not thread safe) */
-  int opened;        /* __init__ ran once: never re-initialised (a batch of
-                        the old loader would pass check_live) */
-  sfpy_cuda *cuda;   /* device loaders only */
-  void *last_stream; /* the stream of the last next (device) */
-} sfpy_loader;
+/* sfpy_options_init - makes slabfeed.Option and the tuple of the table's
+ * rows (with their defaults as Python values) into st, and adds Option to
+ * module m. Returns 0, or -1 with an exception. */
+int sfpy_options_init(PyObject *m, sfpy_state *st);
 
-#define SFPY_BUSY_MESSAGE                                                      \
-  "slabfeed: the loader is in use by another thread (a loader is not "         \
-  "thread safe: use one per thread, or a lock)"
+/* sfpy_options_apply - sets the options given as keywords in `kw` (a dict
+ * or NULL) on *cfg (initialised by the caller): each keyword is looked up
+ * in the table (unknown: TypeError naming it, as Python does), converted
+ * by its kind to text and stored with slabfeed_config_set; None leaves the
+ * option at the library default. The objects that own the texts are
+ * appended to the list `keep`: the strings *cfg points to live as long as
+ * they do. With `require`, an option flagged SLABFEED_OPTION_REQUIRED that
+ * was not given is a TypeError; `caller` names the call in messages.
+ * Returns 0, or -1 with an exception naming the option (TypeError for a
+ * value of the wrong type, ArgumentError with the library's message for a
+ * bad value). */
+int sfpy_options_apply(sfpy_state *st, PyObject *kw, slabfeed_config *cfg,
+                       PyObject *keep, const char *caller, int require);
 
-/* Returns 0 when tensors of `generation` may still be used; otherwise -1
- * with StaleBatchError (next/seek/close since, or closed), ForkedError (in
- * a forked child) or StateError (another thread is inside a call). */
-int sfpy_loader_check_live(sfpy_loader *L, uint64_t generation);
+/* sfpy_options_values - every option's value in *cfg as a dict of Python
+ * values, by name (what options() gives as defaults). NULL with an
+ * exception. */
+PyObject *sfpy_options_values(const slabfeed_config *cfg);
 
-/* A new Tensor over t (one of the batch's), or NULL with an exception. */
-PyObject *sfpy_tensor_new(sfpy_state *st, sfpy_loader *L, uint64_t generation,
-                          const slabfeed_tensor *t, int device, void *stream,
-                          void *ready_event);
+/* Module-level functions: options(), config_defaults(), resolve_options(). */
+PyObject *sfpy_options_list(PyObject *module, PyObject *noargs);
+PyObject *sfpy_config_defaults(PyObject *module, PyObject *noargs);
+PyObject *sfpy_resolve_options(PyObject *module, PyObject *args, PyObject *kw);
 
-/* Type specs, for module.c. */
+/* Type specs, for py_module.c. */
 extern PyType_Spec sfpy_loader_spec;
 extern PyType_Spec sfpy_batch_spec;
 extern PyType_Spec sfpy_tensor_spec;
 extern PyType_Spec sfpy_reader_spec;
 
-/* Module-level functions of tools.c. */
+/* Module-level functions of py_tools.c. */
 PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *sfpy_describe(PyObject *module, PyObject *args, PyObject *kw);
 

@@ -84,15 +84,18 @@ def test_bad_options(index_volume):
         open_loader(index_volume, input_vectors=[(1, 2, 7)])  # no channel 7
     with pytest.raises(slabfeed.ArgumentError):
         open_loader(index_volume, prefetch=0)
-    # refused before the C library sees them (the same on every rank)
-    with pytest.raises(ValueError, match="'f32', 'f16', 'bf16'"):
+    # refused by slabfeed_config_set before the open (agreed on by all ranks)
+    with pytest.raises(slabfeed.ArgumentError, match=r"dtype: 'f64' is not one of f32\|f16\|bf16"):
         open_loader(index_volume, dtype="f64")
-    with pytest.raises(ValueError, match="3 ints"):
+    with pytest.raises(slabfeed.ArgumentError, match="crop: '8,8' has 2 edges"):
         open_loader(index_volume, crop=(8, 8))
-    with pytest.raises(ValueError, match="vector group"):
+    with pytest.raises(slabfeed.ArgumentError, match="input_vectors: '1,2' is not three channels"):
         open_loader(index_volume, input_vectors=[(1, 2)])
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(ValueError, match="batch: '0' is below the minimum 1") as e:
         open_loader(index_volume, batch=0)
+    assert str(e.value).startswith("rank 0: ") and agreed(str(e.value))
+    with pytest.raises(TypeError, match="batch must be an integer"):
+        open_loader(index_volume, batch="2")
     with pytest.raises(TypeError, match="intracommunicator"):
         slabfeed.Loader("world", path=index_volume, input="Nbody")
 
@@ -200,12 +203,13 @@ def test_loader_init_once(index_volume):
     """A Loader object is opened once: __init__ again (open or closed) is a
     StateError, and batches of the old loader stay stale."""
     with open_loader(index_volume) as L:
-        args = (slabfeed._mpi.comm_handle(COMM), index_volume, "Nbody")
+        fint = slabfeed._mpi.comm_handle(COMM)
+        kw = dict(path=index_volume, input="Nbody", target="Hydro", crop=(8, 8, 8))
         with pytest.raises(slabfeed.StateError, match="already open"):
-            L._c.__init__(*args, target="Hydro", crop=(8, 8, 8), batch=2)
+            L._c.__init__(fint, batch=2, **kw)
         b = L.next()
     with pytest.raises(slabfeed.StateError, match="once"):
-        L._c.__init__(*args, target="Hydro", crop=(8, 8, 8), batch=1)
+        L._c.__init__(fint, batch=1, **kw)
     assert L._c.closed and not b.valid
     assert len(b.origin) == len(b.sample) == len(b.symmetry) == 2
     with pytest.raises(slabfeed.StaleBatchError):

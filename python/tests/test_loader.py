@@ -227,12 +227,12 @@ def test_len_stats_and_defaults(index_volume):
     # the Python signature shows the C library's defaults
     sig = inspect.signature(slabfeed.Loader).parameters
     for k, v in _slabfeed.config_defaults().items():
-        if k == "crop":
-            assert sig[k].default == v[0]
-        elif k in ("rank_per_node", "steps_per_epoch"):
-            assert sig[k].default is None and v in (-1, 0)
+        if k in ("path", "input"):
+            assert sig[k].default is inspect.Parameter.empty  # required
         else:
             assert sig[k].default == v, k
+    assert _slabfeed.config_defaults()["crop"] == (64, 64, 64)
+    assert _slabfeed.config_defaults()["rank_per_node"] is None  # auto
 
 
 def test_placement_groups_and_locality(index_volume):

@@ -76,8 +76,21 @@ slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
   c->ndsets = c->pub.target != NULL ? 2 : 1;
   c->rank_per_node = c->pub.rank_per_node;
   if (c->rank_per_node < 0) {
+    /* The environment takes the option's own text form (1/0, yes/no,
+     * true/false, on/off), checked as strictly. */
     const char *env = getenv(SLABFEED_ENV_RANK_PER_NODE);
-    c->rank_per_node = env != NULL && env[0] == '1';
+    slabfeed_config t;
+    slabfeed_config_init(&t);
+    char why[256];
+    if (env != NULL && env[0] != '\0' &&
+        (slabfeed_config_set(&t, "rank_per_node", env, why, sizeof why) !=
+             SLABFEED_OK ||
+         t.rank_per_node < 0))
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "%s='%s' is not 1 or 0 (also yes/no, true/false, "
+                      "on/off)",
+                      SLABFEED_ENV_RANK_PER_NODE, env);
+    c->rank_per_node = env != NULL && env[0] != '\0' && t.rank_per_node == 1;
   }
   c->group_nodes = c->pub.group_nodes;
   const char *g = getenv(SLABFEED_ENV_GROUP_NODES);

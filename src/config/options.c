@@ -159,7 +159,8 @@ const sf__option sf__options[] = {
       .default_value = "auto",
       .metavar = "auto|1|0",
       .help = "treat every rank as its own node, to test the transfers "
-              "between nodes on one machine (auto: from the environment "
+              "between nodes on one machine (with group_nodes -1, pieces of "
+              "other ranks then move over MPI; auto: from the environment "
               "variable " SLABFEED_ENV_RANK_PER_NODE ")"},
      FIELD(rank_per_node)},
     {{.name = "steps_per_epoch",
@@ -247,6 +248,9 @@ static slabfeed_status parse_i64(const sf__option *o, const char *s,
     return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is not an integer", name, s);
   errno = 0;
   const long long v = strtoll(s, NULL, 10);
+  if (errno == ERANGE && v == LLONG_MAX)
+    return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is above the maximum %lld",
+                    name, s, (long long)o->pub.max);
   if (errno == ERANGE || v < o->pub.min)
     return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is below the minimum %lld",
                     name, s, (long long)o->pub.min);
@@ -300,27 +304,29 @@ static slabfeed_status parse_size(const sf__option *o, const char *s,
                     "%s: '%s' is not a size (bytes, or a number with K, M, G "
                     "or T)",
                     o->pub.name, s);
+  /* Exact integer arithmetic: whole * 2^shift + frac * 2^shift / 10^k,
+   * which must come out whole. */
+  const char *frac = dot != NULL ? dot + 1 : "";
+  const size_t k = strlen(frac);
   errno = 0;
   const unsigned long long whole = strtoull(num, NULL, 10);
-  long double v = (long double)whole;
-  if (dot != NULL) {
-    /* The fraction as digits after the point. */
-    long double f = 0, scale = 1;
-    for (const char *c = dot + 1; *c != '\0'; c++) {
-      scale /= 10;
-      f += (long double)(*c - '0') * scale;
-    }
-    v += f;
+  if (errno == ERANGE || k > 19)
+    return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is out of range",
+                    o->pub.name, s);
+  unsigned __int128 pow10 = 1, f = 0;
+  for (size_t d = 0; d < k; d++) {
+    pow10 *= 10;
+    f = f * 10 + (unsigned)(frac[d] - '0');
   }
-  v *= (long double)((uint64_t)1 << shift);
-  if (errno == ERANGE || v >= 18446744073709551616.0L)
+  const unsigned __int128 scaled = f << shift;
+  const unsigned __int128 v =
+      ((unsigned __int128)whole << shift) + scaled / pow10;
+  if (v > UINT64_MAX)
     return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is more than 2^64 bytes",
                     o->pub.name, s);
-  if (v != (long double)(uint64_t)v)
+  if (scaled % pow10 != 0)
     return sf__fail(e, SLABFEED_ERR_ARG,
-                    "%s: '%s' is not a whole number of "
-                    "bytes",
-                    o->pub.name, s);
+                    "%s: '%s' is not a whole number of bytes", o->pub.name, s);
   *out = (uint64_t)v;
   return SLABFEED_OK;
 }

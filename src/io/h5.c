@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/geometry.h"
+#include "common/mpilib.h"
 
 int sf__h5_is_parallel(void)
 {
@@ -60,18 +61,10 @@ void sf__h5_detail(sf__err *e)
  * is excluded. */
 #define SF_OMPI_PATH_LIMIT 200
 
-static int is_open_mpi(void)
-{
-  char v[MPI_MAX_LIBRARY_VERSION_STRING];
-  int n = 0;
-  return MPI_Get_library_version(v, &n) == MPI_SUCCESS &&
-         strstr(v, "Open MPI") != NULL;
-}
-
 static slabfeed_status check_path_length(const char *path, sf__err *e)
 {
   if (!sf__h5_is_parallel() || strlen(path) < SF_OMPI_PATH_LIMIT ||
-      !is_open_mpi())
+      sf__mpilib() != SF__MPILIB_OPEN_MPI)
     return SLABFEED_OK;
   const char *fp = getenv("OMPI_MCA_sharedfp");
   if (fp != NULL && strstr(fp, "^") == fp && strstr(fp, "lockedfile") != NULL)

@@ -60,6 +60,16 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
     const double s = box / per_step;
     b->steps_per_epoch = s < 1.0 ? 1 : (uint64_t)(s + 0.999999);
   }
+  /* Sample ids of an epoch (int64, and the sampler's counter) stay below
+   * 2^62: steps x ranks x batch. */
+  const uint64_t per_step = (uint64_t)b->size * (uint64_t)b->B;
+  if (b->steps_per_epoch > ((uint64_t)1 << 62) / per_step)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: steps_per_epoch %llu x %d ranks x batch %d is "
+                    "more than 2^62 samples per epoch (sample ids overflow): "
+                    "at most %llu steps",
+                    (unsigned long long)b->steps_per_epoch, b->size, b->B,
+                    (unsigned long long)(((uint64_t)1 << 62) / per_step));
   const size_t KB = (size_t)b->K * (size_t)b->B;
   b->origin = malloc(KB * 3 * sizeof *b->origin);
   b->sym = malloc(KB * sizeof *b->sym);

@@ -1,10 +1,13 @@
 #include "source/fetch.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/nvtx.h"
+#include "common/inject.h"
+#include "common/mpilib.h"
 
 /* ---- The map of a landing slot ------------------------------------------ */
 
@@ -116,6 +119,7 @@ slabfeed_status sf__fetch_open(sf__fetch *f, const sf__batch_plan *b,
     return SLABFEED_OK;
   f->active = 1;
   f->mode = b->remote_get ? SF__FETCH_GET : SF__FETCH_SEND;
+  f->get_flush = f->mode == SF__FETCH_GET && sf__fetch_get_flushes();
   f->plan = b;
   f->s = s;
   f->K = K;
@@ -160,7 +164,7 @@ void sf__fetch_begin(sf__fetch *f, uint64_t epoch, uint64_t step)
 {
   f->epoch0 = epoch;
   f->step0 = step;
-  f->recv_posted = f->sent = f->landed = 0;
+  f->recv_posted = f->sent = f->landed = f->flushed = 0;
   f->begun = 1;
 }
 
@@ -173,6 +177,24 @@ static void draw_batch(sf__fetch *f, int rank, uint64_t j)
     int32_t sym;
     sf__batch_draw(f->plan, rank, epoch, step, i, f->origins + 3 * i, &sym);
   }
+}
+
+/* GET: one piece of `count` floats from rank `src` (target type t at
+ * displacement `at` of its segment) into dst. MPI_Rget where its request
+ * is known to complete only once the data is there (Open MPI); elsewhere
+ * MPI_Get, completed by MPI_Win_flush_local_all: MPICH 4.0 (ch4:ucx)
+ * completes an MPI_Rget with a derived target type before the data has
+ * landed (pmodels/mpich#7896), and its derivatives share that code. */
+static int get_piece(sf__fetch *f, float *dst, int count, int src, size_t at,
+                     MPI_Datatype t, MPI_Request *req)
+{
+  if (f->get_flush) {
+    *req = MPI_REQUEST_NULL;
+    return MPI_Get(dst, count, MPI_FLOAT, src, (MPI_Aint)at, 1, t,
+                   f->s->world_win);
+  }
+  return MPI_Rget(dst, count, MPI_FLOAT, src, (MPI_Aint)at, 1, t,
+                  f->s->world_win, req);
 }
 
 /* Posts the receives (SEND) or gets (GET) of batch j into its slot. */
@@ -211,12 +233,11 @@ static slabfeed_status post_recv(sf__fetch *f, uint64_t j, sf__err *e)
         if (sf__gather_type(s, d, p, &t, e) != SLABFEED_OK)
           goto out;
         const int rc =
-            MPI_Rget(land + at, (int)sf__gather_elems(s, d, p), MPI_FLOAT,
-                     p->src, (MPI_Aint)sf__store_offset(s, p->src, d), 1, t,
-                     s->world_win, &req[n]);
+            get_piece(f, land + at, (int)sf__gather_elems(s, d, p), p->src,
+                      sf__store_offset(s, p->src, d), t, &req[n]);
         MPI_Type_free(&t);
         if (rc != MPI_SUCCESS) {
-          sf__fail_mpi(e, rc, "MPI_Rget");
+          sf__fail_mpi(e, rc, f->get_flush ? "MPI_Get" : "MPI_Rget");
           goto out;
         }
         n++;
@@ -296,6 +317,27 @@ static slabfeed_status post_send(sf__fetch *f, uint64_t j, sf__err *e)
   return e->status;
 }
 
+/* MPI_Waitall / MPI_Testall without statuses. GCC 12 takes MPICH's
+ * MPI_STATUSES_IGNORE (a cast constant) for an empty array and warns
+ * -Wstringop-overflow on these calls (a false positive:
+ * pmodels/mpich#5687); the warning is off for these two only. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#endif
+static int wait_all(int n, MPI_Request *req)
+{
+  return MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+}
+
+static int test_all(int n, MPI_Request *req, int *done)
+{
+  return MPI_Testall(n, req, done, MPI_STATUSES_IGNORE);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 /* Completes (block) or tests the requests of one array; *done tells. */
 static slabfeed_status complete(int n, MPI_Request *req, int block, int *done,
                                 sf__err *e)
@@ -303,15 +345,27 @@ static slabfeed_status complete(int n, MPI_Request *req, int block, int *done,
   *done = 1;
   if (n == 0)
     return SLABFEED_OK;
-  int rc;
-  if (block)
-    rc = MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
-  else
-    rc = MPI_Testall(n, req, done, MPI_STATUSES_IGNORE);
+  const int rc = block ? wait_all(n, req) : test_all(n, req, done);
   if (rc != MPI_SUCCESS) {
     *done = 0;
     return sf__fail_mpi(e, rc, "completing remote-piece transfers");
   }
+  return SLABFEED_OK;
+}
+
+/* GET with MPI_Get: batch `j` of slot's gets is complete once a flush
+ * after its posting returned; block flushes everything posted. */
+static slabfeed_status complete_flushed(sf__fetch *f, uint64_t j, int block,
+                                        int *done, sf__err *e)
+{
+  *done = j < f->flushed;
+  if (*done || !block)
+    return SLABFEED_OK;
+  const int rc = MPI_Win_flush_local_all(f->s->world_win);
+  if (rc != MPI_SUCCESS)
+    return sf__fail_mpi(e, rc, "MPI_Win_flush_local_all (remote pieces)");
+  f->flushed = f->recv_posted;
+  *done = 1;
   return SLABFEED_OK;
 }
 
@@ -344,8 +398,12 @@ static int advance(sf__fetch *f, uint64_t upto, int block, sf__err *e)
   }
   if (f->landed < f->recv_posted) {
     const int slot = (int)(f->landed % K);
-    if (complete(f->nr[slot], f->rreq + (size_t)slot * (size_t)f->cap, block,
-                 &done, e) != SLABFEED_OK)
+    const slabfeed_status st =
+        f->get_flush
+            ? complete_flushed(f, f->landed, block, &done, e)
+            : complete(f->nr[slot], f->rreq + (size_t)slot * (size_t)f->cap,
+                       block, &done, e);
+    if (st != SLABFEED_OK)
       return 0;
     if (done) {
       f->nr[slot] = 0;
@@ -438,4 +496,236 @@ void sf__fetch_close(sf__fetch *f)
   free(f->mine);
   sf__fetch_map_free(&f->map);
   memset(f, 0, sizeof *f);
+}
+
+int sf__fetch_get_flushes(void)
+{
+  /* SLABFEED_TEST_FORCE_RGET=1 (tests only) keeps MPI_Rget under any MPI,
+   * so that a test can show the self-check catching a broken one. */
+  const char *force = getenv("SLABFEED_TEST_FORCE_RGET");
+  if (force != NULL && strcmp(force, "1") == 0)
+    return 0;
+  return sf__mpilib() != SF__MPILIB_OPEN_MPI;
+}
+
+/* ---- Self-check at open
+ * ------------------------------------------------------ Known bytes over the
+ * real windows, with the real transfer design, before any crop is delivered:
+ * the only defence against an MPI that completes a transfer without moving its
+ * data. */
+
+/* How many copies of the probe are in flight at once: MPICH's early
+ * completion of MPI_Rget with a derived target type (the reason for the
+ * check) showed with several large gets outstanding and not with one
+ * small one. */
+#define SF_PROBE_REPS 4
+
+/* The box probed in rank h's dataset-0 segment: every channel, up to 4
+ * planes, 32 rows and 32 columns, off the segment's first row and column
+ * where the box allows (a true subarray, as crop pieces are). */
+static sf__piece probe_piece(const sf__store *s, int h)
+{
+  const int64_t planes = sf__store_planes(s, h);
+  sf__piece p = {.src = h};
+  p.n[0] = planes < 4 ? planes : 4;
+  for (int a = 1; a < 3; a++) {
+    const int64_t N = s->shape[a];
+    p.n[a] = N <= 1 ? N : N - 1 < 32 ? N - 1 : 32;
+  }
+  p.q = planes > p.n[0] ? 1 : 0;
+  p.y = s->shape[1] > p.n[1] ? 1 : 0;
+  p.x = s->shape[2] > p.n[2] ? 1 : 0;
+  return p;
+}
+
+/* The pattern value of element i of rank h's probe (an exact integer in
+ * float: below 2^24). */
+static float probe_value(int h, int64_t i)
+{
+  return (float)((h % 1021) * 8192 + i % 8192);
+}
+
+/* The rank whose probe rank r reads: the first rank of r's group on
+ * another node with planes, or -1 (then r reads none). */
+static int probe_holder(const sf__store *s, int r)
+{
+  const sf__placement *L = &s->L;
+  const int g = L->groupof[r];
+  for (int m = L->gfirst[g]; m < L->gfirst[g + 1]; m++) {
+    const int h = L->order[m];
+    if (L->nodeof[h] != L->nodeof[r] && sf__store_planes(s, h) > 0)
+      return h;
+  }
+  return -1;
+}
+
+/* Writes this rank's probe pattern into its own segment (in place, in the
+ * segment's [C][planes][Y][X] layout). */
+static void probe_fill(sf__store *s)
+{
+  const sf__piece p = probe_piece(s, s->rank);
+  float *seg = (float *)(s->base + sf__store_offset(s, s->rank, 0));
+  const int64_t D = sf__store_planes(s, s->rank), Y = s->shape[1],
+                X = s->shape[2];
+  int64_t i = 0;
+  for (int64_t c = 0; c < s->channels[0]; c++)
+    for (int64_t k = 0; k < p.n[0]; k++)
+      for (int64_t j = 0; j < p.n[1]; j++)
+        for (int64_t x = 0; x < p.n[2]; x++)
+          seg[((c * D + p.q + k) * Y + p.y + j) * X + p.x + x] =
+              probe_value(s->rank, i++);
+}
+
+/* GET: this rank reads its holder's probe SF_PROBE_REPS times at once, as
+ * crops are read (subarray gets inside the passive-target epoch the
+ * caller holds, completed as the mode completes them: the epoch's end
+ * would complete them anyway and hide an early completion). */
+static slabfeed_status probe_get(sf__store *s, int h, float *got, int count,
+                                 sf__err *e)
+{
+  const sf__piece p = probe_piece(s, h);
+  MPI_Datatype t = MPI_DATATYPE_NULL;
+  MPI_Request req[SF_PROBE_REPS];
+  int n = 0;
+  const int flush = sf__fetch_get_flushes();
+  if (h < 0 || count == 0)
+    return e->status;
+  if (sf__gather_type(s, 0, &p, &t, e) != SLABFEED_OK)
+    return e->status;
+  const MPI_Aint at = (MPI_Aint)sf__store_offset(s, h, 0);
+  for (int r = 0; r < SF_PROBE_REPS; r++) {
+    float *dst = got + (size_t)r * (size_t)count;
+    if (flush)
+      SF_MPI_GOTO(MPI_Get(dst, count, MPI_FLOAT, h, at, 1, t, s->world_win), e,
+                  out);
+    else
+      SF_MPI_GOTO(
+          MPI_Rget(dst, count, MPI_FLOAT, h, at, 1, t, s->world_win, &req[n]),
+          e, out);
+    n += !flush;
+  }
+  if (flush)
+    SF_MPI_GOTO(MPI_Win_flush_local_all(s->world_win), e, out);
+out:
+  if (n > 0) {
+    const int rc = wait_all(n, req);
+    if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
+      sf__fail_mpi(e, rc, "MPI_Rget (self-check)");
+  }
+  MPI_Type_free(&t);
+  return e->status;
+}
+
+/* SEND: every holder sends its probe SF_PROBE_REPS times, as typed
+ * messages over its segment, to each rank that reads it; this rank
+ * receives its own contiguously. Every rank posts its receives before it
+ * sends, so the blocking sends all find their match. */
+static slabfeed_status probe_send(sf__store *s, int h, float *got, int count,
+                                  sf__err *e)
+{
+  MPI_Datatype sub = MPI_DATATYPE_NULL, msg = MPI_DATATYPE_NULL;
+  MPI_Request req[SF_PROBE_REPS];
+  int n = 0;
+  const sf__piece mine = probe_piece(s, s->rank);
+  const MPI_Aint displ = (MPI_Aint)sf__store_offset(s, s->rank, 0);
+  const int one = 1;
+  for (int r = 0; r < SF_PROBE_REPS && h >= 0; r++, n++)
+    SF_MPI_GOTO(MPI_Irecv(got + (size_t)r * (size_t)count, count, MPI_FLOAT, h,
+                          0x5fc, s->comm, &req[n]),
+                e, out);
+  if (sf__gather_type(s, 0, &mine, &sub, e) != SLABFEED_OK)
+    goto out;
+  SF_MPI_GOTO(MPI_Type_create_struct(1, &one, &displ, &sub, &msg), e, out);
+  SF_MPI_GOTO(MPI_Type_commit(&msg), e, out);
+  for (int r = 0; r < s->size; r++)
+    for (int k = 0; k < SF_PROBE_REPS && probe_holder(s, r) == s->rank; k++)
+      SF_MPI_GOTO(MPI_Send(s->base, 1, msg, r, 0x5fc, s->comm), e, out);
+out:
+  if (n > 0) {
+    const int rc = wait_all(n, req);
+    if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
+      sf__fail_mpi(e, rc, "self-check messages");
+  }
+  if (msg != MPI_DATATYPE_NULL)
+    MPI_Type_free(&msg);
+  if (sub != MPI_DATATYPE_NULL)
+    MPI_Type_free(&sub);
+  return e->status;
+}
+
+slabfeed_status sf__fetch_selfcheck(sf__store *s, sf__fetch_mode mode,
+                                    int locality, sf__err *e)
+{
+  if (locality || s->L.N <= s->L.ng || s->world_win == MPI_WIN_NULL)
+    return SLABFEED_OK; /* no piece crosses nodes */
+  const int h = probe_holder(s, s->rank);
+  const sf__piece p = probe_piece(s, h < 0 ? s->rank : h);
+  int count = h < 0 ? 0 : (int)sf__gather_elems(s, 0, &p);
+  /* At most 64 channels x 4 x 32 x 32 floats a copy (4 MiB in all). */
+  float *got = malloc(((size_t)count * SF_PROBE_REPS + 1) * sizeof *got);
+  if (got == NULL) {
+    /* This rank still takes part, receiving nothing (its holder's message
+     * is then truncated: an error on this rank, which the caller agrees
+     * on). */
+    sf__fail(e, SLABFEED_ERR_NOMEM, "self-check: cannot allocate %zu bytes",
+             (size_t)count * SF_PROBE_REPS * sizeof *got);
+    count = 0;
+    got = NULL;
+  }
+  float none = 0;
+  if (got == NULL)
+    got = &none;
+  else /* all-ones bits: a NaN, equal to no pattern value */
+    memset(got, 0xff, ((size_t)count * SF_PROBE_REPS + 1) * sizeof *got);
+  if (sf__store_planes(s, s->rank) > 0)
+    probe_fill(s);
+  /* The pattern is in every segment before anyone reads it. */
+  int rc = MPI_Win_sync(s->shm_win);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Barrier(s->comm);
+  int locked = 0;
+  if (rc != MPI_SUCCESS)
+    sf__fail_mpi(e, rc, "MPI_Barrier (self-check)");
+  else if (mode == SF__FETCH_GET) {
+    rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, s->world_win);
+    if (rc != MPI_SUCCESS)
+      sf__fail_mpi(e, rc, "MPI_Win_lock_all (self-check)");
+    else
+      locked = 1, probe_get(s, h, got, count, e);
+  } else
+    probe_send(s, h, got, count, e);
+  if (count > 0 && sf__inject("selfcheck", s->rank))
+    got[count / 2] += 1.0f; /* a test's stand-in for a broken MPI */
+  /* Compared as the transfers' completion left them, before the epoch's
+   * end completes whatever is still on its way. */
+  int wrong = 0;
+  for (int r = 0; r < SF_PROBE_REPS && e->status == SLABFEED_OK; r++)
+    for (int i = 0; i < count; i++)
+      wrong += got[(size_t)r * (size_t)count + (size_t)i] != probe_value(h, i);
+  if (locked && (rc = MPI_Win_unlock_all(s->world_win)) != MPI_SUCCESS &&
+      e->status == SLABFEED_OK)
+    sf__fail_mpi(e, rc, "MPI_Win_unlock_all (self-check)");
+  if (got != &none)
+    free(got);
+  count *= SF_PROBE_REPS;
+  if (wrong > 0) {
+    char lib[128];
+    sf__mpilib_name(lib, sizeof lib);
+    sf__fail(
+        e, SLABFEED_ERR_MPI,
+        "self-check of transfers between nodes failed: %d of %d floats "
+        "of a known box from rank %d arrived wrong with SLABFEED_REMOTE=%s "
+        "(%s) under %s; slabfeed refuses to deliver crops that may be "
+        "wrong: try SLABFEED_REMOTE=%s, or another MPI build",
+        wrong, count, h, mode == SF__FETCH_GET ? "get" : "send",
+        mode == SF__FETCH_GET
+            ? (sf__fetch_get_flushes() ? "MPI_Get + flush" : "MPI_Rget")
+            : "typed messages",
+        lib, mode == SF__FETCH_GET ? "send" : "get");
+  }
+  /* Nobody overwrites its segment (the slab read) while others read it. */
+  rc = MPI_Barrier(s->comm);
+  if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
+    sf__fail_mpi(e, rc, "MPI_Barrier (self-check)");
+  return e->status;
 }

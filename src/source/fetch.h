@@ -13,7 +13,8 @@
  * Two ways to move them (docs/DECISIONS.md has the measurements):
  *   SF__FETCH_GET  one MPI_Rget per piece and dataset (passive target;
  *                  subarray type at the holder: one network operation per
- *                  crop row in Open MPI's osc components);
+ *                  crop row in Open MPI's osc components); under other
+ *                  MPIs MPI_Get completed by a flush (sf__fetch_get_flushes);
  *   SF__FETCH_SEND the holder, which can compute what each rank will ask,
  *                  sends all of a batch's pieces for one rank as one
  *                  message (a struct of subarray types over its segment,
@@ -74,6 +75,8 @@ typedef struct sf__fetch {
   uint64_t recv_posted;     /* batches whose receives are posted */
   uint64_t sent;            /* batches whose sends are posted (SEND) */
   uint64_t landed;          /* batches whose pieces have arrived */
+  int get_flush;            /* GET with MPI_Get + flush, not MPI_Rget */
+  uint64_t flushed;         /* GET with flush: batches before it are done */
   MPI_Request *rreq, *sreq; /* [K][cap] receive / send requests */
   int *nr, *ns;             /* [K] */
   int cap;
@@ -120,6 +123,23 @@ slabfeed_status sf__fetch_wait(sf__fetch *f, uint64_t j, sf__err *e);
  * for all, so no message is left unmatched. Landing slots are then
  * overwritten: the back end's copies from them must be done. */
 slabfeed_status sf__fetch_settle(sf__fetch *f, sf__err *e);
+
+/* 1 when GET mode uses MPI_Get completed by MPI_Win_flush_local_all
+ * rather than MPI_Rget: every MPI but Open MPI (MPICH's ch4 completes an
+ * MPI_Rget with a derived target type early). The same on every rank. */
+int sf__fetch_get_flushes(void);
+
+/* Collective over the store's communicator, after sf__store_open and
+ * before the slabs are read (it writes a pattern into a corner of every
+ * segment, which the read then overwrites). When pieces can come from
+ * other nodes (some group spans several nodes, no locality), every rank
+ * moves one known box from a rank of its group on another node with the
+ * transfer design `mode` uses (subarray gets, or a holder's typed message)
+ * and compares it with the pattern: an MPI that delivers wrong bytes is
+ * refused with an error naming the MPI library and the mode. Local result:
+ * the caller agrees on it. */
+slabfeed_status sf__fetch_selfcheck(sf__store *s, sf__fetch_mode mode,
+                                    int locality, sf__err *e);
 
 /* Transfer counters since the last call (remote_gets, remote_runs). */
 void sf__fetch_take(sf__fetch *f, slabfeed_stats *delta);

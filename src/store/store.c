@@ -7,6 +7,7 @@
 #include "common/geometry.h"
 #include "common/inject.h"
 #include "common/sys.h"
+#include "common/mpilib.h"
 
 int64_t sf__store_planes(const sf__store *s, int r)
 {
@@ -90,11 +91,23 @@ static slabfeed_status make_windows(sf__store *s, sf__err *e)
                    "MPI_Win_create over all ranks (for MPI_Get between "
                    "nodes)");
       const size_t n = strlen(e->msg);
-      snprintf(e->msg + n, sizeof e->msg - n,
-               "; with Open MPI, osc/rdma needs a transport with RDMA get "
-               "(CMA, XPMEM, UCX, a NIC): where it has none, allow osc/pt2pt, "
-               "e.g. OMPI_MCA_osc=sm,pt2pt (pt2pt refuses "
-               "MPI_THREAD_MULTIPLE)");
+      char lib[128];
+      sf__mpilib_name(lib, sizeof lib);
+      if (sf__mpilib() == SF__MPILIB_OPEN_MPI)
+        snprintf(e->msg + n, sizeof e->msg - n,
+                 " (%s); Open MPI's osc/rdma needs a transport with RDMA get "
+                 "(CMA, XPMEM, UCX, a NIC): where it has none, allow "
+                 "osc/pt2pt, e.g. OMPI_MCA_osc=sm,pt2pt (pt2pt refuses "
+                 "MPI_THREAD_MULTIPLE)",
+                 lib);
+      else if (sf__mpilib() == SF__MPILIB_MPICH)
+        snprintf(e->msg + n, sizeof e->msg - n,
+                 " (%s); an MPICH build needs a device with one-sided "
+                 "support (ch4:ucx or ch4:ofi); run `mpichversion` to see "
+                 "the device and the MPIR_CVAR_* settings in effect",
+                 lib);
+      else
+        snprintf(e->msg + n, sizeof e->msg - n, " (%s)", lib);
       s->world_win = MPI_WIN_NULL;
       goto out;
     }

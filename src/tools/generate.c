@@ -292,6 +292,7 @@ static slabfeed_status write_dataset(hid_t file, const slabfeed_gen_config *cfg,
                 z1 = sf__split_begin(Z, size, rank + 1);
   const int64_t most = sf__split_begin(Z, size, 1); /* rank 0 has the most */
   const int64_t runs = (most + cap - 1) / cap;
+  const double base = *done, elem = cfg->float16 ? 2 : 4;
   const hid_t dset = create_dataset(file, cfg, name, channels);
   const hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   if (dset < 0 || dxpl < 0)
@@ -316,11 +317,21 @@ static slabfeed_status write_dataset(hid_t file, const slabfeed_gen_config *cfg,
                (long long)z, (long long)(z + n), name);
       sf__h5_detail(e);
     }
-    *done += (double)(cap * plane * 4) * size;
-    if (cfg->progress && rank == 0 && total > 1e9)
+    /* What all ranks have written after this run: rank r's first
+     * min(its planes, (i + 1) * cap) planes (ranks with fewer planes than
+     * rank 0 finish earlier and then write nothing). */
+    double written = 0;
+    for (int r = 0; r < size; r++) {
+      const int64_t have =
+          sf__split_begin(Z, size, r + 1) - sf__split_begin(Z, size, r);
+      written += (double)(have < (i + 1) * cap ? have : (i + 1) * cap);
+    }
+    const double now = base + written * (double)plane * elem;
+    if (cfg->progress && rank == 0 && total > 1e9 && now > *done)
       printf("slabfeed-gen: %s %5.1f%% of %.2f GB\n", name,
-             100.0 * (*done < total ? *done : total) / total, total / 1e9),
+             100.0 * (now < total ? now : total) / total, total / 1e9),
           fflush(stdout);
+    *done = now;
   }
   if (dxpl >= 0)
     H5Pclose(dxpl);
@@ -437,7 +448,7 @@ slabfeed_status slabfeed_generate(MPI_Comm comm,
   if (sf__agree(comm, &e) == SLABFEED_OK) {
     const int64_t vox = cfg->shape[0] * cfg->shape[1] * cfg->shape[2];
     const double total =
-        (double)vox * 4.0 *
+        (double)vox * (cfg->float16 ? 2.0 : 4.0) *
         (cfg->input_channels + (cfg->target ? cfg->target_channels : 0));
     double done = 0;
     if (writer)

@@ -82,6 +82,41 @@ static herr_t read_box(hid_t dset, const slabfeed_dataset_info *in, int64_t c,
   return rc;
 }
 
+/* The transform's arguments, each refused with what is wrong about it. */
+static slabfeed_status check_transform(int symmetry, const int64_t crop[3],
+                                       int ngroups, const int (*groups)[3],
+                                       slabfeed_dtype dtype,
+                                       slabfeed_out_layout out_layout,
+                                       const char *dataset, int64_t channels,
+                                       sf__err *e)
+{
+  if (symmetry < 0 || symmetry >= 48)
+    return sf__fail(e, SLABFEED_ERR_ARG, "reader: symmetry %d is not in 0..47",
+                    symmetry);
+  if (symmetry != 0 && (crop[0] != crop[1] || crop[0] != crop[2]))
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "reader: symmetry %d needs a cubic crop, not "
+                    "%lldx%lldx%lld",
+                    symmetry, (long long)crop[0], (long long)crop[1],
+                    (long long)crop[2]);
+  if (ngroups < 0 || ngroups > SLABFEED_MAX_VECTORS)
+    return sf__fail(e, SLABFEED_ERR_ARG, "reader: %d vector groups; at most %d",
+                    ngroups, SLABFEED_MAX_VECTORS);
+  for (int v = 0; v < ngroups; v++)
+    for (int a = 0; a < 3; a++)
+      if (groups[v][a] < 0 || groups[v][a] >= channels)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "reader: vector group %d names channel %d, but '%s' "
+                        "has channels 0..%lld",
+                        v, groups[v][a], dataset, (long long)channels - 1);
+  if ((unsigned)dtype > SLABFEED_DTYPE_BF16 ||
+      (unsigned)out_layout > SLABFEED_OUT_NDHWC)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "reader: dtype %d or output layout %d is unknown",
+                    (int)dtype, (int)out_layout);
+  return SLABFEED_OK;
+}
+
 slabfeed_status slabfeed_reader_crop(slabfeed_reader *r, const char *dataset,
                                      slabfeed_file_layout layout,
                                      const int64_t origin[3],
@@ -141,15 +176,17 @@ slabfeed_status slabfeed_reader_crop(slabfeed_reader *r, const char *dataset,
   if (dset >= 0)
     H5Dclose(dset);
   sf__h5_quiet_end(&q);
-  if (e.status == SLABFEED_OK) {
-    if (slabfeed_transform_host(r->stage, crop, (int)in.channels, symmetry,
-                                ngroups, groups, dtype, out_layout,
-                                out) != SLABFEED_OK)
-      sf__fail(&e, SLABFEED_ERR_ARG,
-               "reader: bad symmetry %d, vector groups or output options for "
-               "'%s' (%lld channels)",
-               symmetry, dataset, (long long)in.channels);
-  }
+  if (e.status == SLABFEED_OK)
+    check_transform(symmetry, crop, ngroups, groups, dtype, out_layout, dataset,
+                    in.channels, &e);
+  if (e.status == SLABFEED_OK &&
+      slabfeed_transform_host(r->stage, crop, (int)in.channels, symmetry,
+                              ngroups, groups, dtype, out_layout,
+                              out) != SLABFEED_OK)
+    sf__fail(&e, SLABFEED_ERR_ARG,
+             "reader: the transform of '%s' (%lld channels) refused its "
+             "arguments",
+             dataset, (long long)in.channels);
   snprintf(r->error, sizeof r->error, "%s", e.msg);
   return e.status;
 }

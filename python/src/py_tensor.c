@@ -4,7 +4,7 @@
  * refuses stale batches; on CUDA it orders the consumer's stream after the
  * batch's ready event without any host wait.
  */
-#include "sfpy.h"
+#include "py_tensor.h"
 
 #include "dlpack.h"
 

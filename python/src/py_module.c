@@ -194,30 +194,6 @@ static PyObject *mod_mpi_is_active(PyObject *m, PyObject *noargs)
   return PyBool_FromLong(sfpy_mpi_active());
 }
 
-/* config_defaults() -> dict: slabfeed_config_init's values, by the keyword
- * names of Loader. */
-static PyObject *mod_config_defaults(PyObject *m, PyObject *noargs)
-{
-  (void)m;
-  (void)noargs;
-  slabfeed_config c;
-  slabfeed_config_init(&c);
-  return Py_BuildValue(
-      "{s:s,s:(LLL),s:i,s:K,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:K,s:i,s:K,s:i}",
-      "layout", sfpy_file_layouts[c.layout], "crop", (long long)c.crop[0],
-      (long long)c.crop[1], (long long)c.crop[2], "batch", c.batch, "seed",
-      (unsigned long long)c.seed, "symmetries",
-      c.symmetries == SLABFEED_SYM_ALL
-          ? "all"
-          : (c.symmetries == SLABFEED_SYM_ROTATIONS ? "rotations" : "none"),
-      "dtype", sfpy_dtype_names[c.dtype], "out_layout",
-      sfpy_out_layouts[c.out_layout], "device", c.device, "prefetch",
-      c.prefetch, "halo", c.halo, "rank_per_node", c.rank_per_node,
-      "steps_per_epoch", (unsigned long long)c.steps_per_epoch, "group_nodes",
-      c.group_nodes, "node_memory", (unsigned long long)c.node_memory,
-      "locality", c.locality);
-}
-
 /* ---- Argument conversion
  * -----------------------------------------------------
  */
@@ -404,9 +380,21 @@ static PyMethodDef module_methods[] = {
     {"mpi_is_active", mod_mpi_is_active, METH_NOARGS,
      "mpi_is_active() -> bool\n\nWhether MPI is initialised and not "
      "finalised, as the MPI library slabfeed is linked with sees it."},
-    {"config_defaults", mod_config_defaults, METH_NOARGS,
-     "config_defaults() -> dict\n\nThe C library's option defaults "
-     "(slabfeed_config_init), by Loader keyword."},
+    {"options", sfpy_options_list, METH_NOARGS,
+     "options() -> tuple of Option\n\nThe library's option table "
+     "(slabfeed_option_at), in the order of slabfeed_config: every row is a "
+     "keyword of Loader; `default` is the Python value of the default."},
+    {"config_defaults", sfpy_config_defaults, METH_NOARGS,
+     "config_defaults() -> dict\n\nThe default of every option "
+     "(slabfeed_config_init), by Loader keyword: {o.name: o.default for o in "
+     "options()}."},
+    {"resolve_options", (PyCFunction)(void (*)(void))sfpy_resolve_options,
+     METH_VARARGS | METH_KEYWORDS,
+     "resolve_options(**options) -> dict\n\nThe value of every option once "
+     "the keywords are applied to the defaults, as Loader converts and "
+     "checks them (slabfeed_config_set; the checks that need the file or "
+     "several options come at open). Raises what Loader raises for a bad "
+     "keyword or value; local (not collective)."},
     {"generate", (PyCFunction)(void (*)(void))sfpy_generate,
      METH_VARARGS | METH_KEYWORDS,
      "generate(comm_f2c, path, **options)\n\nslabfeed_generate (collective); "
@@ -434,7 +422,8 @@ static int module_exec(PyObject *m)
       add_type(m, &sfpy_loader_spec, &st->loader_type) < 0 ||
       add_type(m, &sfpy_batch_spec, &st->batch_type) < 0 ||
       add_type(m, &sfpy_tensor_spec, &st->tensor_type) < 0 ||
-      add_type(m, &sfpy_reader_spec, &st->reader_type) < 0)
+      add_type(m, &sfpy_reader_spec, &st->reader_type) < 0 ||
+      sfpy_options_init(m, st) < 0)
     return -1;
   if (PyModule_AddStringConstant(m, "__version__", slabfeed_version_string()) <
           0 ||
@@ -460,6 +449,8 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
   Py_VISIT(st->batch_type);
   Py_VISIT(st->tensor_type);
   Py_VISIT(st->reader_type);
+  Py_VISIT(st->option_type);
+  Py_VISIT(st->options);
   return 0;
 }
 
@@ -476,6 +467,8 @@ static int module_clear(PyObject *m)
   Py_CLEAR(st->batch_type);
   Py_CLEAR(st->tensor_type);
   Py_CLEAR(st->reader_type);
+  Py_CLEAR(st->option_type);
+  Py_CLEAR(st->options);
   return 0;
 }
 

@@ -1,9 +1,11 @@
 /*
- * slabfeed._slabfeed.Loader and Batch: slabfeed_open/next/seek/tell/close
- * with the GIL released around every call that may block, and the
- * generation rule that makes stale batches raise.
+ * slabfeed._slabfeed.Loader and Batch: the options agreed on by all ranks,
+ * slabfeed_open/next/seek/tell/close with the GIL released around every
+ * call that may block, and the generations that make stale batches raise
+ * (the rule itself is in py_loader.h).
  */
-#include "sfpy.h"
+#include "py_loader.h"
+#include "py_tensor.h"
 
 #include <string.h>
 #include <time.h>
@@ -248,36 +250,6 @@ PyType_Spec sfpy_batch_spec = {
 /* ---- Loader -----------------------------------------------------------------
  */
 
-int sfpy_loader_check_live(sfpy_loader *L, uint64_t generation)
-{
-  sfpy_state *st = sfpy_state_of(Py_TYPE(L));
-  uint64_t e, s;
-  if (L->l == NULL) {
-    sfpy_raise_stale(st, "slabfeed: this batch belongs to a closed loader");
-    return -1;
-  }
-  /* Forked first: a call of next in the child has moved the generation. */
-  if (!L->busy && slabfeed_tell(L->l, &e, &s) == SLABFEED_ERR_FORKED) {
-    sfpy_raise(st, SLABFEED_ERR_FORKED,
-               "slabfeed: this batch belongs to a loader of the parent "
-               "process (forked since): MPI windows, CUDA state and the "
-               "loader thread do not survive fork(); open a new loader in "
-               "the child (or do not fork: use threads)");
-    return -1;
-  }
-  if (L->generation != generation) {
-    sfpy_raise_stale(st, "slabfeed: this batch is stale: next(), seek() or "
-                         "close() was called on its loader since it was handed "
-                         "out, and its memory may hold another batch by now");
-    return -1;
-  }
-  if (L->busy) {
-    sfpy_raise(st, SLABFEED_ERR_STATE, SFPY_BUSY_MESSAGE);
-    return -1;
-  }
-  return 0;
-}
-
 /* The loader must be open; else StateError. */
 static int require_open(sfpy_state *st, const sfpy_loader *L)
 {
@@ -480,41 +452,162 @@ static int setup_cuda(sfpy_state *st, sfpy_loader *L, MPI_Comm comm)
   return -1;
 }
 
-static char *loader_kwlist[] = {"comm",           "path",
-                                "input",          "target",
-                                "layout",         "crop",
-                                "batch",          "seed",
-                                "symmetries",     "input_vectors",
-                                "target_vectors", "dtype",
-                                "out_layout",     "device",
-                                "prefetch",       "halo",
-                                "rank_per_node",  "steps_per_epoch",
-                                "group_nodes",    "node_memory",
-                                "locality",       NULL};
+/* ---- The agreement on the options ------------------------------------------
+ * The options are converted on each rank before the collective open; a
+ * rank whose conversion failed (a bad value, a wrong type, an unknown or
+ * missing keyword) must not leave the others waiting in slabfeed_open. So
+ * every rank takes part in one agreement first: a MIN-reduction finds the
+ * lowest failing rank, which broadcasts the kind and message of its
+ * exception; every rank then raises that exception, its message prefixed
+ * "rank R: " (as the library's agreed errors are). */
 
-static const char *const symmetry_names[] = {"all", "rotations", "none", NULL};
+enum { AGREE_STATUS = 1, AGREE_TYPE = 2, AGREE_OTHER = 3 };
 
-/* Loader(comm, path, input, *, target=None, layout=..., ...): fills a
- * slabfeed_config from the keywords (None keeps the library default) and
- * opens it (collective over comm, GIL released). */
+typedef struct {
+  int kind;   /* AGREE_*: a slabfeed status, a TypeError, anything else */
+  int status; /* AGREE_STATUS: the slabfeed_status */
+  char msg[1024];
+} agree_pkt;
+
+/* The pending exception (taken) as a packet; *exc holds it. */
+static void pack_exception(sfpy_state *st, agree_pkt *p, PyObject **exc)
+{
+  PyObject *et = NULL, *ev = NULL, *tb = NULL;
+  PyErr_Fetch(&et, &ev, &tb);
+  PyErr_NormalizeException(&et, &ev, &tb);
+  if (ev != NULL && tb != NULL)
+    PyException_SetTraceback(ev, tb);
+  p->kind = AGREE_OTHER;
+  p->status = SLABFEED_OK;
+  if (et != NULL && PyErr_GivenExceptionMatches(et, st->error)) {
+    for (int s = 1; s < SFPY_NSTATUS; s++)
+      if (st->errors[s] != NULL &&
+          PyErr_GivenExceptionMatches(et, st->errors[s])) {
+        p->kind = AGREE_STATUS;
+        p->status = s;
+        break;
+      }
+  } else if (et != NULL && PyErr_GivenExceptionMatches(et, PyExc_TypeError)) {
+    p->kind = AGREE_TYPE;
+  } else if (et != NULL && PyErr_GivenExceptionMatches(et, PyExc_ValueError)) {
+    p->kind = AGREE_STATUS;
+    p->status = SLABFEED_ERR_ARG;
+  } else if (et != NULL && PyErr_GivenExceptionMatches(et, PyExc_MemoryError)) {
+    p->kind = AGREE_STATUS;
+    p->status = SLABFEED_ERR_NOMEM;
+  }
+  /* The message: str(exception), with its class name where the class is
+   * not kept. */
+  const char *text = NULL;
+  PyObject *str = ev != NULL ? PyObject_Str(ev) : NULL;
+  if (str != NULL)
+    text = PyUnicode_AsUTF8AndSize(str, NULL);
+  if (text == NULL)
+    PyErr_Clear();
+  PyObject *tn = et != NULL ? PyObject_GetAttrString(et, "__name__") : NULL;
+  const char *tname = tn != NULL ? PyUnicode_AsUTF8AndSize(tn, NULL) : NULL;
+  if (tname == NULL)
+    PyErr_Clear();
+  if (p->kind == AGREE_OTHER)
+    snprintf(p->msg, sizeof p->msg, "%s: %s",
+             tname != NULL ? tname : "exception", text != NULL ? text : "");
+  else
+    snprintf(p->msg, sizeof p->msg, "%s", text != NULL ? text : "");
+  Py_XDECREF(str);
+  Py_XDECREF(tn);
+  Py_XDECREF(et);
+  Py_XDECREF(tb);
+  *exc = ev;
+}
+
+/* agree_options - collective over comm (GIL released while it waits):
+ * `failed` says whether this rank's conversion failed, with the exception
+ * pending. Returns 0 when no rank failed; else -1 with the same exception
+ * on every rank (on the failing rank chained to the original one where
+ * its class is not kept). */
+static int agree_options(sfpy_state *st, sfpy_loader *L, MPI_Comm comm,
+                         int failed)
+{
+  agree_pkt p;
+  memset(&p, 0, sizeof p);
+  PyObject *exc = NULL;
+  if (failed)
+    pack_exception(st, &p, &exc);
+  int rank = 0, size = 1;
+  int first = 0, mine = 0, arc = MPI_SUCCESS, brc = MPI_SUCCESS;
+  if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
+      MPI_Comm_size(comm, &size) != MPI_SUCCESS) {
+    arc = MPI_ERR_OTHER;
+  } else {
+    mine = failed ? rank : size;
+    first = size;
+    L->busy = 1;
+    PyThreadState *ts = PyEval_SaveThread();
+    arc = MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (arc == MPI_SUCCESS && first < size)
+      brc = MPI_Bcast(&p, (int)sizeof p, MPI_BYTE, first, comm);
+    PyEval_RestoreThread(ts);
+    L->busy = 0;
+  }
+  if (arc != MPI_SUCCESS) {
+    /* No agreement: this rank's own outcome (the others may be in open). */
+    Py_XDECREF(exc);
+    sfpy_raise(st, SLABFEED_ERR_MPI,
+               "slabfeed: the ranks could not agree on the options "
+               "(MPI_Allreduce failed)");
+    return -1;
+  }
+  if (first >= size) {
+    Py_XDECREF(exc);
+    return 0;
+  }
+  if (brc != MPI_SUCCESS) {
+    p.kind = AGREE_STATUS;
+    p.status = SLABFEED_ERR_MPI;
+    snprintf(p.msg, sizeof p.msg,
+             "slabfeed: its options were refused (MPI_Bcast of the message "
+             "failed)");
+  }
+  p.msg[sizeof p.msg - 1] = '\0';
+  char msg[sizeof p.msg + 32];
+  snprintf(msg, sizeof msg, "rank %d: %s", first, p.msg);
+  if (p.kind == AGREE_TYPE)
+    PyErr_SetString(PyExc_TypeError, msg);
+  else
+    sfpy_raise(st,
+               p.kind == AGREE_STATUS ? (slabfeed_status)p.status
+                                      : SLABFEED_OK, /* slabfeed.Error */
+               msg);
+  if (exc != NULL && rank == first && p.kind == AGREE_OTHER) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    if (ev != NULL)
+      PyException_SetCause(ev, exc); /* steals */
+    else
+      Py_DECREF(exc);
+    exc = NULL;
+    PyErr_Restore(et, ev, tb);
+  }
+  Py_XDECREF(exc);
+  return -1;
+}
+
+/* Loader(comm, **options): the options are the rows of the library's
+ * option table (py_options.c); each keyword given is set from its text
+ * (None keeps the library default). After an agreement of all ranks on the
+ * conversion, opens the loader (collective over comm, GIL released). */
 static int loader_init(sfpy_loader *self, PyObject *args, PyObject *kw)
 {
   sfpy_state *st = sfpy_state_of(Py_TYPE(self));
-  PyObject *comm_o, *path = NULL, *input_o, *target_o = Py_None;
-  PyObject *o[17] = {NULL};
-  if (!PyArg_ParseTupleAndKeywords(
-          args, kw, "OO&U|$OOOOOOOOOOOOOOOOOO:Loader", loader_kwlist, &comm_o,
-          PyUnicode_FSConverter, &path, &input_o, &target_o, &o[0], &o[1],
-          &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10],
-          &o[11], &o[12], &o[13], &o[14], &o[15], &o[16]))
+  PyObject *comm_o = NULL;
+  if (!PyArg_ParseTuple(args, "O:Loader", &comm_o))
     return -1;
-  int rc = -1;
-  /* Checked after the argument parsing above, which may run Python code. A
-   * loader is opened once: re-opening would let batches of the old one
+  /* A loader is opened once: re-opening would let batches of the old one
    * pass the generation check (and read past their metadata). */
   if (self->busy) {
     sfpy_raise(st, SLABFEED_ERR_STATE, SFPY_BUSY_MESSAGE);
-    goto out;
+    return -1;
   }
   if (self->opened) {
     sfpy_raise(st, SLABFEED_ERR_STATE,
@@ -522,74 +615,30 @@ static int loader_init(sfpy_loader *self, PyObject *args, PyObject *kw)
                    ? "slabfeed: the loader is already open"
                    : "slabfeed: a Loader is initialised once (this one was "
                      "opened before): make a new Loader");
-    goto out;
+    return -1;
   }
-  slabfeed_config c;
-  slabfeed_config_init(&c);
-  c.path = PyBytes_AsString(path);
-  Py_ssize_t len = 0;
-  c.input = PyUnicode_AsUTF8AndSize(input_o, &len);
-  if (c.path == NULL || c.input == NULL)
-    goto out;
-  if ((size_t)len != strlen(c.input)) {
-    PyErr_SetString(PyExc_ValueError,
-                    "slabfeed: embedded null character in input");
-    goto out;
-  }
-  if (target_o != Py_None) {
-    if (!PyUnicode_Check(target_o)) {
-      PyErr_SetString(PyExc_TypeError,
-                      "slabfeed: target must be a str or None");
-      goto out;
-    }
-    if ((c.target = PyUnicode_AsUTF8AndSize(target_o, &len)) == NULL)
-      goto out;
-    if ((size_t)len != strlen(c.target)) {
-      PyErr_SetString(PyExc_ValueError,
-                      "slabfeed: embedded null character in target");
-      goto out;
-    }
-  }
-  int layout = (int)c.layout, sym = (int)c.symmetries, dtype = (int)c.dtype;
-  int out_layout = (int)c.out_layout;
-  long long batch = c.batch, device = c.device, prefetch = c.prefetch;
-  long long halo = c.halo, rpn = c.rank_per_node, gn = c.group_nodes;
-  long long loc = c.locality;
-  if (sfpy_choice(o[0], "layout", sfpy_file_layouts, NULL, &layout) < 0 ||
-      sfpy_triple(o[1], "crop", c.crop) < 0 ||
-      sfpy_int(o[2], "batch", 1, INT32_MAX, &batch) < 0 ||
-      sfpy_u64(o[3], "seed", &c.seed) < 0 ||
-      sfpy_choice(o[4], "symmetries", symmetry_names, NULL, &sym) < 0 ||
-      sfpy_vectors(o[5], "input_vectors", c.input_vectors, &c.n_input_vectors) <
-          0 ||
-      sfpy_vectors(o[6], "target_vectors", c.target_vectors,
-                   &c.n_target_vectors) < 0 ||
-      sfpy_choice(o[7], "dtype", sfpy_dtype_names, sfpy_dtype_aliases, &dtype) <
-          0 ||
-      sfpy_choice(o[8], "out_layout", sfpy_out_layouts, NULL, &out_layout) <
-          0 ||
-      sfpy_int(o[9], "device", -1, INT32_MAX, &device) < 0 ||
-      sfpy_int(o[10], "prefetch", INT32_MIN, INT32_MAX, &prefetch) < 0 ||
-      sfpy_int(o[11], "halo", INT32_MIN, INT32_MAX, &halo) < 0 ||
-      sfpy_int(o[12], "rank_per_node", -1, 1, &rpn) < 0 ||
-      sfpy_u64(o[13], "steps_per_epoch", &c.steps_per_epoch) < 0 ||
-      sfpy_int(o[14], "group_nodes", -1, INT32_MAX, &gn) < 0 ||
-      sfpy_u64(o[15], "node_memory", &c.node_memory) < 0 ||
-      sfpy_int(o[16], "locality", 0, 1, &loc) < 0)
-    goto out;
-  c.group_nodes = (int)gn;
-  c.locality = (int)loc;
-  c.layout = (slabfeed_file_layout)layout;
-  c.symmetries = (slabfeed_symmetries)sym;
-  c.dtype = (slabfeed_dtype)dtype;
-  c.out_layout = (slabfeed_out_layout)out_layout;
-  c.batch = (int)batch;
-  c.device = (int)device;
-  c.prefetch = (int)prefetch;
-  c.halo = (int)halo;
-  c.rank_per_node = (int)rpn;
   MPI_Comm comm;
   if (sfpy_comm_from_fint(st, comm_o, &comm) < 0)
+    return -1;
+  PyObject *keep = PyList_New(0); /* owns the strings c points to */
+  if (keep == NULL)
+    return -1;
+  int rc = -1;
+  slabfeed_config c;
+  slabfeed_config_init(&c);
+  PyObject *options = NULL;
+  int failed = sfpy_options_apply(st, kw, &c, keep, "Loader", 1) < 0;
+  if (!failed)
+    failed = (options = sfpy_options_values(&c)) == NULL;
+  /* Converting the values may have run Python code (__index__,
+   * __fspath__) that used this object. */
+  if (!failed && (self->busy || self->opened)) {
+    sfpy_raise(st, SLABFEED_ERR_STATE,
+               "slabfeed: the loader was opened while its options were "
+               "converted");
+    failed = 1;
+  }
+  if (agree_options(st, self, comm, failed) < 0)
     goto out;
 
   char err[2048] = "";
@@ -611,11 +660,14 @@ static int loader_init(sfpy_loader *self, PyObject *args, PyObject *kw)
   self->batch = c.batch;
   self->has_target = c.target != NULL;
   self->last_stream = NULL;
+  self->options = options;
+  options = NULL;
   if (c.device >= 0 && setup_cuda(st, self, comm) < 0)
     goto out;
   rc = 0;
 out:
-  Py_XDECREF(path);
+  Py_XDECREF(options);
+  Py_DECREF(keep); /* after slabfeed_open, which copied the strings */
   return rc;
 }
 
@@ -640,6 +692,7 @@ static void loader_dealloc(sfpy_loader *self)
       PyErr_WriteUnraisable((PyObject *)self);
     PyErr_Restore(et, ev, tb);
   }
+  Py_CLEAR(self->options);
   freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
   f(self);
   Py_DECREF(tp);
@@ -855,6 +908,16 @@ static PyObject *loader_get_int(sfpy_loader *self, void *which)
                                        : self->batch);
 }
 
+/* options -> dict: a copy of every option's value at open */
+static PyObject *loader_get_options(sfpy_loader *self, void *c)
+{
+  (void)c;
+  if (self->options == NULL)
+    return sfpy_raise(sfpy_state_of(Py_TYPE(self)), SLABFEED_ERR_STATE,
+                      "slabfeed: the loader was never opened");
+  return PyDict_Copy(self->options);
+}
+
 static PyMethodDef loader_methods[] = {
     {"next", (PyCFunction)(void (*)(void))loader_next,
      METH_VARARGS | METH_KEYWORDS,
@@ -895,13 +958,18 @@ static PyGetSetDef loader_getset[] = {
      "-1 (host batches) or the CUDA device ordinal.", "d"},
     {"prefetch", (getter)loader_get_int, NULL, "Depth of the batch ring.", "p"},
     {"batch", (getter)loader_get_int, NULL, "Local batch size B.", "b"},
+    {"options", (getter)loader_get_options, NULL,
+     "Every option's value at open, by name (a new dict): the defaults of "
+     "the option table with the keywords given applied.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyType_Slot loader_slots[] = {
-    {Py_tp_doc, "Loader(comm_f2c, path, input, *, target=None, ...)\n\n"
+    {Py_tp_doc, "Loader(comm_f2c, **options)\n\n"
                 "The C loader; use slabfeed.Loader, which takes an mpi4py "
-                "communicator and documents the options."},
+                "communicator and documents the options (the rows of "
+                "options())."},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_init, loader_init},
     {Py_tp_dealloc, loader_dealloc},

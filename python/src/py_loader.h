@@ -1,0 +1,66 @@
+/*
+ * The Loader object as its batches and tensors see it: the struct, and the
+ * generation rule that makes a stale batch raise. py_loader.c implements
+ * the type; py_tensor.c needs only this header (the rule is inline here),
+ * so py_tensor.c does not depend on py_loader.c.
+ */
+#ifndef SFPY_LOADER_H
+#define SFPY_LOADER_H
+
+#include "sfpy.h"
+
+/* A loader. Batches and tensors hold a reference to it and the generation
+ * they were handed out in; next, seek and close start a new generation. */
+typedef struct {
+  PyObject_HEAD slabfeed_loader *l; /* NULL once closed */
+  uint64_t generation;
+  int device;   /* -1: host batches */
+  int prefetch; /* ring depth K */
+  int batch;    /* local batch B */
+  int has_target;
+  int busy;          /* a call runs with the GIL released (not thread safe) */
+  int opened;        /* __init__ ran once: never re-initialised (a batch of
+                        the old loader would pass check_live) */
+  sfpy_cuda *cuda;   /* device loaders only */
+  void *last_stream; /* the stream of the last next (device) */
+  PyObject *options; /* dict: every option's value at open (strong) */
+} sfpy_loader;
+
+#define SFPY_BUSY_MESSAGE                                                      \
+  "slabfeed: the loader is in use by another thread (a loader is not "         \
+  "thread safe: use one per thread, or a lock)"
+
+/* Returns 0 when tensors of `generation` may still be used; otherwise -1
+ * with StaleBatchError (next/seek/close since, or closed), ForkedError (in
+ * a forked child) or StateError (another thread is inside a call). */
+static inline int sfpy_loader_check_live(sfpy_loader *L, uint64_t generation)
+{
+  sfpy_state *st = sfpy_state_of(Py_TYPE(L));
+  uint64_t e, s;
+  if (L->l == NULL) {
+    sfpy_raise_stale(st, "slabfeed: this batch belongs to a closed loader");
+    return -1;
+  }
+  /* Forked first: a call of next in the child has moved the generation. */
+  if (!L->busy && slabfeed_tell(L->l, &e, &s) == SLABFEED_ERR_FORKED) {
+    sfpy_raise(st, SLABFEED_ERR_FORKED,
+               "slabfeed: this batch belongs to a loader of the parent "
+               "process (forked since): MPI windows, CUDA state and the "
+               "loader thread do not survive fork(); open a new loader in "
+               "the child (or do not fork: use threads)");
+    return -1;
+  }
+  if (L->generation != generation) {
+    sfpy_raise_stale(st, "slabfeed: this batch is stale: next(), seek() or "
+                         "close() was called on its loader since it was handed "
+                         "out, and its memory may hold another batch by now");
+    return -1;
+  }
+  if (L->busy) {
+    sfpy_raise(st, SLABFEED_ERR_STATE, SFPY_BUSY_MESSAGE);
+    return -1;
+  }
+  return 0;
+}
+
+#endif /* SFPY_LOADER_H */
