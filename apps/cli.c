@@ -474,7 +474,8 @@ static void print_usage(FILE *f, const cli_app *app)
                m ? " " : "", m ? m : "", req ? "" : "]",
                o->kind == CLI_VECTOR ||
                        (o->kind == CLI_OPTION &&
-                        o->option->kind == SLABFEED_OPTION_VECTORS)
+                        (o->option->kind == SLABFEED_OPTION_VECTORS ||
+                         o->option->kind == SLABFEED_OPTION_REGIONS))
                    ? "..."
                    : "");
       /* keep "--opt VALUE" together: wrap on the whole word */
@@ -540,6 +541,7 @@ static void default_text(const cli_option *o, const void *base, char *buf,
      * stands for a computed default, which the help says. */
     if (o->option->kind == SLABFEED_OPTION_SWITCH ||
         o->option->kind == SLABFEED_OPTION_VECTORS ||
+        o->option->kind == SLABFEED_OPTION_REGIONS ||
         slabfeed_config_get(base, o->option->name, buf, n) != SLABFEED_OK ||
         (o->option->kind == SLABFEED_OPTION_SIZE && strcmp(buf, "0") == 0))
       buf[0] = '\0';

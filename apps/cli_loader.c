@@ -52,6 +52,8 @@ static const char *kind_name(slabfeed_option_kind k)
     return "edge C or Z,Y,X";
   case SLABFEED_OPTION_VECTORS:
     return "vector groups";
+  case SLABFEED_OPTION_REGIONS:
+    return "boxes";
   }
   return "?";
 }
@@ -81,6 +83,9 @@ static void range_text(const slabfeed_option *o, char *buf, size_t n)
     break;
   case SLABFEED_OPTION_VECTORS:
     snprintf(buf, n, "up to %lld groups K0,K1,K2", (long long)o->max);
+    break;
+  case SLABFEED_OPTION_REGIONS:
+    snprintf(buf, n, "up to %lld boxes Z,Y,X,DZ,DY,DX", (long long)o->max);
     break;
   case SLABFEED_OPTION_STRING:
     snprintf(buf, n, "%s",

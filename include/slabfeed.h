@@ -158,6 +158,7 @@ typedef enum {
 #define SLABFEED_ENV_GROUP_NODES "SLABFEED_GROUP_NODES"
 
 #define SLABFEED_MAX_VECTORS 4 /* vector groups per dataset */
+#define SLABFEED_MAX_REGIONS 8 /* held-out regions per loader */
 
 /* Loader options. Fill with slabfeed_config_init, then set fields. Strings
  * are copied by slabfeed_open. All ranks must pass equal values (checked at
@@ -201,6 +202,13 @@ typedef struct slabfeed_config {
                            crop - 1 planes above it: no crop byte crosses
                            nodes at any G, each global batch is stratified
                            in z (docs/CONVENTIONS.md); default 0 */
+  /* Added in 0.4: regions kept out of training. Each is an axis-aligned
+   * box {z, y, x, dz, dy, dx} in voxels of the periodic volume (it may
+   * wrap; an extent of 0 is the whole axis): no crop contains one of its
+   * voxels, wrap-around included, and origins are uniform over the ones
+   * that remain (docs/CONVENTIONS.md). */
+  int n_holdout;
+  int64_t holdout[SLABFEED_MAX_REGIONS][6];
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -228,25 +236,31 @@ static inline void slabfeed_config_init(slabfeed_config *cfg)
 
 /* How an option's value is written as text and where it is stored. */
 typedef enum {
-  SLABFEED_OPTION_STRING = 0, /* const char *, not copied by _set: it must
-                                 live until slabfeed_open; "" is NULL */
-  SLABFEED_OPTION_INT = 1,    /* int, decimal, in [min, max] */
-  SLABFEED_OPTION_UINT64 = 2, /* uint64_t, decimal digits, in [min, max]
-                                 (max 0: no upper bound) */
-  SLABFEED_OPTION_SIZE = 3,   /* uint64_t bytes: digits, optionally with a
-                                 binary suffix K, M, G or T ("200G") */
-  SLABFEED_OPTION_SWITCH = 4, /* int 0 or 1: "1", "0", "true", "false",
-                                 "yes", "no", "on", "off"; where min is -1
-                                 also "auto" (-1). A command-line flag
-                                 without a value sets 1 */
-  SLABFEED_OPTION_CHOICE = 5, /* an enum by name: the i-th name of
-                                 `choices` (or of `aliases`) is value i */
-  SLABFEED_OPTION_EDGE = 6,   /* int64_t[3] crop edge: "C" (all three), or
-                                 "Z,Y,X" or "ZxYxX", each in [min, max] */
-  SLABFEED_OPTION_VECTORS = 7 /* vector groups, int count + int[max][3]:
-                                 "K0,K1,K2" appends one group of channels
-                                 in [0, 63], ";" separates several; ""
-                                 clears. At most `max` groups */
+  SLABFEED_OPTION_STRING = 0,  /* const char *, not copied by _set: it must
+                                  live until slabfeed_open; "" is NULL */
+  SLABFEED_OPTION_INT = 1,     /* int, decimal, in [min, max] */
+  SLABFEED_OPTION_UINT64 = 2,  /* uint64_t, decimal digits, in [min, max]
+                                  (max 0: no upper bound) */
+  SLABFEED_OPTION_SIZE = 3,    /* uint64_t bytes: digits, optionally with a
+                                  binary suffix K, M, G or T ("200G") */
+  SLABFEED_OPTION_SWITCH = 4,  /* int 0 or 1: "1", "0", "true", "false",
+                                  "yes", "no", "on", "off"; where min is -1
+                                  also "auto" (-1). A command-line flag
+                                  without a value sets 1 */
+  SLABFEED_OPTION_CHOICE = 5,  /* an enum by name: the i-th name of
+                                  `choices` (or of `aliases`) is value i */
+  SLABFEED_OPTION_EDGE = 6,    /* int64_t[3] crop edge: "C" (all three), or
+                                  "Z,Y,X" or "ZxYxX", each in [min, max] */
+  SLABFEED_OPTION_VECTORS = 7, /* vector groups, int count + int[max][3]:
+                                  "K0,K1,K2" appends one group of channels
+                                  in [0, 63], ";" separates several; ""
+                                  clears. At most `max` groups */
+  SLABFEED_OPTION_REGIONS = 8  /* boxes, int count + int64_t[max][6]:
+                                  "Z,Y,X,DZ,DY,DX" appends one (origin and
+                                  extent in voxels, each in [0, 2^31); an
+                                  extent of 0 is the whole axis), ";"
+                                  separates several, "" clears. At most
+                                  `max` boxes */
 } slabfeed_option_kind;
 
 /* slabfeed_option.flags */

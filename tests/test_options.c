@@ -50,6 +50,8 @@ static const char *other_value(const slabfeed_option *o, char *buf, size_t n)
     return "3,4,5";
   case SLABFEED_OPTION_VECTORS:
     return "0,1,2";
+  case SLABFEED_OPTION_REGIONS:
+    return "56,0,0,8,0,0";
   }
   return "";
 }

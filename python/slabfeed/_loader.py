@@ -271,11 +271,13 @@ _TAKES = {
     "string": "str or os.PathLike", "int": "int", "uint64": "int",
     "size": "int (bytes) or str ('200G')", "switch": "bool", "choice": "str",
     "edge": "int or (z, y, x)", "vectors": "[(k0, k1, k2), ...]",
+    "regions": "[(z, y, x, dz, dy, dx), ...]",
 }
 _ANNOTATIONS = {
     "string": "Union[str, os.PathLike[str], None]", "int": "int", "uint64": "int",
     "size": "Union[int, str]", "switch": "Optional[bool]", "choice": "str",
     "edge": "Union[int, Sequence[int]]", "vectors": "Sequence[Sequence[int]]",
+    "regions": "Sequence[Sequence[int]]",
 }
 
 

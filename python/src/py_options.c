@@ -24,8 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[] = {
-    "string", "int", "uint64", "size", "switch", "choice", "edge", "vectors"};
+static const char *const kind_names[] = {"string", "int",     "uint64",
+                                         "size",   "switch",  "choice",
+                                         "edge",   "vectors", "regions"};
 
 static const char *kind_name(slabfeed_option_kind k)
 {
@@ -89,13 +90,11 @@ done:
   return out;
 }
 
-/* VECTORS: "a,b,c;d,e,f" from a sequence of triples (or one flat triple),
- * "" from an empty sequence. Lengths and channel ranges are the library's
- * to check. */
-static PyObject *vectors_text(PyObject *o, const char *name)
+/* VECTORS and REGIONS: "a,b,c;d,e,f" from a sequence of int sequences (or
+ * one flat int sequence for a single group), "" from an empty sequence.
+ * Lengths and ranges are the library's to check. */
+static PyObject *groups_text(PyObject *o, const char *name, const char *takes)
 {
-  static const char takes[] =
-      "a sequence of (k0, k1, k2) channel triples, e.g. [(1, 2, 3)]";
   if (!is_sequence(o)) {
     PyErr_Format(PyExc_TypeError, "slabfeed: %s must be %s, not %R", name,
                  takes, o);
@@ -208,7 +207,13 @@ static PyObject *to_text(sfpy_state *st, const slabfeed_option *opt,
     return int_text(o, name, takes);
   }
   case SLABFEED_OPTION_VECTORS:
-    return vectors_text(o, name);
+    return groups_text(
+        o, name,
+        "a sequence of (k0, k1, k2) channel triples, e.g. [(1, 2, 3)]");
+  case SLABFEED_OPTION_REGIONS:
+    return groups_text(o, name,
+                       "a sequence of (z, y, x, dz, dy, dx) boxes, e.g. "
+                       "[(56, 0, 0, 8, 0, 0)]");
   }
   PyErr_Format(PyExc_SystemError, "slabfeed: option %s has an unknown kind",
                name);
@@ -302,7 +307,8 @@ int sfpy_options_apply(sfpy_state *st, PyObject *kw, slabfeed_config *cfg,
       char err[1024] = "";
       slabfeed_status s = SLABFEED_OK;
       /* Groups are appended: a value replaces what is there. */
-      if (opt->kind == SLABFEED_OPTION_VECTORS)
+      if (opt->kind == SLABFEED_OPTION_VECTORS ||
+          opt->kind == SLABFEED_OPTION_REGIONS)
         s = slabfeed_config_set(cfg, opt->name, "", err, sizeof err);
       if (s == SLABFEED_OK)
         s = slabfeed_config_set(cfg, opt->name, text, err, sizeof err);
@@ -397,7 +403,8 @@ static PyObject *from_text(const slabfeed_option *opt, const char *s)
     }
     return t;
   }
-  case SLABFEED_OPTION_VECTORS: {
+  case SLABFEED_OPTION_VECTORS:
+  case SLABFEED_OPTION_REGIONS: {
     PyObject *groups = PyList_New(0);
     if (groups == NULL)
       return NULL;

@@ -109,7 +109,7 @@ def text_value(kind: str, text: str) -> Any:
     if kind == "edge":
         v = [int(x) for x in re.split("[,x]", text)]
         return v[0] if len(v) == 1 else tuple(v)
-    if kind == "vectors":
+    if kind in ("vectors", "regions"):
         return [tuple(int(c) for c in g.split(",")) for g in text.split(";")] if text else []
     return text  # size, switch, choice: the text itself is accepted
 
@@ -183,6 +183,9 @@ def bad_values(o) -> List[Any]:
         return [o.min - 1, o.max + 1, (8, 8), (8, o.min - 1, 8), (1, 2, 3, 4)]
     if o.kind == "vectors":
         return [[(1, 2)], [(1, 2, 64)], [(1, 2, -1)], [(1, 2, 3)] * (o.max + 1)]
+    if o.kind == "regions":
+        return [[(1, 2, 3)], [(0, 0, 0, -1, 0, 0)], [(0, 0, 0, 2 ** 31, 0, 0)],
+                [(0, 0, 0, 1, 1, 1)] * (o.max + 1)]
     if o.kind == "switch":
         return [2, "maybe"] + ([] if o.min == -1 else [-1, "auto"])
     if o.kind == "choice":
@@ -205,7 +208,8 @@ def test_bad_values_name_the_option():
 def test_wrong_types_name_the_option():
     wrong = {"string": [3], "int": ["2", 2.0, True], "uint64": ["2", True], "size": [1.5, True],
              "switch": [1.0, []], "choice": [1], "edge": ["8", 8.0, True, (8, "8", 8)],
-             "vectors": ["1,2,3", [1.0, 2, 3], [(1, 2, 3.0)], [True, 1, 2]]}
+             "vectors": ["1,2,3", [1.0, 2, 3], [(1, 2, 3.0)], [True, 1, 2]],
+             "regions": ["0,0,0,1,0,0", [(0, 0, 0, 1.0, 0, 0)], 7]}
     for o in OPTIONS:
         for v in wrong[o.kind]:
             with pytest.raises(TypeError, match=rf"\b{o.name} must be "):
@@ -242,6 +246,8 @@ def other_value(o) -> Any:
         return [5, 6, 7], (5, 6, 7)
     if o.kind == "vectors":
         return [[1, 2, 3], (0, 4, 5)], ((1, 2, 3), (0, 4, 5))
+    if o.kind == "regions":
+        return [(56, 0, 0, 8, 0, 0)], ((56, 0, 0, 8, 0, 0),)
     raise AssertionError(o.kind)
 
 

@@ -47,6 +47,11 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
   if (c->n_target_vectors > 0 && c->target == NULL)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: target vector groups without a target dataset");
+  if (c->n_holdout > 0 && c->locality)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: holdout and locality together are not supported "
+                    "(locality draws each rank's origins in its node's "
+                    "z-range; a hold-out would make those ranges unequal)");
   return SLABFEED_OK;
 }
 
@@ -112,6 +117,17 @@ slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
   return SLABFEED_OK;
 }
 
+void sf__config_holdout(const sf__config *c, const int64_t shape[3],
+                        int64_t boxes[][6])
+{
+  for (int r = 0; r < c->pub.n_holdout; r++)
+    for (int a = 0; a < 3; a++) {
+      boxes[r][a] = c->pub.holdout[r][a];
+      const int64_t d = c->pub.holdout[r][3 + a];
+      boxes[r][3 + a] = d == 0 ? shape[a] : d;
+    }
+}
+
 const char *sf__config_dataset(const sf__config *c, int d)
 {
   return d == 0 ? c->input : c->target;
@@ -155,6 +171,8 @@ static uint64_t config_hash(const sf__config *cc)
                           c->locality,
                           cc->remote_get};
   h = fnv(h, nums, sizeof nums);
+  h = fnv(h, &c->n_holdout, sizeof c->n_holdout);
+  h = fnv(h, c->holdout, sizeof(int64_t) * 6 * (size_t)c->n_holdout);
   h = fnv(h, c->input_vectors, sizeof(int) * 3 * (size_t)c->n_input_vectors);
   return fnv(h, c->target_vectors,
              sizeof(int) * 3 * (size_t)c->n_target_vectors);
@@ -231,6 +249,24 @@ slabfeed_status sf__config_check_data(const sf__config *c,
                       (long long)p->crop[2], (long long)info[0].shape[0],
                       (long long)info[0].shape[1], (long long)info[0].shape[2],
                       c->input, c->path);
+  static const char axis[] = "zyx";
+  for (int r = 0; r < p->n_holdout; r++)
+    for (int a = 0; a < 3; a++) {
+      const int64_t N = info[0].shape[a], o = p->holdout[r][a],
+                    d = p->holdout[r][3 + a];
+      if (o >= N || d > N)
+        return sf__fail(
+            e, SLABFEED_ERR_ARG,
+            "holdout region %d (%lld,%lld,%lld extent "
+            "%lld,%lld,%lld) is outside the %lldx%lldx%lld box "
+            "of '%s' on axis %c: origins lie in [0, N), extents "
+            "in [1, N] (0: the whole axis)",
+            r, (long long)p->holdout[r][0], (long long)p->holdout[r][1],
+            (long long)p->holdout[r][2], (long long)p->holdout[r][3],
+            (long long)p->holdout[r][4], (long long)p->holdout[r][5],
+            (long long)info[0].shape[0], (long long)info[0].shape[1],
+            (long long)info[0].shape[2], c->path, axis[a]);
+    }
   if (check_vectors("input", p->n_input_vectors,
                     (const int(*)[3])p->input_vectors, info[0].channels,
                     e) != SLABFEED_OK)

@@ -42,6 +42,11 @@ slabfeed_status sf__config_check_data(const sf__config *c,
                                       const slabfeed_dataset_info info[],
                                       sf__err *e);
 
+/* The held-out regions with their extents resolved for a box of `shape`
+ * (an extent of 0 is the whole axis) into boxes[n_holdout][6]. */
+void sf__config_holdout(const sf__config *c, const int64_t shape[3],
+                        int64_t boxes[][6]);
+
 /* Name of dataset d (0 input, 1 target). */
 const char *sf__config_dataset(const sf__config *c, int d);
 

@@ -199,6 +199,17 @@ const sf__option sf__options[] = {
       .help = "draw crop origins in the z-range of the rank's node: no crop "
               "byte crosses nodes"},
      FIELD(locality)},
+    {{.name = "holdout",
+      .flag = "holdout",
+      .kind = SLABFEED_OPTION_REGIONS,
+      .max = SLABFEED_MAX_REGIONS,
+      .default_value = "",
+      .metavar = "Z,Y,X,DZ,DY,DX",
+      .help = "a box of voxels kept out of training (origin and extent; "
+              "extent 0 is the whole axis; it may wrap): no crop contains "
+              "one of its voxels; repeatable"},
+     FIELD(holdout),
+     .count_at = offsetof(slabfeed_config, n_holdout)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);
@@ -472,6 +483,46 @@ static slabfeed_status parse_vectors(const sf__option *o, const char *s,
   return SLABFEED_OK;
 }
 
+/* Regions: "" clears; "z,y,x,dz,dy,dx;..." appends. */
+static slabfeed_status parse_regions(const sf__option *o, const char *s,
+                                     int *count, int64_t (*boxes)[6],
+                                     sf__err *e)
+{
+  if (*s == '\0') {
+    *count = 0;
+    return SLABFEED_OK;
+  }
+  int n = *count;
+  int64_t b[SLABFEED_MAX_REGIONS][6];
+  memcpy(b, boxes, sizeof b);
+  char one[160];
+  for (const char *p = s;; p++) {
+    const size_t len = strcspn(p, ";");
+    if (len >= sizeof one)
+      return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is too long", o->pub.name,
+                      s);
+    memcpy(one, p, len);
+    one[len] = '\0';
+    int64_t v[6];
+    int k;
+    if (parse_ints(o, one, ",", 0, INT32_MAX, v, 6, &k, e))
+      return e->status;
+    if (k != 6)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "%s: '%s' is not a box Z,Y,X,DZ,DY,DX", o->pub.name, one);
+    if (n == o->pub.max)
+      return sf__fail(e, SLABFEED_ERR_ARG, "%s: more than %lld regions",
+                      o->pub.name, (long long)o->pub.max);
+    memcpy(b[n++], v, sizeof v);
+    p += len;
+    if (*p == '\0')
+      break;
+  }
+  memcpy(boxes, b, sizeof b);
+  *count = n;
+  return SLABFEED_OK;
+}
+
 /* Parses s into the field of o in *cfg (a struct that holds the field);
  * *cfg is unchanged on failure. */
 static slabfeed_status store(const sf__option *o, const char *s,
@@ -505,6 +556,9 @@ static slabfeed_status store(const sf__option *o, const char *s,
   case SLABFEED_OPTION_VECTORS:
     return parse_vectors(o, s, (int *)((char *)cfg + o->count_at), (int(*)[3])f,
                          e);
+  case SLABFEED_OPTION_REGIONS:
+    return parse_regions(o, s, (int *)((char *)cfg + o->count_at),
+                         (int64_t(*)[6])f, e);
   }
   return sf__fail(e, SLABFEED_ERR_ARG, "%s: unknown kind", o->pub.name);
 }
@@ -518,11 +572,18 @@ void sf__option_default(const sf__option *o, slabfeed_config *cfg)
   (void)s;
 }
 
+/* Rows with a count beside the field (vector groups, regions). */
+static int is_list(const sf__option *o)
+{
+  return o->pub.kind == SLABFEED_OPTION_VECTORS ||
+         o->pub.kind == SLABFEED_OPTION_REGIONS;
+}
+
 /* The part of *cfg a row needs lies inside the caller's struct. */
 static int fits(const sf__option *o, const slabfeed_config *cfg)
 {
   size_t end = o->at + o->width;
-  if (o->pub.kind == SLABFEED_OPTION_VECTORS && o->count_at + sizeof(int) > end)
+  if (is_list(o) && o->count_at + sizeof(int) > end)
     end = o->count_at + sizeof(int);
   return cfg->size >= end;
 }
@@ -554,7 +615,7 @@ slabfeed_status slabfeed_config_set(slabfeed_config *cfg, const char *name,
     memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
     if (store(o, value, &c, &e) == SLABFEED_OK) {
       memcpy((char *)cfg + o->at, (char *)&c + o->at, o->width);
-      if (o->pub.kind == SLABFEED_OPTION_VECTORS)
+      if (is_list(o))
         memcpy((char *)cfg + o->count_at, (char *)&c + o->count_at,
                sizeof(int));
     }
@@ -647,6 +708,17 @@ slabfeed_status slabfeed_config_get(const slabfeed_config *cfg,
                g[v][2]);
     break;
   }
+  case SLABFEED_OPTION_REGIONS: {
+    const int n = *(const int *)((const char *)cfg + o->count_at);
+    const int64_t(*b)[6] = (const int64_t(*)[6])f;
+    for (int v = 0; v < n && v < o->pub.max && rc == 0; v++)
+      rc = put(buf, len, &used,
+               "%s%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
+               ",%" PRId64,
+               v ? ";" : "", b[v][0], b[v][1], b[v][2], b[v][3], b[v][4],
+               b[v][5]);
+    break;
+  }
   }
   return rc == 0 ? SLABFEED_OK : SLABFEED_ERR_NOMEM;
 }
@@ -712,6 +784,21 @@ slabfeed_status sf__option_check(const sf__option *o,
                       "config: %s: %d groups; at most %lld", p->name, n,
                       (long long)p->max);
     return SLABFEED_OK; /* channels are checked against the file */
+  }
+  case SLABFEED_OPTION_REGIONS: {
+    const int n = *(const int *)((const char *)cfg + o->count_at);
+    if (n < 0 || n > p->max)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: %s: %d regions; at most %lld", p->name, n,
+                      (long long)p->max);
+    const int64_t(*b)[6] = (const int64_t(*)[6])f;
+    for (int v = 0; v < n; v++)
+      for (int a = 0; a < 6; a++)
+        if (b[v][a] < 0 || b[v][a] > INT32_MAX)
+          return sf__fail(e, SLABFEED_ERR_ARG,
+                          "config: %s region %d: %lld is not in 0..2^31-1",
+                          p->name, v, (long long)b[v][a]);
+    return SLABFEED_OK; /* against the box at open */
   }
   }
   return sf__fail(e, SLABFEED_ERR_ARG, "config: %s: unknown kind", p->name);

@@ -48,6 +48,11 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
     x->layout = p->out_layout;
   }
   sf__sampler_init(&b->sampler, info[0].shape, p->seed, p->symmetries);
+  int64_t boxes[SLABFEED_MAX_REGIONS][6];
+  sf__config_holdout(c, info[0].shape, boxes);
+  if (sf__sampler_holdout(&b->sampler, p->crop, p->n_holdout,
+                          (const int64_t(*)[6])boxes, e) != SLABFEED_OK)
+    return e->status;
   /* Locality mode draws z origins in the z-range of the rank's node. */
   b->locality = p->locality;
   b->remote_get = c->remote_get;
@@ -83,6 +88,7 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
 
 void sf__batch_free(sf__batch_plan *b)
 {
+  sf__sampler_free(&b->sampler);
   free(b->origin);
   free(b->sym);
   free(b->sample);
@@ -97,10 +103,12 @@ void sf__batch_draw(const sf__batch_plan *b, int rank, uint64_t epoch,
   const uint64_t B = (uint64_t)b->B;
   const uint64_t k = step * (uint64_t)b->size * B + (uint64_t)rank * B + i;
   int64_t zlo = 0, zn = b->sampler.shape[0];
-  if (b->locality) {
-    zlo = b->store->L.reach0[rank];
-    zn = b->store->L.reach[rank];
+  if (!b->locality) {
+    sf__sampler_draw(&b->sampler, epoch, k, origin, sym);
+    return;
   }
+  zlo = b->store->L.reach0[rank];
+  zn = b->store->L.reach[rank];
   sf__sampler_draw_in(&b->sampler, epoch, k, zlo, zn, origin, sym);
 }
 

@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "slabfeed_tools.h"
+#include "common/errors.h"
 
 static inline uint64_t sf__fmix64(uint64_t h)
 {
@@ -34,16 +34,49 @@ static inline uint64_t sf__uniform(uint64_t h, uint64_t n)
   return (uint64_t)(((unsigned __int128)h * n) >> 64);
 }
 
-/* The sampler: box shape, symmetry set, seed. */
+/* Origins allowed by held-out regions, as disjoint cells: the breakpoints
+ * of every region's forbidden interval on each axis cut the box into
+ * cells that are wholly allowed or wholly forbidden; the allowed ones, in
+ * z-major order, with the running count of their origins. */
+typedef struct sf__holdout {
+  int64_t bp[3][2 * SLABFEED_MAX_REGIONS + 2]; /* cell starts per axis, then
+                                                  the axis length */
+  int nb[3];                                   /* cells per axis */
+  int ncells;                                  /* allowed cells */
+  int32_t (*cell)[3];                          /* [ncells] axis cell indices */
+  uint64_t *cum;    /* [ncells] origins in cells 0..i */
+  uint64_t allowed; /* origins in all of them */
+} sf__holdout;
+
+/* The sampler: box shape, symmetry set, seed, held-out regions. */
 typedef struct sf__sampler {
   int64_t shape[3];
   uint64_t seed;
-  int nsym;        /* 48, 24 or 1 */
-  int32_t sym[48]; /* the ids drawn from, increasing */
+  int nsym;          /* 48, 24 or 1 */
+  int32_t sym[48];   /* the ids drawn from, increasing */
+  sf__holdout *hold; /* NULL: origins uniform over the whole box */
 } sf__sampler;
 
 void sf__sampler_init(sf__sampler *s, const int64_t shape[3], uint64_t seed,
                       slabfeed_symmetries set);
+
+/* Keeps crops of edge crop[] clear of the n regions boxes[i] = {z, y, x,
+ * dz, dy, dx} (extents already resolved: 1..N, origins in [0, N)): from
+ * then on origins are uniform over the origins whose crop, wrapped
+ * periodically, contains no held-out voxel. Draw 0 of sample k picks the
+ * origin among them (z-major order of the allowed cells), draw 3 the
+ * symmetry. Fails when no origin is left. */
+slabfeed_status sf__sampler_holdout(sf__sampler *s, const int64_t crop[3],
+                                    int n, const int64_t (*boxes)[6],
+                                    sf__err *e);
+
+/* Releases what sf__sampler_holdout took. */
+void sf__sampler_free(sf__sampler *s);
+
+/* 1 when the crop of edge crop[] at origin o (periodic) contains a voxel
+ * of box b {z, y, x, dz, dy, dx} (resolved). */
+int sf__box_hits(const int64_t shape[3], const int64_t crop[3],
+                 const int64_t o[3], const int64_t b[6]);
 
 /* Origin (z,y,x) and symmetry id of global sample k of epoch e. */
 void sf__sampler_draw(const sf__sampler *s, uint64_t epoch, uint64_t k,
