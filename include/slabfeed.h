@@ -209,6 +209,18 @@ typedef struct slabfeed_config {
    * that remain (docs/CONVENTIONS.md). */
   int n_holdout;
   int64_t holdout[SLABFEED_MAX_REGIONS][6];
+  /* Added in 0.4: a tiled pass instead of random crops (validation and
+   * inference). With tile T > 0 the loader hands out the tiles of edge T
+   * of `region` (the whole box when n_region is 0) in one global order,
+   * each as an input crop of edge T + 2 pad starting pad voxels before the
+   * tile (periodic), with the symmetry pass_symmetry; `crop`,
+   * `symmetries` and `steps_per_epoch` are then not used (an epoch is one
+   * pass). docs/CONVENTIONS.md has the tile grid. */
+  int tile;          /* T: 0 (default) random training crops */
+  int pad;           /* P: context voxels on every side; default 0 */
+  int n_region;      /* 0 or 1 */
+  int64_t region[1][6];
+  int pass_symmetry; /* symmetry id of every tile, 0..47; default 0 */
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -348,6 +360,14 @@ typedef struct slabfeed_batch {
   const int64_t *sample;   /* [B] global sample index within the epoch */
   void *ready_event;       /* cudaEvent_t recorded after the batch is written,
                               or NULL for host batches */
+  /* Added in 0.4: */
+  int valid;           /* slots holding real samples: B, or fewer in the
+                          last batch of a tiled pass (the rest repeat the
+                          last tile and have sample -1) */
+  const int64_t *tile; /* [B][9] in a tiled pass: the tile's origin
+                          (z,y,x) in the box, the origin of the part it
+                          owns relative to the tile, that part's extent;
+                          NULL for random crops. Host memory */
 } slabfeed_batch;
 
 #define SLABFEED_BATCH_INIT SLABFEED_SIZED_INIT(slabfeed_batch)

@@ -7,7 +7,8 @@ set(SLABFEED_SOURCES
   src/backend/host.c                                    # back ends
   src/source/fetch.c src/source/source.c src/source/window.c
   src/source/landed.c src/source/gather.c               # piece sources
-  src/plan/batch.c src/plan/placement.c src/plan/sampler.c  # plans
+  src/plan/batch.c src/plan/placement.c src/plan/sampler.c
+  src/plan/tiles.c                                      # plans
   src/store/store.c                                     # slab store (windows)
   src/io/volume.c src/io/slab.c src/io/h5.c             # file access
   src/config/config.c src/config/options.c              # options

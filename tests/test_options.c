@@ -136,6 +136,9 @@ static void check_range(const slabfeed_option *o)
   INT_FIELD(rank_per_node);
   INT_FIELD(group_nodes);
   INT_FIELD(locality);
+  INT_FIELD(tile);
+  INT_FIELD(pad);
+  INT_FIELD(pass_symmetry);
 #undef INT_FIELD
   CHECK(p != NULL, "%s: an integer row this test does not know", o->name);
   if (p == NULL)

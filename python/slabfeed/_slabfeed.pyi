@@ -43,6 +43,8 @@ class Batch:
     origin: Tuple[Tuple[int, int, int], ...]
     sample: Tuple[int, ...]
     symmetry: Tuple[int, ...]
+    count: int
+    tile: Optional[Tuple[Tuple[int, ...], ...]]
     device: int
     stream: Optional[int]
     valid: bool
@@ -80,7 +82,11 @@ class Loader:
                  group_nodes: Optional[int] = ...,
                  node_memory: Union[int, str, None] = ...,
                  locality: Optional[bool] = ...,
-                 holdout: Optional[Sequence[Sequence[int]]] = ...) -> None: ...
+                 holdout: Optional[Sequence[Sequence[int]]] = ...,
+                 tile: Optional[int] = ...,
+                 pad: Optional[int] = ...,
+                 region: Optional[Sequence[Sequence[int]]] = ...,
+                 pass_symmetry: Optional[int] = ...) -> None: ...
     def next(self, stream: Any = ...) -> Batch: ...
     def _time_next(self, n: int, stream: Any = ...) -> float: ...
     def seek(self, epoch: int, step: int) -> None: ...

@@ -38,7 +38,8 @@ static PyObject *batch_new(sfpy_state *st, sfpy_loader *L,
   if (B == NULL)
     return NULL;
   const int nb = L->batch;
-  B->meta = PyMem_Malloc(sizeof(int64_t) * 5 * (size_t)nb);
+  /* origin [3], sample, symmetry, tile [9] per slot */
+  B->meta = PyMem_Malloc(sizeof(int64_t) * 14 * (size_t)nb);
   if (B->meta == NULL) {
     Py_DECREF(B);
     return PyErr_NoMemory();
@@ -47,6 +48,8 @@ static PyObject *batch_new(sfpy_state *st, sfpy_loader *L,
   memcpy(B->meta + 3 * nb, b->sample, sizeof(int64_t) * (size_t)nb);
   for (int i = 0; i < nb; i++)
     B->meta[4 * nb + i] = b->symmetry[i];
+  if (b->tile != NULL)
+    memcpy(B->meta + 5 * nb, b->tile, sizeof(int64_t) * 9 * (size_t)nb);
   Py_INCREF(L);
   B->loader = L;
   B->generation = L->generation;
@@ -157,6 +160,31 @@ static PyObject *batch_get_symmetry(sfpy_batch *self, void *c)
   return int_tuple(self->meta + 4 * nb, nb, 1);
 }
 
+static PyObject *batch_get_count(sfpy_batch *self, void *c)
+{
+  (void)c;
+  return PyLong_FromLong(self->b.valid);
+}
+
+static PyObject *batch_get_tile(sfpy_batch *self, void *c)
+{
+  (void)c;
+  if (self->b.tile == NULL)
+    Py_RETURN_NONE;
+  const int nb = self->nb;
+  PyObject *t = PyTuple_New(nb);
+  if (t == NULL)
+    return NULL;
+  for (int i = 0; i < nb; i++) {
+    PyObject *o = int_tuple(self->meta + 5 * nb + 9 * i, 9, 1);
+    if (o == NULL || PyTuple_SetItem(t, i, o) < 0) {
+      Py_DECREF(t);
+      return NULL;
+    }
+  }
+  return t;
+}
+
 static PyObject *batch_get_device(sfpy_batch *self, void *c)
 {
   (void)c;
@@ -207,6 +235,15 @@ static PyGetSetDef batch_getset[] = {
      "Global sample indices within the epoch of the B samples (a copy).", NULL},
     {"symmetry", (getter)batch_get_symmetry, NULL,
      "Symmetry ids in [0, 48) of the B samples (a copy).", NULL},
+    {"count", (getter)batch_get_count, NULL,
+     "Slots holding real samples: the batch size, or fewer in the last "
+     "batch of a tiled pass (the others have sample -1).",
+     NULL},
+    {"tile", (getter)batch_get_tile, NULL,
+     "Tiled passes: per slot (z, y, x, oz, oy, ox, nz, ny, nx): the tile's "
+     "origin in the box, the origin of the part it owns relative to the "
+     "tile, that part's extent (a copy); None for random crops.",
+     NULL},
     {"device", (getter)batch_get_device, NULL,
      "-1 for host memory, else the CUDA device ordinal.", NULL},
     {"stream", (getter)batch_get_stream, NULL,

@@ -68,6 +68,11 @@ slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
   const size_t n = user->size < sizeof c->pub ? user->size : sizeof c->pub;
   memcpy(&c->pub, user, n);
   c->pub.size = sizeof c->pub;
+  /* A tiled pass reads crops of edge T + 2P (the tile and its context). */
+  if (c->pub.tile > 0 &&
+      (int64_t)c->pub.tile + 2 * (int64_t)c->pub.pad <= INT32_MAX)
+    c->pub.crop[0] = c->pub.crop[1] = c->pub.crop[2] =
+        (int64_t)c->pub.tile + 2 * (int64_t)c->pub.pad;
   if (check_options(&c->pub, e) != SLABFEED_OK)
     return e->status;
   snprintf(c->path, sizeof c->path, "%s", c->pub.path);
@@ -117,15 +122,33 @@ slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
   return SLABFEED_OK;
 }
 
+/* Boxes with their extents resolved (0: the whole axis). */
+static void resolve_boxes(int n, const int64_t (*in)[6], const int64_t shape[3],
+                          int64_t out[][6])
+{
+  for (int r = 0; r < n; r++)
+    for (int a = 0; a < 3; a++) {
+      out[r][a] = in[r][a];
+      out[r][3 + a] = in[r][3 + a] == 0 ? shape[a] : in[r][3 + a];
+    }
+}
+
 void sf__config_holdout(const sf__config *c, const int64_t shape[3],
                         int64_t boxes[][6])
 {
-  for (int r = 0; r < c->pub.n_holdout; r++)
-    for (int a = 0; a < 3; a++) {
-      boxes[r][a] = c->pub.holdout[r][a];
-      const int64_t d = c->pub.holdout[r][3 + a];
-      boxes[r][3 + a] = d == 0 ? shape[a] : d;
-    }
+  resolve_boxes(c->pub.n_holdout, (const int64_t(*)[6])c->pub.holdout, shape,
+                boxes);
+}
+
+void sf__config_region(const sf__config *c, const int64_t shape[3],
+                       int64_t box[6])
+{
+  const int64_t whole[1][6] = {{0, 0, 0, 0, 0, 0}};
+  int64_t out[1][6];
+  resolve_boxes(
+      1, c->pub.n_region > 0 ? (const int64_t(*)[6])c->pub.region : whole,
+      shape, out);
+  memcpy(box, out[0], sizeof out[0]);
 }
 
 const char *sf__config_dataset(const sf__config *c, int d)
@@ -171,6 +194,9 @@ static uint64_t config_hash(const sf__config *cc)
                           c->locality,
                           cc->remote_get};
   h = fnv(h, nums, sizeof nums);
+  const int pass[] = {c->tile, c->pad, c->n_region, c->pass_symmetry};
+  h = fnv(h, pass, sizeof pass);
+  h = fnv(h, c->region, sizeof(int64_t) * 6 * (size_t)c->n_region);
   h = fnv(h, &c->n_holdout, sizeof c->n_holdout);
   h = fnv(h, c->holdout, sizeof(int64_t) * 6 * (size_t)c->n_holdout);
   h = fnv(h, c->input_vectors, sizeof(int) * 3 * (size_t)c->n_input_vectors);
@@ -219,6 +245,52 @@ static slabfeed_status check_vectors(const char *what, int n, const int (*g)[3],
   return SLABFEED_OK;
 }
 
+static const char axis_name[] = "zyx";
+
+/* A box of the options (holdout or pass region) against the volume. */
+static slabfeed_status check_box(const sf__config *c, const char *what, int r,
+                                 const int64_t b[6], const int64_t shape[3],
+                                 sf__err *e)
+{
+  for (int a = 0; a < 3; a++)
+    if (b[a] >= shape[a] || b[3 + a] > shape[a])
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "%s %d (%lld,%lld,%lld extent %lld,%lld,%lld) is "
+                      "outside the %lldx%lldx%lld box of '%s' on axis %c: "
+                      "origins lie in [0, N), extents in [1, N] (0: the "
+                      "whole axis)",
+                      what, r, (long long)b[0], (long long)b[1],
+                      (long long)b[2], (long long)b[3], (long long)b[4],
+                      (long long)b[5], (long long)shape[0], (long long)shape[1],
+                      (long long)shape[2], c->path, axis_name[a]);
+  return SLABFEED_OK;
+}
+
+/* A tiled pass: tiles no larger than the region, input crops no larger
+ * than the box. */
+static slabfeed_status check_tiles(const sf__config *c, const int64_t shape[3],
+                                   sf__err *e)
+{
+  const slabfeed_config *p = &c->pub;
+  int64_t R[6];
+  sf__config_region(c, shape, R);
+  for (int a = 0; a < 3; a++) {
+    if (p->tile > R[3 + a])
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "tile %d is larger than the pass region's extent %lld "
+                      "on axis %c (use a smaller tile or a larger region)",
+                      p->tile, (long long)R[3 + a], axis_name[a]);
+    if ((int64_t)p->tile + 2 * (int64_t)p->pad > shape[a])
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "tile %d + 2 x pad %d = %lld is larger than the box's "
+                      "%lld voxels on axis %c of '%s'",
+                      p->tile, p->pad,
+                      (long long)p->tile + 2 * (long long)p->pad,
+                      (long long)shape[a], axis_name[a], c->path);
+  }
+  return SLABFEED_OK;
+}
+
 slabfeed_status sf__config_check_data(const sf__config *c,
                                       const slabfeed_dataset_info info[],
                                       sf__err *e)
@@ -240,6 +312,11 @@ slabfeed_status sf__config_check_data(const sf__config *c,
                       "dataset '%s' has %lld channels; at most %d",
                       sf__config_dataset(c, d), (long long)info[d].channels,
                       SF_MAX_CHANNELS);
+  if (p->n_region > 0 &&
+      check_box(c, "pass region", 0, p->region[0], info[0].shape, e))
+    return e->status;
+  if (p->tile > 0 && check_tiles(c, info[0].shape, e) != SLABFEED_OK)
+    return e->status;
   for (int a = 0; a < 3; a++)
     if (p->crop[a] > info[0].shape[a])
       return sf__fail(e, SLABFEED_ERR_ARG,
@@ -249,24 +326,9 @@ slabfeed_status sf__config_check_data(const sf__config *c,
                       (long long)p->crop[2], (long long)info[0].shape[0],
                       (long long)info[0].shape[1], (long long)info[0].shape[2],
                       c->input, c->path);
-  static const char axis[] = "zyx";
   for (int r = 0; r < p->n_holdout; r++)
-    for (int a = 0; a < 3; a++) {
-      const int64_t N = info[0].shape[a], o = p->holdout[r][a],
-                    d = p->holdout[r][3 + a];
-      if (o >= N || d > N)
-        return sf__fail(
-            e, SLABFEED_ERR_ARG,
-            "holdout region %d (%lld,%lld,%lld extent "
-            "%lld,%lld,%lld) is outside the %lldx%lldx%lld box "
-            "of '%s' on axis %c: origins lie in [0, N), extents "
-            "in [1, N] (0: the whole axis)",
-            r, (long long)p->holdout[r][0], (long long)p->holdout[r][1],
-            (long long)p->holdout[r][2], (long long)p->holdout[r][3],
-            (long long)p->holdout[r][4], (long long)p->holdout[r][5],
-            (long long)info[0].shape[0], (long long)info[0].shape[1],
-            (long long)info[0].shape[2], c->path, axis[a]);
-    }
+    if (check_box(c, "holdout region", r, p->holdout[r], info[0].shape, e))
+      return e->status;
   if (check_vectors("input", p->n_input_vectors,
                     (const int(*)[3])p->input_vectors, info[0].channels,
                     e) != SLABFEED_OK)

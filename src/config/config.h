@@ -47,6 +47,10 @@ slabfeed_status sf__config_check_data(const sf__config *c,
 void sf__config_holdout(const sf__config *c, const int64_t shape[3],
                         int64_t boxes[][6]);
 
+/* The region of a tiled pass, resolved (the whole box when none). */
+void sf__config_region(const sf__config *c, const int64_t shape[3],
+                       int64_t box[6]);
+
 /* Name of dataset d (0 input, 1 target). */
 const char *sf__config_dataset(const sf__config *c, int d);
 

@@ -57,7 +57,16 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
   b->locality = p->locality;
   b->remote_get = c->remote_get;
   b->steps_per_epoch = p->steps_per_epoch;
-  if (b->steps_per_epoch == 0) {
+  b->pass = p->tile > 0;
+  if (b->pass) {
+    /* One epoch is one pass: every tile once, in global batches. */
+    int64_t R[6];
+    sf__config_region(c, info[0].shape, R);
+    sf__tiles_init(&b->tiles, info[0].shape, R, p->tile, p->pad);
+    b->pass_symmetry = p->pass_symmetry;
+    const uint64_t per = (uint64_t)b->size * (uint64_t)b->B;
+    b->steps_per_epoch = (b->tiles.count + per - 1) / per;
+  } else if (b->steps_per_epoch == 0) {
     const double box = (double)info[0].shape[0] * (double)info[0].shape[1] *
                        (double)info[0].shape[2];
     const double per_step = (double)p->crop[0] * (double)p->crop[1] *
@@ -79,9 +88,13 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
   b->origin = malloc(KB * 3 * sizeof *b->origin);
   b->sym = malloc(KB * sizeof *b->sym);
   b->sample = malloc(KB * sizeof *b->sample);
+  b->valid = malloc((size_t)b->K * sizeof *b->valid);
+  if (b->pass && (b->tile = malloc(KB * 9 * sizeof *b->tile)) == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the batch plan");
   b->pieces = malloc((size_t)sf__batch_max_pieces(b) * sizeof *b->pieces);
   b->zruns = malloc((size_t)sf__batch_max_zruns(b) * sizeof *b->zruns);
-  if (!b->origin || !b->sym || !b->sample || !b->pieces || !b->zruns)
+  if (!b->origin || !b->sym || !b->sample || !b->valid || !b->pieces ||
+      !b->zruns)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the batch plan");
   return SLABFEED_OK;
 }
@@ -92,6 +105,8 @@ void sf__batch_free(sf__batch_plan *b)
   free(b->origin);
   free(b->sym);
   free(b->sample);
+  free(b->tile);
+  free(b->valid);
   free(b->pieces);
   free(b->zruns);
   memset(b, 0, sizeof *b);
@@ -102,6 +117,13 @@ void sf__batch_draw(const sf__batch_plan *b, int rank, uint64_t epoch,
 {
   const uint64_t B = (uint64_t)b->B;
   const uint64_t k = step * (uint64_t)b->size * B + (uint64_t)rank * B + i;
+  if (b->pass) {
+    /* Slots past the last tile repeat it (they are marked, not read). */
+    const uint64_t g = k < b->tiles.count ? k : b->tiles.count - 1;
+    sf__tiles_input_origin(&b->tiles, g, origin);
+    *sym = b->pass_symmetry;
+    return;
+  }
   int64_t zlo = 0, zn = b->sampler.shape[0];
   if (!b->locality) {
     sf__sampler_draw(&b->sampler, epoch, k, origin, sym);
@@ -117,10 +139,20 @@ void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
 {
   const uint64_t B = (uint64_t)b->B;
   const uint64_t first = step * (uint64_t)b->size * B + (uint64_t)b->rank * B;
+  b->valid[slot] = b->B;
   for (int i = 0; i < b->B; i++) {
     const size_t k = (size_t)slot * (size_t)b->B + (size_t)i;
-    b->sample[k] = (int64_t)(first + (uint64_t)i);
+    const uint64_t g = first + (uint64_t)i;
+    b->sample[k] = (int64_t)g;
     sf__batch_draw(b, b->rank, epoch, step, i, &b->origin[3 * k], &b->sym[k]);
+    if (!b->pass)
+      continue;
+    const int real = g < b->tiles.count;
+    sf__tiles_at(&b->tiles, real ? g : b->tiles.count - 1, &b->tile[9 * k]);
+    if (!real) {
+      b->sample[k] = -1;
+      b->valid[slot]--;
+    }
   }
 }
 
@@ -270,4 +302,6 @@ void sf__batch_describe(const sf__batch_plan *b, int slot, void *const data[],
   out->origin = &b->origin[3 * k];
   out->symmetry = &b->sym[k];
   out->sample = &b->sample[k];
+  out->valid = b->valid[slot];
+  out->tile = b->pass ? &b->tile[9 * k] : NULL;
 }

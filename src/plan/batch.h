@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "source/gather.h"
 #include "plan/sampler.h"
+#include "plan/tiles.h"
 #include "transform/transform.h"
 
 /* A run of z-planes of a crop held by one rank (scratch of the split). */
@@ -27,12 +28,18 @@ typedef struct sf__batch_plan {
   int64_t crop[3]; /* crop extents (z,y,x) */
   uint64_t steps_per_epoch;
   sf__sampler sampler;
-  int locality;   /* z origins from the z-range of the rank's node */
+  int locality; /* z origins from the z-range of the rank's node */
+  int pass;     /* a tiled pass (tiles below) instead of the sampler */
+  sf__tiles tiles;
+  int32_t pass_symmetry;
   int remote_get; /* remote pieces by MPI_Rget (else holders send) */
   sf__xform xf[SF_MAX_DSETS];
   int64_t *origin; /* [K][B][3] */
   int32_t *sym;    /* [K][B] */
-  int64_t *sample; /* [K][B] global sample index within the epoch */
+  int64_t *sample; /* [K][B] global sample index within the epoch (a
+                      pass: the tile, -1 for slots past the last) */
+  int64_t *tile;   /* [K][B][9] a pass: slabfeed_batch.tile; else NULL */
+  int *valid;      /* [K] real samples of each slot */
   sf__piece *pieces;
   sf__zrun *zruns;
 } sf__batch_plan;
