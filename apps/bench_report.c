@@ -10,6 +10,13 @@
 
 /* x as a fraction of its ceiling; NaN where the ceiling was not measured
  * (the JSON writer makes it null). */
+/* The edge of the input crops: the crop, or a tiled pass's tile + 2 pad. */
+static int64_t input_edge(const slabfeed_config *cfg)
+{
+  return cfg->tile > 0 ? (int64_t)cfg->tile + 2 * (int64_t)cfg->pad
+                       : cfg->crop[0];
+}
+
 static double ratio(double x, double ceiling)
 {
   return ceiling > 0 ? x / ceiling : NAN;
@@ -41,10 +48,11 @@ static void print_table(const bench_ctx *b, const char *mode, double step_ms,
 {
   const slabfeed_config *cfg = &b->cfg;
   *t = (totals){0, 0, 0, 0, 0, 0, 0};
-  printf(
-      "\n%s  %s  ranks %d  crop %lld  batch %d  %s  device %d  step %.0f ms\n",
-      mode, b->label, b->size, (long long)cfg->crop[0], cfg->batch,
-      cli_dtype_name(cfg->dtype), cfg->device, step_ms);
+  printf("\n%s  %s  ranks %d  crop %lld%s  batch %d  %s  device %d  step %.0f "
+         "ms\n",
+         mode, b->label, b->size, (long long)input_edge(cfg),
+         cfg->tile > 0 ? " (tiled pass)" : "", cfg->batch,
+         cli_dtype_name(cfg->dtype), cfg->device, step_ms);
   printf("%4s %9s %8s %8s %9s %9s %7s %7s %7s %7s %9s\n", "rank", "crops/s",
          "GB/s", "step ms", "exposed", "wait ms", "plan", "gather", "h2d",
          "xform", "RSS MB");
@@ -114,7 +122,9 @@ static void print_json(const bench_ctx *b, const char *mode,
   json_string(&j, "bench", mode);
   json_string(&j, "label", b->label);
   json_int(&j, "ranks", b->size);
-  json_int(&j, "crop", (long long)cfg->crop[0]);
+  json_int(&j, "crop", (long long)input_edge(cfg));
+  json_int(&j, "tile", cfg->tile);
+  json_int(&j, "pad", cfg->pad);
   json_int(&j, "batch", cfg->batch);
   json_string(&j, "dtype", cli_dtype_name(cfg->dtype));
   json_int(&j, "device", cfg->device);

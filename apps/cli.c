@@ -638,25 +638,101 @@ __attribute__((noreturn)) static void usage_error(const cli_app *app,
   leave(2);
 }
 
-/* Help and version on stdout, errors on stderr, rank 0 only; every rank
- * leaves with the same status (see cli.h). */
+/* Whether MPI can be called: initialised and not finalised. */
+static int mpi_active(void)
+{
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+/* The outcome every rank of MPI_COMM_WORLD acts on (see cli.h): a usage
+ * error on any rank wins (the lowest such rank's message, into *agreed),
+ * then help, then version, else run. *from is the rank whose result was
+ * taken; *alike tells whether every rank had that same result (then the
+ * message needs no rank). Before MPI_Init (or after MPI_Finalize) the
+ * rank's own result. MPI errors stay fatal (MPI_COMM_WORLD's default
+ * handler): an agreement that cannot complete must not leave a rank
+ * waiting. */
+static void agree_result(const cli_result *mine, cli_result *agreed, int *from,
+                         int *alike)
+{
+  *agreed = *mine;
+  *from = 0;
+  *alike = 1;
+  if (!mpi_active())
+    return;
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  /* The lowest rank with each outcome, in one reduction. */
+  const cli_action order[3] = {CLI_ERROR, CLI_HELP, CLI_VERSION};
+  int want[3], first[3];
+  for (int i = 0; i < 3; i++)
+    want[i] = mine->action == order[i] ? rank : size;
+  MPI_Allreduce(want, first, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  int i = 0;
+  while (i < 3 && first[i] == size)
+    i++;
+  if (i == 3) {
+    agreed->action = CLI_RUN;
+    agreed->error[0] = '\0';
+    return;
+  }
+  agreed->action = order[i];
+  *from = first[i];
+  if (agreed->action == CLI_ERROR) /* the message of that rank */
+    MPI_Bcast(agreed->error, (int)sizeof agreed->error, MPI_CHAR, *from,
+              MPI_COMM_WORLD);
+  agreed->error[sizeof agreed->error - 1] = '\0';
+  int same =
+      mine->action == agreed->action &&
+      (agreed->action != CLI_ERROR || strcmp(mine->error, agreed->error) == 0);
+  MPI_Allreduce(&same, alike, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+}
+
+/* Agrees on the outcome, then: help and version on stdout by the lowest
+ * rank that asked (its tables were not written to, so the help shows the
+ * defaults), errors on stderr by rank 0; every rank leaves with the same
+ * status (see cli.h). */
 void cli_settle(const cli_app *app, const cli_result *res)
 {
-  switch (res->action) {
+  cli_result agreed;
+  int from, alike;
+  agree_result(res, &agreed, &from, &alike);
+  switch (agreed.action) {
   case CLI_RUN:
     return;
   case CLI_HELP:
-    if (world_rank() == 0)
+    if (world_rank() == from)
       print_help(stdout, app);
     leave(0);
   case CLI_VERSION:
-    if (world_rank() == 0)
+    if (world_rank() == from)
       printf("%s (slabfeed) %s\n", app->prog, slabfeed_version_string());
     leave(0);
   case CLI_ERROR:
     break;
   }
-  usage_error(app, res->error);
+  if (alike)
+    usage_error(app, agreed.error);
+  char msg[sizeof agreed.error + 32];
+  snprintf(msg, sizeof msg, "rank %d: %s", from, agreed.error);
+  usage_error(app, msg);
+}
+
+/* A usage check after parsing that only some ranks may fail (see cli.h). */
+void cli_usage_agree(const cli_app *app, int failed, const char *fmt, ...)
+{
+  cli_result res = {failed ? CLI_ERROR : CLI_RUN, ""};
+  if (failed) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(res.error, sizeof res.error, fmt, ap);
+    va_end(ap);
+  }
+  cli_settle(app, &res);
 }
 
 /* cli_scan and cli_settle in one call (see cli.h). */

@@ -16,9 +16,11 @@
  * error: exit status 2, a one-line message and the usage on stderr.
  *
  * Every app also takes -h/--help (usage and options on stdout, exit 0) and
- * --version ("slabfeed-gen (slabfeed) 0.2.0", exit 0). Output goes through
- * rank 0 of MPI_COMM_WORLD only, and every rank leaves with the same status
- * after MPI_Finalize.
+ * --version ("slabfeed-gen (slabfeed) 0.2.0", exit 0). The ranks agree on
+ * the outcome of their command lines before anything collective
+ * (cli_settle), so a bad option on one rank of an MPMD launch ends every
+ * rank; output goes through one rank only, and every rank leaves with the
+ * same status after MPI_Finalize.
  */
 #ifndef SF_APPS_CLI_H
 #define SF_APPS_CLI_H
@@ -118,17 +120,37 @@ typedef struct cli_result {
  * the first error is reported. Returns res->action. */
 cli_action cli_scan(const cli_app *app, int argc, char **argv, cli_result *res);
 
-/* Acts on a cli_scan result once MPI is initialised: returns for CLI_RUN;
- * otherwise rank 0 prints the help (stdout), the version (stdout) or the
- * error and the usage (stderr), and every rank calls MPI_Finalize and exits
- * with 0 (help, version) or 2 (error). */
+/* Acts on a cli_scan result once MPI is initialised. Collective over
+ * MPI_COMM_WORLD, before anything else collective: the ranks may have been
+ * given different arguments (an MPMD launch, `mpirun -n 1 app ARGS : -n 1
+ * app OTHER`), so they first agree on one outcome, the same on every rank:
+ *   - a usage error on any rank: the lowest such rank's message (prefixed
+ *     "rank R: " unless every rank had that very error) and the usage,
+ *     once on stderr (rank 0); every rank exits 2;
+ *   - else --help or --version on any rank: printed once on stdout (by the
+ *     lowest rank that asked); every rank exits 0;
+ *   - else returns on every rank.
+ * Every rank calls MPI_Finalize before it exits. Without MPI initialised,
+ * the rank's own result. */
 void cli_settle(const cli_app *app, const cli_result *res);
+
+/* A usage check after parsing whose outcome may differ between ranks (it
+ * reads what only this rank was given). Collective over MPI_COMM_WORLD:
+ * call it on every rank, failed nonzero where the check fails (fmt gives
+ * the message). When any rank failed, every rank exits 2 and rank 0 prints
+ * the lowest failing rank's message and the usage once, as cli_settle;
+ * otherwise returns. */
+void cli_usage_agree(const cli_app *app, int failed, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* cli_scan then cli_settle: for apps that initialise MPI first. */
 void cli_parse(const cli_app *app, int argc, char **argv);
 
-/* A usage error found after parsing: rank 0 prints "prog: message" and the
- * usage on stderr; every rank calls MPI_Finalize and exits with 2. */
+/* A usage error found after parsing, on every rank alike (a check of what
+ * every rank knows the same, e.g. after a broadcast): rank 0 prints
+ * "prog: message" and the usage on stderr; every rank calls MPI_Finalize
+ * and exits with 2. Not collective: a check that may fail on some ranks
+ * only goes through cli_usage_agree. */
 void cli_usage_fail(const cli_app *app, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 

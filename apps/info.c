@@ -209,8 +209,8 @@ int main(int argc, char **argv)
     MPI_Finalize();
     return 0;
   }
-  if (a.path == NULL)
-    cli_usage_fail(&app, "--file is required (or --options)");
+  /* Collective: a rank without --file (MPMD) must not leave alone. */
+  cli_usage_agree(&app, a.path == NULL, "--file is required (or --options)");
   ctx c = {a.path, a.layout, 0, {0, 0, 0}, 0};
   int rc = 0;
   if (rank == 0) {

@@ -3,10 +3,10 @@
 DistributedDataParallel, fed by slabfeed. One process per GPU, started by
 srun or mpirun:
 
-    srun python3 examples/train_unet.py --file box.h5 --crop 128 --batch 2 \\
-        --steps 2000 --ckpt run.pt
-    mpirun -n 2 python3 examples/train_unet.py --file box.h5 --ckpt run.pt
-    mpirun -n 2 python3 examples/train_unet.py --file box.h5 --resume run.pt
+    srun python3 -m mpi4py examples/train_unet.py --file box.h5 --crop 128 \\
+        --batch 2 --steps 2000 --ckpt run.pt
+    mpirun -n 2 python3 -m mpi4py examples/train_unet.py --file box.h5 --ckpt run.pt
+    mpirun -n 2 python3 -m mpi4py examples/train_unet.py --file box.h5 --resume run.pt
 
 Input `Nbody` (density + velocity, 4 channels), target `Hydro` (smoothed
 density, smoothed velocity, temperature, 5 channels); velocity is channels
@@ -18,16 +18,22 @@ deterministic function of the input, so the loss falls clearly.
 What it shows:
  - torch.distributed from the launcher: rank and world size from
    SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE or
-   RANK/WORLD_SIZE (checked against MPI), the local rank from
-   SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or
-   LOCAL_RANK; MASTER_ADDR/MASTER_PORT from the environment, else rank 0's
+   RANK/WORLD_SIZE (checked against MPI), the local rank (the GPU) from an
+   MPI_COMM_TYPE_SHARED split, under any launcher; MASTER_ADDR/MASTER_PORT from the environment, else rank 0's
    host name and a free port, broadcast with mpi4py;
  - NCCL on GPUs (bf16 autocast), gloo on the CPU;
  - slabfeed.torch.TorchLoader: batches made on the GPU, handed to the
    current stream without a host synchronisation;
  - checkpoints with model, optimiser, normalisation and loader state, and
    an exact resume (--resume): the resumed run sees the same batches and
-   computes the same losses as one that never stopped.
+   computes the same losses as one that never stopped;
+ - failure handling: an exception or Ctrl-C (SIGINT) on one rank ends the
+   whole job within seconds. The loader is used in a `with` block, whose
+   collective close is skipped when the block ends on an exception (the
+   other ranks may be waiting in a DDP allreduce or a barrier this rank
+   will never reach), and an exception that reaches the top calls
+   MPI_Abort (what `python -m mpi4py` does; done here too, so that a plain
+   `srun python3 examples/train_unet.py` behaves the same).
 """
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ import os
 import socket
 import sys
 import time
+import traceback
 from typing import Any, Dict, List, Optional, Sequence
 
 from mpi4py import MPI  # initialises MPI before slabfeed and torch use it
@@ -127,10 +134,12 @@ def init_distributed(backend: str) -> Dict[str, int]:
     if (rank, world) != (None, None) and (rank, world) != (comm.rank, comm.size):
         raise RuntimeError(f"launcher says rank {rank} of {world}, MPI says "
                            f"{comm.rank} of {comm.size}: start one MPI job")
-    local = _env_int("SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
-                     "MPI_LOCALRANKID", "LOCAL_RANK")
-    if local is None:
-        local = comm.Split_type(MPI.COMM_TYPE_SHARED).rank
+    # The node-local rank from MPI itself (a shared-memory split), whatever
+    # the launcher: MPICH's hydra, for one, sets none of the variables
+    # Open MPI or Slurm set.
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    local = node.rank
+    node.Free()
     addr = comm.bcast(os.environ.get("MASTER_ADDR") or socket.gethostname()
                       if comm.rank == 0 else None, root=0)
     port = None
@@ -187,37 +196,101 @@ def normalise(t: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.T
 # ---- training -------------------------------------------------------------------------
 
 
+def parse_size(text: str) -> int:
+    """A size in bytes as the slabfeed apps take it: a number, optionally
+    with one of the binary suffixes K, M, G, T (2**10 ... 2**40), e.g.
+    200G or 1.5T; 0 means the default budget."""
+    t = text.strip()
+    scale = 1
+    if t and t[-1].upper() in "KMGT":
+        scale = 1 << (10 * ("KMGT".index(t[-1].upper()) + 1))
+        t = t[:-1]
+    try:
+        v = float(t)
+    except ValueError:
+        v = -1.0
+    if not (v >= 0 and v * scale < 2 ** 63) or t.lower() in ("nan", "inf", "infinity"):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a size (bytes, or a number with K, M, G or T)")
+    return int(v * scale)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option with a value shows its default; the description is
+    wrapped, lines of the epilog that start with spaces are kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        h = action.help or ""
+        if ("%(default)" in h or not action.option_strings or action.required
+                or action.default is None or action.default is False
+                or action.default == argparse.SUPPRESS):
+            return h
+        return h + " (default: %(default)s)"
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(indent + line if line.startswith("  ")
+                         else super(_HelpFormatter, self)._fill_text(line, width, indent)
+                         for line in text.splitlines())
+
+
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description="Train a 3-D U-Net that maps N-body fields (Nbody, 4 channels) "
+                    "to hydro fields (Hydro, 5 channels) with DistributedDataParallel, "
+                    "fed by slabfeed; one process per GPU (or CPU ranks with gloo), "
+                    "started by srun or mpirun.",
+        epilog="examples:\n"
+               "  srun python3 -m mpi4py examples/train_unet.py --file box.h5 "
+               "--crop 128 --batch 2 --steps 2000 --ckpt run.pt\n"
+               "  mpirun -n 2 python3 -m mpi4py examples/train_unet.py --file box.h5 "
+               "--ckpt run.pt\n"
+               "  mpirun -n 2 python3 -m mpi4py examples/train_unet.py --file box.h5 "
+               "--resume run.pt\n"
+               "An exception or SIGINT on one rank aborts the whole job "
+               "(MPI_Abort).\n"
+               "Use the Python the package was built for (Debian: /usr/bin/python3; "
+               "jobs/local.sh prints it). As root, mpirun also needs "
+               "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; more ranks "
+               "than cores need --oversubscribe.",
+        formatter_class=_HelpFormatter)
     p.add_argument("--file", required=True, help="HDF5 volume (slabfeed-gen --content field)")
-    p.add_argument("--input", default="Nbody")
-    p.add_argument("--target", default="Hydro")
+    p.add_argument("--input", default="Nbody", help="input dataset")
+    p.add_argument("--target", default="Hydro", help="target dataset")
     p.add_argument("--crop", type=int, default=64, help="crop edge (divisible by 2**depth)")
     p.add_argument("--batch", type=int, default=2, help="local batch per rank")
     p.add_argument("--steps", type=int, default=1000, help="train until this global step")
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
     p.add_argument("--base", type=int, default=16, help="channels of the first level")
     p.add_argument("--depth", type=int, default=2, help="U-Net levels below the top")
     p.add_argument("--seed", type=int, default=0, help="model init and sampler seed")
     p.add_argument("--dtype", choices=["auto", "f32", "f16", "bf16"], default="auto",
                    help="batch dtype; auto: bf16 on GPU, f32 on CPU")
-    p.add_argument("--prefetch", type=int, default=2)
-    p.add_argument("--node-memory", type=int, default=0,
-                   help="slab store bytes one node may hold (0: half its memory "
-                        "less 2 GiB per rank); sets the replication groups")
+    p.add_argument("--prefetch", type=int, default=2, help="batches the loader works ahead")
+    p.add_argument("--node-memory", type=parse_size, default=0, metavar="BYTES",
+                   help="slab store one node may hold, e.g. 200G (K, M, G, T: binary "
+                        "units, as the apps take it; 0: half its memory less 2 GiB per "
+                        "rank); sets the replication groups")
     p.add_argument("--locality", action="store_true",
                    help="crops from each rank's node only (stratified in z)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    p.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="auto: cuda when a GPU is visible, else cpu")
+    p.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto",
+                   help="torch.distributed backend; auto: nccl on GPU, gloo on CPU")
     p.add_argument("--no-amp", action="store_true", help="no bf16 autocast on GPU")
-    p.add_argument("--norm-batches", type=int, default=4)
-    p.add_argument("--ckpt", help="write checkpoints here (every --every steps and at the end)")
+    p.add_argument("--norm-batches", type=int, default=4,
+                   help="global batches of epoch 0 that the channel mean and std "
+                        "are taken from")
+    p.add_argument("--ckpt", default=None,
+                   help="write checkpoints here, every --every steps and at the end "
+                        "(default: none)")
     p.add_argument("--every", type=int, default=0, help="checkpoint interval in steps (0: at the end)")
-    p.add_argument("--resume", help="checkpoint to resume from (exactly)")
-    p.add_argument("--log-every", type=int, default=10)
-    p.add_argument("--log", help="JSON lines, one per logged step (rank 0)")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
+    p.add_argument("--resume", default=None,
+                   help="checkpoint to resume from, exactly (default: none, start afresh)")
+    p.add_argument("--log-every", type=int, default=10, help="print the loss every N steps")
+    p.add_argument("--log", default=None,
+                   help="also write JSON lines here, one per logged step (rank 0) "
+                        "(default: none)")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--deterministic", action="store_true",
                    help="deterministic cuDNN algorithms (bitwise repeatable runs on GPU)")
     return p.parse_args(argv)
@@ -257,7 +330,10 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
                          input_vectors=VECTORS, target_vectors=VECTORS,
                          dtype=dtype, prefetch=a.prefetch,
                          node_memory=a.node_memory, locality=a.locality)
-    try:
+    # `with`: the collective close on success; when the block ends on an
+    # exception (this rank's alone, maybe) the close is skipped and the
+    # exception goes on to _run_or_abort's MPI_Abort.
+    with loader:
         torch.manual_seed(a.seed)
         model = UNet3d(4, 5, a.base, a.depth).to(dev)
         ddp = DDP(model, device_ids=[dev.index] if gpu else None)
@@ -284,6 +360,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
             save_checkpoint(path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                                    "loader": loader.state_dict(), "norm": norm,
                                    "step": step, "args": vars(a)}, rank, dev)
+            if rank == 0:
+                print(f"checkpoint: step {step} written to {path}", flush=True)
 
         loss_sum = torch.zeros((), device=dev)
         t0, wait, n = time.perf_counter(), 0.0, 0
@@ -321,11 +399,27 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
                 checkpoint(a.ckpt)
         if a.ckpt:
             checkpoint(a.ckpt)
-    finally:
-        loader.close()
-        dist.destroy_process_group()
+    dist.destroy_process_group()  # on success only: not after a failure
     return records
 
 
+def _run_or_abort(argv: Sequence[str]) -> None:
+    """main(), and MPI_Abort after an exception on this rank (KeyboardInterrupt
+    from SIGINT included): the other ranks may be waiting in a collective
+    (DDP's allreduce, a barrier) that this rank will never reach, and only
+    MPI_Abort ends them. SystemExit (argparse: the same on every rank)
+    leaves as usual."""
+    try:
+        main(argv)
+    except SystemExit:
+        raise
+    except BaseException:
+        rank = MPI.COMM_WORLD.Get_rank()
+        traceback.print_exc()
+        print(f"train_unet: rank {rank} failed: aborting the job", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        MPI.COMM_WORLD.Abort(1)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    _run_or_abort(sys.argv[1:])

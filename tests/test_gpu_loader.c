@@ -37,12 +37,29 @@ static int open_pair(slabfeed_config *c, slabfeed_loader **cpu,
   return 0;
 }
 
+/* What compare() runs: random crops, random crops with a hold-out, or a
+ * tiled pass (workflow options; the same plan feeds both back ends). */
+enum { RANDOM = 0, HOLDOUT = 1, PASS = 2 };
+
 static void compare(const char *path, slabfeed_dtype dt,
                     slabfeed_out_layout lay, int halo, cudaStream_t s,
-                    int expect_thread, int expect_remote)
+                    int expect_thread, int expect_remote, int mode)
 {
   slabfeed_config c;
   base_config(&c, path, 20);
+  char err[256];
+  if (mode == HOLDOUT)
+    CHECK(slabfeed_config_set(&c, "holdout", "42,0,0,6,0,0;5,3,30,7,9,12", err,
+                              sizeof err) == SLABFEED_OK,
+          "holdout: %s", err);
+  if (mode == PASS) {
+    c.tile = 12; /* crops of 20 */
+    c.pad = 4;
+    c.pass_symmetry = 17;
+    CHECK(slabfeed_config_set(&c, "region", "40,0,0,30,0,0", err, sizeof err) ==
+              SLABFEED_OK,
+          "region: %s", err);
+  }
   c.seed = 11;
   c.dtype = dt;
   c.out_layout = lay;
@@ -88,8 +105,9 @@ static void compare(const char *path, slabfeed_dtype dt,
     }
   }
   CHECK(bad == 0,
-        "dtype %d layout %d halo %d: %lld batches differ between GPU and CPU",
-        dt, lay, halo, (long long)bad);
+        "dtype %d layout %d halo %d mode %d: %lld batches differ between GPU "
+        "and CPU",
+        dt, lay, halo, mode, (long long)bad);
   /* Every rank its own node and one group: pieces of the other ranks'
    * slabs crossed "nodes" on both paths. */
   slabfeed_stats sc = SLABFEED_STATS_INIT, sg = SLABFEED_STATS_INIT;
@@ -322,7 +340,11 @@ int main(int argc, char **argv)
   for (int dt = 0; dt < 3; dt++)
     for (int lay = 0; lay < 2; lay++)
       compare(path, (slabfeed_dtype)dt, (slabfeed_out_layout)lay,
-              dt == 1 ? 3 : 0, s, expect_thread, expect_remote);
+              dt == 1 ? 3 : 0, s, expect_thread, expect_remote, RANDOM);
+  compare(path, SLABFEED_DTYPE_BF16, SLABFEED_OUT_NDHWC, 0, s, expect_thread,
+          expect_remote, HOLDOUT);
+  compare(path, SLABFEED_DTYPE_F16, SLABFEED_OUT_NCDHW, 0, s, expect_thread,
+          expect_remote, PASS);
   slow_consumer(path, s);
   two_streams(path, s);
   device_restored(path);

@@ -262,5 +262,16 @@ int main(int argc, char **argv)
   slabfeed_config_set(&c, "region", "", err, sizeof err);
   slabfeed_config_set(&c, "region", "0,12,0,4,0,0", err, sizeof err);
   expect_refusal(&c, "outside the", "region outside the box");
+  slabfeed_config_set(&c, "region", "", err, sizeof err);
+  c.locality = 1;
+  expect_refusal(&c, "not supported", "pass with locality");
+  c.locality = 0;
+  /* The training loader's hold-out may come along: a pass ignores it. */
+  c.tile = 4;
+  slabfeed_config_set(&c, "holdout", "0,0,0,0,9,0", err, sizeof err);
+  slabfeed_loader *l = NULL;
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
+        "a pass with a hold-out that leaves no random origin: %s", err);
+  slabfeed_close(l);
   return check_finish("mpi.tiles");
 }

@@ -44,8 +44,16 @@ from ._slabfeed import (  # noqa: F401  (re-exported)
     __version__,
     cuda_built,
 )
-from ._loader import Loader  # noqa: F401
-from . import tools  # noqa: F401
+from . import _mpi
+
+# Refuse at once an MPI other than slabfeed's: mpi4py's when mpi4py.MPI is
+# already imported (else at the first call that takes a communicator), or
+# one that another module loaded globally before slabfeed (slabfeed's MPI
+# calls would reach it). slabfeed.MPIError names both libraries.
+_mpi.check_at_import()
+
+from ._loader import Loader  # noqa: F401,E402
+from . import tools  # noqa: F401,E402
 
 __all__ = [
     "Loader", "Batch", "Tensor", "tools", "cuda_built", "__version__",

@@ -4,6 +4,8 @@ from __future__ import annotations
 import atexit
 import inspect
 import itertools
+import operator
+import sys
 import textwrap
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
@@ -21,13 +23,67 @@ if TYPE_CHECKING:  # pragma: no cover
 # every rank. Strong references: the close is collective, so a C loader is
 # never closed by the garbage collector (a Loader dropped without close()
 # stays open until close() or the exit; the C object would only warn and
-# leak it); close() removes the entry.
+# leak it); close() removes the entry. A close deferred during an exception
+# (Loader.close) leaves its entry here.
 _open: "Dict[int, Any]" = {}
 _next_key = itertools.count()
+
+# Set when mpi4py was told to abort at exit (python -m mpi4py after an
+# uncaught exception or a non-zero SystemExit): see _watch_abort_status.
+_aborting = False
+
+
+def _watch_abort_status() -> None:
+    """Learn when mpi4py is asked to call MPI_Abort at exit.
+
+    ``python -m mpi4py`` catches what ends the script (an exception, a
+    non-zero ``SystemExit``) and calls ``mpi4py.MPI._set_abort_status``, so
+    that MPI_Abort ends the job after the atexit hooks. A SystemExit leaves
+    no other trace an atexit hook can see, so the function is wrapped (once;
+    where mpi4py has no such function, only ``sys.last_value`` tells)."""
+    MPI = sys.modules.get("mpi4py.MPI")
+    f = getattr(MPI, "_set_abort_status", None)
+    if f is None or getattr(f, "_slabfeed_wrapper", False):
+        return
+
+    def _set_abort_status(status: Any) -> Any:
+        global _aborting
+        if status:
+            _aborting = True
+        return f(status)
+
+    _set_abort_status._slabfeed_wrapper = True  # type: ignore[attr-defined]
+    try:
+        MPI._set_abort_status = _set_abort_status  # type: ignore[union-attr]
+    except (AttributeError, TypeError):  # pragma: no cover
+        pass
+
+
+def _exit_is_abnormal() -> bool:
+    """Whether the interpreter is ending because of an uncaught exception
+    (KeyboardInterrupt from SIGINT included: Python stores it in
+    ``sys.last_value``/``sys.last_exc`` before the atexit hooks run) or
+    because mpi4py is about to call MPI_Abort: then other ranks may be
+    inside a collective call that this rank will never make."""
+    return (_aborting or getattr(sys, "last_value", None) is not None
+            or getattr(sys, "last_exc", None) is not None)
+
+
+def _handling_exception() -> bool:
+    """Whether this thread is raising or handling an exception (a `finally`
+    or `except` block, or code called from one)."""
+    return sys.exc_info()[1] is not None
 
 
 @atexit.register
 def _close_open_loaders() -> None:
+    # After an uncaught exception, a signal or an abort, another rank may be
+    # waiting in a collective (a training step's allreduce) that this rank
+    # will never reach, and slabfeed_close is collective: never enter it
+    # then. The loaders are left to the process's end (MPI_Abort under
+    # python -m mpi4py); a normal exit closes them collectively, in order.
+    if _exit_is_abnormal():
+        return
     while _open:
         key = next(iter(_open))
         c = _open.pop(key)
@@ -35,6 +91,18 @@ def _close_open_loaders() -> None:
             c.close()
         except Exception:  # MPI already finalised: nothing to do
             pass
+
+
+def _as_int(name: str, value: Any) -> int:
+    """`value` as an int (anything with __index__: int, numpy integers),
+    never a float or str truncated or parsed in silence."""
+    if isinstance(value, bool):
+        raise TypeError(f"slabfeed: {name} must be an integer, not {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"slabfeed: {name} must be an integer, not "
+                        f"{value!r} ({type(value).__name__})") from None
 
 
 class Loader:
@@ -72,7 +140,11 @@ class Loader:
     ``prefetch``-th following ``next()``; both end at ``seek()`` and
     ``close()``.
 
-    ``close()`` is collective (or use ``with``). Errors are
+    ``close()`` is collective (or use ``with``); it is deferred when
+    called while an exception propagates (see ``close``), and the loaders
+    still open at exit are closed collectively only when the interpreter
+    exits normally: an exception or a signal on one rank never leaves it in
+    a collective that the other ranks do not reach. Errors are
     ``slabfeed.Error`` subclasses that also derive from the matching
     built-in (``ArgumentError`` is a ``ValueError``, ``FileIOError`` an
     ``OSError``...); errors at open are agreed on by all ranks. A loader
@@ -88,11 +160,13 @@ class Loader:
         c = MPI.COMM_WORLD if comm is None else comm
         self.rank: int = c.Get_rank()
         self.size: int = c.Get_size()
+        _watch_abort_status()
         self._c = _slabfeed.Loader(fint, **options)
         # Registered at once (nothing in between may fail: the close is
         # collective, and a loader missing here would not be closed at exit).
         self._key = next(_next_key)
         _open[self._key] = self._c
+        self._deferred = False
         self.options: Dict[str, Any] = self._c.options
         """Every option of the table as this loader was opened with it: the
         defaults with the keywords given applied, as the library took them
@@ -158,7 +232,7 @@ class Loader:
         Call it at the same point on every rank. Batches handed out before
         become stale. ``ArgumentError`` when step >= steps per epoch.
         """
-        self._c.seek(epoch, step)
+        self._c.seek(_as_int("epoch", epoch), _as_int("step", step))
 
     def set_epoch(self, epoch: int) -> None:
         """Start `epoch` unless the loader is already in it.
@@ -167,6 +241,7 @@ class Loader:
         epoch. A position inside `epoch` (after ``load_state_dict`` of a
         mid-epoch checkpoint) is kept, so the usual resume loop just works.
         """
+        epoch = _as_int("epoch", epoch)
         if self._c.tell()[0] != epoch:
             self._c.seek(epoch, 0)
 
@@ -192,11 +267,28 @@ class Loader:
     def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
         """Resume at ``state['epoch'], state['step']`` (exactly).
 
-        With `strict`, the options that define the sample stream (seed,
-        global batch = batch x ranks, steps per epoch, crop, symmetries)
-        must equal the checkpoint's, else ``ArgumentError`` names the
-        differences: the same (epoch, step) would be other samples.
+        `state` is what ``state_dict()`` returned: ``epoch`` and ``step``
+        are required integers (``ArgumentError`` names a missing key;
+        ``TypeError`` refuses a float or a string, which would otherwise be
+        truncated or parsed). With `strict`, the options that define the
+        sample stream (seed, global batch = batch x ranks, steps per epoch,
+        crop, symmetries) must equal the checkpoint's, else
+        ``ArgumentError`` names the differences: the same (epoch, step)
+        would be other samples.
         """
+        if not isinstance(state, Mapping):
+            raise TypeError("slabfeed: load_state_dict takes the dict of "
+                            f"state_dict(), not {type(state).__name__}")
+        missing = [k for k in ("epoch", "step") if k not in state]
+        if missing:
+            raise ArgumentError(
+                "slabfeed: load_state_dict: the state has no "
+                + " and no ".join(repr(k) for k in missing)
+                + f" (keys: {sorted(map(str, state))}); it must be the dict "
+                "of state_dict(): {'epoch', 'step', 'seed', 'global_batch', "
+                "'steps_per_epoch', 'crop', 'symmetries'}")
+        epoch = _as_int("state['epoch']", state["epoch"])
+        step = _as_int("state['step']", state["step"])
         if strict:
             mine = self._stream_identity()
             diff = [f"{k}: checkpoint {state.get(k)!r}, loader {mine[k]!r}"
@@ -207,7 +299,7 @@ class Loader:
                     "slabfeed: the checkpoint's sample stream differs from "
                     "this loader's (" + "; ".join(diff) + "); pass "
                     "strict=False to resume at its (epoch, step) anyway")
-        self._c.seek(int(state["epoch"]), int(state["step"]))
+        self._c.seek(epoch, step)
 
     # ---- the rest ------------------------------------------------------------------
 
@@ -220,20 +312,36 @@ class Loader:
         node_store_bytes, replica_bytes."""
         return self._c.stats()
 
-    def close(self) -> None:
+    def close(self, force: bool = False) -> None:
         """Release everything (collective: call it on every rank).
 
         Idempotent; a no-op in a forked child. Batches become stale.
+
+        Called while an exception is being raised or handled on this thread
+        (from a ``finally`` or ``except`` block, or ``with`` ending on an
+        exception), it does not close: the other ranks may be waiting in a
+        collective call (a training step) that this rank will not reach, and
+        the close would wait for them forever. The loader is then left open:
+        closed collectively at a normal interpreter exit, or left to the
+        process's end when the job aborts (``python -m mpi4py``). Pass
+        ``force=True`` to close collectively anyway, in an ``except`` block
+        that every rank enters alike (an error every rank got, e.g. one of
+        slabfeed's agreed errors).
         """
+        if not force and not self._c.closed and _handling_exception():
+            self._deferred = True
+            return
         self._c.close()
         _open.pop(self._key, None)
+        self._deferred = False
 
     def __del__(self) -> None:
         # The C loader stays in _open (closed at exit, collectively): only
         # a warning here, never a close.
         try:
             c = self.__dict__.get("_c")
-            if c is not None and not c.closed and self._key in _open:
+            if (c is not None and not c.closed and self._key in _open
+                    and not self.__dict__.get("_deferred", False)):
                 warnings.warn("slabfeed: a Loader was dropped while open; it "
                               "stays open until the process exit (close() is "
                               "collective: call it on every rank, or use "
@@ -244,8 +352,15 @@ class Loader:
     def __enter__(self) -> "Loader":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # Ending on an exception: deferred, as close() from a `finally`
+        # (the exception may be this rank's alone). Ending normally: the
+        # collective close, also inside an outer `except` block.
+        if exc_type is not None:
+            if not self._c.closed:
+                self._deferred = True
+            return
+        self.close(force=True)
 
     def __repr__(self) -> str:
         if self._c.closed:

@@ -24,6 +24,12 @@ Validity: a yielded tensor may be used until the next batch is taken
 another position, ``load_state_dict()`` or ``close()``. On the GPU this means
 work queued on the current stream before the next batch is taken, which is
 what a training step does. Keep a batch longer with ``x.clone()``.
+
+Failures: ``close()`` and ``with`` are collective on the normal path only;
+while an exception propagates (an error on this rank alone, a
+KeyboardInterrupt) the close is deferred, and at exit after an uncaught
+exception nothing collective is entered, so ``python -m mpi4py script.py``
+aborts the whole job (see ``slabfeed.Loader.close``).
 """
 from __future__ import annotations
 
@@ -153,15 +159,16 @@ class TorchLoader:
     def stats(self) -> Dict[str, Any]:
         return self.loader.stats()
 
-    def close(self) -> None:
-        """Collective."""
-        self.loader.close()
+    def close(self, force: bool = False) -> None:
+        """Collective; deferred while an exception propagates (see
+        ``slabfeed.Loader.close``)."""
+        self.loader.close(force)
 
     def __enter__(self) -> "TorchLoader":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.loader.__exit__(exc_type, exc, tb)
 
     def __repr__(self) -> str:
         return f"<slabfeed.torch.TorchLoader on {self.device}: {self.loader!r}>"

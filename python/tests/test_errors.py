@@ -108,6 +108,52 @@ def test_other_mpi_library_refused(index_volume, monkeypatch):
     assert "MPICH" in str(e.value) and isinstance(e.value, RuntimeError)
 
 
+MPICH_BUILD = {"vendor": "MPICH", "version": "4.0.2", "family": "mpich", "standard": "4.0",
+               "mpicc": "/opt/mpich/bin/mpicc", "libraries": "/opt/mpich/lib/libmpich.so"}
+
+
+def test_mpi_hijacked_by_mpi4py_refused(index_volume, monkeypatch):
+    """As an extension built on MPICH sees it after mpi4py loaded Open MPI
+    globally: its own MPI_Get_library_version answers Open MPI, like
+    mpi4py's; the vendor of its mpi.h (mpi_build) differs. Refused at
+    import (check_at_import) and at the first communicator, naming both
+    libraries and both fixes (python.mpi_mismatch does it for real)."""
+    from mpi4py import MPI
+    monkeypatch.setattr(_mpi, "_checked", False)
+    monkeypatch.setattr(_mpi._slabfeed, "mpi_build", dict(MPICH_BUILD))
+    if _mpi._family(MPI.Get_library_version()) == "mpich":
+        monkeypatch.setattr(_mpi._slabfeed, "mpi_build",
+                            dict(MPICH_BUILD, vendor="Open MPI", family="openmpi"))
+    for call in (_mpi.check_at_import, lambda: open_loader(index_volume)):
+        with pytest.raises(slabfeed.MPIError, match="different MPI libraries") as e:
+            call()
+        m = str(e.value)
+        assert _mpi._slabfeed.mpi_build["vendor"] + " 4.0.2" in m and "/opt/mpich/bin/mpicc" in m
+        assert _mpi._first_line(MPI.Get_library_version()) in m  # mpi4py's, named
+        assert "mpi4py loaded it globally before slabfeed" in m
+        assert "--no-binary=mpi4py" in m and "-DMPI_C_COMPILER=" in m
+    # without mpi4py: another module took slabfeed's MPI calls
+    with pytest.raises(slabfeed.MPIError, match="another module loaded globally"):
+        _mpi._compare(None)
+    assert not _mpi._checked
+
+
+def test_mpi_family_names():
+    assert _mpi._family("Open MPI v4.1.4, package: Debian OpenMPI\0") == "openmpi"
+    assert _mpi._first_line("Open MPI v4.1.4, package: Debian OpenMPI, ident\0") == "Open MPI v4.1.4"
+    assert _mpi._first_line("MPICH Version:\t4.0.2\nMPICH Release date: ...") == "MPICH Version: 4.0.2"
+    for s in ("MPICH Version:\t4.0.2", "Intel(R) MPI Library 2021.6 for Linux* OS",
+              "MVAPICH2 Version      :\t2.3.7", "MPI VERSION    : CRAY MPICH version 8.1.27"):
+        assert _mpi._family(s) == "mpich", s
+    assert _mpi._family("Microsoft MPI 10.1") == "msmpi"
+    assert _mpi._family("Some Vendor MPI 1.0") is None  # unknown: strings must then be equal
+    b = slabfeed._slabfeed.mpi_build
+    assert b["family"] == _mpi._family(slabfeed._slabfeed.mpi_library_version())
+    assert set(b) == {"vendor", "version", "family", "standard", "mpicc", "libraries"}
+    assert slabfeed._slabfeed.mpi_runtime_library() is None or \
+        "mpi" in os.path.basename(slabfeed._slabfeed.mpi_runtime_library())
+
+
 def test_fork(index_volume):
     """As tests/test_fork.c: the child gets ForkedError from every call and
     from the batch it inherited (no MPI, no pytest machinery in the child:

@@ -23,7 +23,21 @@ from slabfeed.torch import TorchLoader  # noqa: E402
 if not slabfeed.cuda_built:
     pytest.skip("SKIP: slabfeed was built without CUDA", allow_module_level=True)
 
-LOCAL = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0")))
+
+def local_rank() -> int:
+    """This rank's index among the ranks of its node, from MPI itself (a
+    shared-memory split): right under any launcher (mpiexec of Open MPI or
+    MPICH, srun), unlike OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID."""
+    from mpi4py import MPI
+
+    node = COMM.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.Get_rank()
+    finally:
+        node.Free()
+
+
+LOCAL = local_rank()
 DEV = LOCAL % torch.cuda.device_count()
 torch.cuda.set_device(DEV)
 

@@ -47,6 +47,12 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
   if (c->n_target_vectors > 0 && c->target == NULL)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: target vector groups without a target dataset");
+  if (c->tile > 0 && c->locality)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: a tiled pass (tile %d) and locality together "
+                    "are not supported: a pass reads its tiles wherever they "
+                    "lie, not in the rank's node's z-range",
+                    c->tile);
   if (c->n_holdout > 0 && c->locality)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: holdout and locality together are not supported "

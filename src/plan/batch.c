@@ -50,7 +50,10 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
   sf__sampler_init(&b->sampler, info[0].shape, p->seed, p->symmetries);
   int64_t boxes[SLABFEED_MAX_REGIONS][6];
   sf__config_holdout(c, info[0].shape, boxes);
-  if (sf__sampler_holdout(&b->sampler, p->crop, p->n_holdout,
+  /* A pass draws no random origins: its hold-out (the training
+   * loader's options, often passed on unchanged) has nothing to keep out. */
+  if (p->tile == 0 &&
+      sf__sampler_holdout(&b->sampler, p->crop, p->n_holdout,
                           (const int64_t(*)[6])boxes, e) != SLABFEED_OK)
     return e->status;
   /* Locality mode draws z origins in the z-range of the rank's node. */
