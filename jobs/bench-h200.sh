@@ -4,7 +4,9 @@
 # $OUT/bench.jsonl and the PNGs.
 #   OUT=bench-out SIZE=1024 jobs/bench-h200.sh
 set -euo pipefail
-B=build/apps
+. "$(dirname "$0")/mpi.sh"     # SLABFEED_MPI=mpich: build-mpich and its mpiexec
+B=$(sf_build_dir)/apps
+sf_launcher "$B/.."
 OUT=${OUT:-bench-out}
 SIZE=${SIZE:-1024}
 FILE=${FILE:-/tmp/box${SIZE}.h5}
@@ -13,9 +15,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 HDF5_USE_FILE_L
 # Shared-memory windows in /dev/shm, not in the session directory on disk.
 export OMPI_MCA_osc_sm_backing_directory=/dev/shm
 log() { tee -a "$OUT/bench.log"; }
-[ -f "$FILE" ] || mpirun --oversubscribe -n 16 $B/slabfeed-gen --file "$FILE" --shape "$SIZE" | log
+[ -f "$FILE" ] || "${SF_MPIRUN[@]}" -n 16 $B/slabfeed-gen --file "$FILE" --shape "$SIZE" | log
 L="--file $FILE --input Nbody --target Hydro --input-vector 1,2,3 --target-vector 1,2,3"
-run() { mpirun --oversubscribe -n "$1" $B/slabfeed-bench $L "${@:2}" 2>&1 | log; }
+run() { "${SF_MPIRUN[@]}" -n "$1" $B/slabfeed-bench $L "${@:2}" 2>&1 | log; }
 run 1 --device 0 --crop 256 --batch 1 --dtype f32 --steps 30
 run 1 --device 0 --crop 256 --batch 1 --dtype bf16 --steps 30
 run 1 --device 0 --crop 128 --batch 4 --dtype f32 --steps 40

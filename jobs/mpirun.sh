@@ -3,12 +3,18 @@
 #   NP=8 SIZE=1024 FILE=/lustre/me/box.h5 jobs/mpirun.sh
 # On Lustre, stripe the directory before writing, e.g.
 #   lfs setstripe -c 16 -S 16M /lustre/me      (large files: many OSTs)
+# Any MPI: the launcher is the one the build was configured with
+# (jobs/mpi.sh; SLABFEED_MPI=mpich picks build-mpich), MPIRUN overrides it
+# (e.g. MPIRUN="mpiexec -f hosts").
 set -euo pipefail
+. "$(dirname "$0")/mpi.sh"
 NP=${NP:-4}
 SIZE=${SIZE:-256}
 FILE=${FILE:-volume_${SIZE}.h5}
-BIN=${BIN:-$(dirname "$0")/../build/apps}
+BIN=${BIN:-$(dirname "$0")/../$(sf_build_dir)/apps}
+sf_launcher "$BIN/.."
+read -r -a run <<<"${MPIRUN:-${SF_MPIRUN[0]}}"
 # HDF5 file locking does not work on many parallel file systems.
 export HDF5_USE_FILE_LOCKING=FALSE
-mpirun -n "$NP" "$BIN/slabfeed-gen" --file "$FILE" --shape "$SIZE" --content field
-mpirun -n 1 "$BIN/slabfeed-info" --file "$FILE" --ranks "$NP"
+"${run[@]}" -n "$NP" "$BIN/slabfeed-gen" --file "$FILE" --shape "$SIZE" --content field
+"${run[@]}" -n 1 "$BIN/slabfeed-info" --file "$FILE" --ranks "$NP"

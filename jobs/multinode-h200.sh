@@ -8,7 +8,9 @@
 #   OUT=bench-out DEV=local jobs/multinode-h200.sh   # one H200 per rank
 # MODES (default "send get") lists the remote designs; EXTRA adds options.
 set -euo pipefail
-B=build/apps
+. "$(dirname "$0")/mpi.sh"     # SLABFEED_MPI=mpich: build-mpich and its mpiexec
+B=$(sf_build_dir)/apps
+sf_launcher "$B/.."
 OUT=${OUT:-bench-out}
 SIZE=${SIZE:-512}
 DEV=${DEV:-0}
@@ -19,9 +21,9 @@ export OMPI_MCA_osc_sm_backing_directory=/dev/shm
 # Without an RDMA transport osc/rdma cannot make the world window.
 export OMPI_MCA_osc=${OMPI_MCA_osc:-sm,pt2pt}
 log() { tee -a "$OUT/multinode.log"; }
-[ -f "$FILE" ] || mpirun --oversubscribe -n 8 $B/slabfeed-gen --file "$FILE" --shape "$SIZE" | log
+[ -f "$FILE" ] || "${SF_MPIRUN[@]}" -n 8 $B/slabfeed-gen --file "$FILE" --shape "$SIZE" | log
 L="--file $FILE --input Nbody --target Hydro --input-vector 1,2,3 --target-vector 1,2,3 --device $DEV"
-run() { echo "## $*" | log; mpirun --oversubscribe -n 2 $B/slabfeed-bench $L ${EXTRA:-} "$@" 2>&1 | log; }
+run() { echo "## $*" | log; "${SF_MPIRUN[@]}" -n 2 $B/slabfeed-bench $L ${EXTRA:-} "$@" 2>&1 | log; }
 # A volume that fits the budget: G = 1 by default, against one node.
 run --crop 128 --batch 4 --dtype bf16 --steps 60 --label onenode
 run --crop 128 --batch 4 --dtype bf16 --steps 60 --rank-per-node --label rpn-auto

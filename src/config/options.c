@@ -533,8 +533,11 @@ static slabfeed_status parse_regions(const sf__option *o, const char *s,
     return SLABFEED_OK;
   }
   int n = *count;
+  /* The field holds max boxes (8 for holdout, 1 for region). */
   int64_t b[SLABFEED_MAX_REGIONS][6];
-  memcpy(b, boxes, sizeof b);
+  const size_t have = (size_t)o->pub.max * sizeof b[0];
+  assert(o->pub.max <= SLABFEED_MAX_REGIONS && have == o->width);
+  memcpy(b, boxes, have);
   char one[160];
   for (const char *p = s;; p++) {
     const size_t len = strcspn(p, ";");
@@ -558,7 +561,7 @@ static slabfeed_status parse_regions(const sf__option *o, const char *s,
     if (*p == '\0')
       break;
   }
-  memcpy(boxes, b, sizeof b);
+  memcpy(boxes, b, have);
   *count = n;
   return SLABFEED_OK;
 }
