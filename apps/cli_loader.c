@@ -65,7 +65,9 @@ static void range_text(const slabfeed_option *o, char *buf, size_t n)
   switch (o->kind) {
   case SLABFEED_OPTION_INT:
   case SLABFEED_OPTION_EDGE:
-    snprintf(buf, n, "%lld..%lld", (long long)o->min, (long long)o->max);
+    snprintf(buf, n, "%lld..%lld%s%s", (long long)o->min, (long long)o->max,
+             o->choices != NULL ? "; names: " : "",
+             o->choices != NULL ? o->choices : "");
     break;
   case SLABFEED_OPTION_UINT64:
   case SLABFEED_OPTION_SIZE:

@@ -15,18 +15,21 @@
  * message.
  *
  * Data is never lost: --out may not be the input (the same name, or the
- * same file by device and inode), a usage error on every rank. Before the
- * loader runs, rank 0 checks that --out can be replaced and creates
- * <out>.slabfeed-partial.<pid of rank 0>; that file is renamed over <out>
- * only when every row is written and the file is closed and synced. On any
- * failure, and on SIGINT, SIGTERM or SIGHUP, the partial file is removed
- * and an earlier <out> stays as it was.
+ * same file by device and inode), a usage error on every rank. The file is
+ * written aside with the library's slabfeed_aside_* (what
+ * slabfeed_generate uses): before the loader runs, every rank agrees that
+ * --out can be replaced and rank 0 creates
+ * <out>.slabfeed-partial.<pid of rank 0>; at step 0, when the size is
+ * known, rank 0 reserves the space (file size limit, free space, the
+ * blocks); the file is renamed over <out> only when every row is written
+ * and the file is closed and synced. On any failure, and on SIGINT,
+ * SIGTERM or SIGHUP, the partial file is removed and an earlier <out>
+ * stays as it was.
  *
  * Test knob: SLABFEED_DUMP_CHUNK_BYTES (rank 0's value, broadcast), the
  * piece size of the transfer in bytes (1 .. 2^30, default 2^30), lets a
  * test cut every batch into many pieces. */
 #include <errno.h>
-#include <fcntl.h>
 #include <hdf5.h>
 #include <limits.h>
 #include <signal.h>
@@ -38,6 +41,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "slabfeed_tools.h"
 
 static const char *prog = "slabfeed-dump";
 
@@ -49,15 +53,15 @@ enum {
   TAG_META = 2 /* tags 0 and 1 carry the input and the target */
 };
 
-/* The output file on rank 0: the name it is written under, the file and
- * its six datasets (input, target, origin, symmetry, sample,
- * sample_epoch); -1 where not open. */
+/* The output file: the aside it is written through (every rank), and on
+ * rank 0 the file and its six datasets (input, target, origin, symmetry,
+ * sample, sample_epoch); -1 where not open. */
 typedef struct out_file {
-  const char *out;             /* --out */
-  char partial[PATH_MAX + 64]; /* <out>.slabfeed-partial.<pid> */
-  int exists;                  /* partial may exist: remove it on failure */
-  hid_t file, dset[6], mtype;  /* mtype: memory type of batch elements */
-  int64_t *org, *smp, *ep;     /* one step's metadata columns */
+  const char *out;            /* --out */
+  slabfeed_aside *aside;      /* until committed or aborted */
+  const char *partial;        /* the name written: slabfeed_aside_name */
+  hid_t file, dset[6], mtype; /* mtype: memory type of batch elements */
+  int64_t *org, *smp, *ep;    /* one step's metadata columns */
   int32_t *sym;
 } out_file;
 
@@ -76,44 +80,6 @@ typedef struct dump_state {
   int64_t *meta;          /* [B][N_META]; rank 0: [P][B][N_META] */
   out_file of;
 } dump_state;
-
-/* ---- Removing the partial file when the job is stopped --------------------
- */
-
-static char partial_for_signal[PATH_MAX + 64];
-static const int stop_signals[3] = {SIGINT, SIGTERM, SIGHUP};
-static struct sigaction saved_actions[3];
-
-/* A stop signal while the partial file exists: remove it, then let the
- * signal do what it did before (unlink, sigaction and raise are
- * async-signal-safe; the signal is blocked until the handler returns). */
-static void on_stop_signal(int sig)
-{
-  unlink(partial_for_signal);
-  for (int i = 0; i < 3; i++)
-    if (stop_signals[i] == sig)
-      sigaction(sig, &saved_actions[i], NULL);
-  raise(sig);
-}
-
-/* Guards the partial file `name` against stop signals, or (NULL) restores
- * the earlier handlers. */
-static void guard_partial(const char *name)
-{
-  if (name == NULL) {
-    for (int i = 0; i < 3; i++)
-      sigaction(stop_signals[i], &saved_actions[i], NULL);
-    partial_for_signal[0] = '\0';
-    return;
-  }
-  snprintf(partial_for_signal, sizeof partial_for_signal, "%s", name);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  for (int i = 0; i < 3; i++)
-    sigaction(stop_signals[i], &sa, &saved_actions[i]);
-}
 
 /* ---- HDF5 helpers ---------------------------------------------------------
  */
@@ -251,49 +217,12 @@ static void overwrites_input(const char *in, const char *out, char *why,
              out, in);
 }
 
-/* The directory part of path ("." when it has none) into dir. */
-static void dir_of(const char *path, char *dir, size_t len)
-{
-  const char *slash = strrchr(path, '/');
-  if (slash == NULL)
-    snprintf(dir, len, ".");
-  else if (slash == path)
-    snprintf(dir, len, "/");
-  else
-    snprintf(dir, len, "%.*s", (int)(slash - path), path);
-}
-
-/* Rank 0, before the loader runs: checks that of->out can be replaced (it
- * is absent or a regular file, in a writable directory) and creates the
- * partial file under rank 0's process id. Failures name --out. */
+/* Rank 0, before the loader runs: creates the HDF5 file under the name
+ * the aside chose (its checks of --out are done). */
 static void create_output(out_file *of, slabfeed_status *st, char *msg,
                           size_t len)
 {
-  struct stat sb;
-  char dir[PATH_MAX];
-  if (stat(of->out, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-    cli_note(st, msg, len, SLABFEED_ERR_IO,
-             "cannot write '%s': it exists and is %s", of->out,
-             S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
-    return;
-  }
-  dir_of(of->out, dir, sizeof dir);
-  if (access(dir, W_OK | X_OK) != 0) {
-    cli_note(st, msg, len, SLABFEED_ERR_IO,
-             "cannot write '%s': directory '%s': %s", of->out, dir,
-             strerror(errno));
-    return;
-  }
-  const int n = snprintf(of->partial, sizeof of->partial,
-                         "%s.slabfeed-partial.%ld", of->out, (long)getpid());
-  if (n < 0 || (size_t)n >= sizeof of->partial) {
-    of->partial[0] = '\0';
-    cli_note(st, msg, len, SLABFEED_ERR_IO,
-             "cannot write '%s': the path is too long", of->out);
-    return;
-  }
-  of->exists = 1;
-  guard_partial(of->partial);
+  of->partial = slabfeed_aside_name(of->aside);
   const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS); /* sec2: see detach_file */
   errno = 0;
   if (fapl >= 0 && H5Pset_fapl_sec2(fapl) >= 0)
@@ -368,6 +297,17 @@ static void create_datasets(dump_state *D, const slabfeed_batch *b,
   if (of->org == NULL || of->smp == NULL || of->ep == NULL || of->sym == NULL)
     cli_note(st, msg, len, SLABFEED_ERR_NOMEM,
              "cannot allocate the metadata of %zu samples", n);
+  /* The whole file's space before the first row is written: the batches,
+   * the metadata columns, and HDF5's own metadata (well under 256 KiB). */
+  const uint64_t bytes =
+      (uint64_t)D->rows *
+          ((uint64_t)(D->sample_elems[0] + D->sample_elems[1]) * D->es + 3 * 8 +
+           4 + 8 + 8) +
+      ((uint64_t)256 << 10);
+  char why[CLI_ERRLEN];
+  if (*st == SLABFEED_OK &&
+      slabfeed_aside_reserve(of->aside, bytes, why, sizeof why) != SLABFEED_OK)
+    cli_note(st, msg, len, SLABFEED_ERR_IO, "%s", why);
 }
 
 /* Rank 0: closes whatever of the output is open; 0, or -1 when a close
@@ -433,21 +373,21 @@ static void detach_file(hid_t file)
   }
 }
 
-/* Rank 0 after a failure: closes the output and removes the partial file;
- * an earlier file named --out is not touched. */
+/* After a failure every rank knows of: rank 0 closes the output, and
+ * the aside removes the partial file (rank 0); an earlier file named
+ * --out is not touched. */
 static void discard_output(out_file *of)
 {
   if (of->file >= 0)
     detach_file(of->file);
   close_output(of);
-  if (of->exists)
-    unlink(of->partial);
-  of->exists = 0;
-  guard_partial(NULL);
+  slabfeed_aside_abort(of->aside);
+  of->aside = NULL;
 }
 
-/* Rank 0 after the last step: closes the file, syncs it to storage, and
- * renames it over --out - the only moment --out changes. */
+/* Rank 0 after the last step: flushes and closes the file. The commit on
+ * every rank then syncs it and renames it over --out - the only moment
+ * --out changes. */
 static void complete_output(out_file *of, slabfeed_status *st, char *msg,
                             size_t len)
 {
@@ -464,30 +404,6 @@ static void complete_output(out_file *of, slabfeed_status *st, char *msg,
              "cannot write '%s': closing '%s' failed: %s", of->out, of->partial,
              write_cause());
     return;
-  }
-  const int fd = open(of->partial, O_RDONLY);
-  if (fd < 0 || fsync(fd) != 0) {
-    cli_note(st, msg, len, SLABFEED_ERR_IO,
-             "cannot write '%s': syncing '%s' failed: %s", of->out, of->partial,
-             strerror(errno));
-    if (fd >= 0)
-      close(fd);
-    return;
-  }
-  close(fd);
-  if (rename(of->partial, of->out) != 0) {
-    cli_note(st, msg, len, SLABFEED_ERR_IO, "cannot rename '%s' to '%s': %s",
-             of->partial, of->out, strerror(errno));
-    return;
-  }
-  of->exists = 0;
-  guard_partial(NULL);
-  char dir[PATH_MAX]; /* make the rename itself durable (best effort) */
-  dir_of(of->out, dir, sizeof dir);
-  const int dfd = open(dir, O_RDONLY);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
   }
 }
 
@@ -637,8 +553,7 @@ static void free_state(dump_state *D)
 __attribute__((noreturn)) static void
 leave_failed(dump_state *D, slabfeed_status st, const char *msg)
 {
-  if (D->rank == 0)
-    discard_output(&D->of);
+  discard_output(&D->of);
   free_state(D);
   slabfeed_close(D->l);
   cli_fail_agreed(prog, st, msg);
@@ -743,18 +658,24 @@ int main(int argc, char **argv)
                    (long long)a.steps, (long long)INT64_MAX);
   D.rows = (hsize_t)a.steps * (hsize_t)per_step;
 
-  /* The output can be replaced: checked before the loader runs. */
+  /* The output can be replaced: checked before the loader runs (agreed),
+   * and the partial file created. */
   slabfeed_status st = SLABFEED_OK;
   char msg[CLI_ERRLEN] = "";
+  char err[CLI_ERRLEN];
   if (D.rank == 0) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages name the file */
     signal(SIGXFSZ, SIG_IGN); /* a file size limit: EFBIG, not death */
-    create_output(&D.of, &st, msg, sizeof msg);
   }
+  st = slabfeed_aside_begin(MPI_COMM_WORLD, a.out, D.rank == 0, &D.of.aside,
+                            err, sizeof err);
+  if (st != SLABFEED_OK) /* agreed */
+    leave_failed(&D, st, err);
+  if (D.rank == 0)
+    create_output(&D.of, &st, msg, sizeof msg);
   if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
     leave_failed(&D, st, msg);
 
-  char err[CLI_ERRLEN];
   st = slabfeed_open(MPI_COMM_WORLD, cfg, &D.l, err, sizeof err);
   if (st != SLABFEED_OK) /* agreed by slabfeed_open */
     leave_failed(&D, st, err);
@@ -781,7 +702,11 @@ int main(int argc, char **argv)
   if (!failed) {
     if (D.rank == 0 && st == SLABFEED_OK)
       complete_output(&D.of, &st, msg, sizeof msg);
-    failed = cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg);
+    /* Agreed: synced and renamed, or removed (then the file is closed). */
+    st = slabfeed_aside_commit(D.of.aside, st, msg, err, sizeof err);
+    D.of.aside = NULL;
+    if ((failed = st != SLABFEED_OK) != 0)
+      snprintf(msg, sizeof msg, "%s", err);
   }
   if (failed)
     leave_failed(&D, st, msg);

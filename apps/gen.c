@@ -1,4 +1,5 @@
 /* slabfeed-gen: write a synthetic volume in parallel. */
+#include <signal.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -13,12 +14,19 @@ typedef struct gen_args {
   int quiet;
 } gen_args;
 
-/* --chunk Z,Y,X: the chunk edge, and chunked storage. */
+/* --chunk Z,Y,X: the chunk edge (each in [1, 65535]), and chunked
+ * storage. */
 static int set_chunk(void *base, const char *value, char *err, size_t errlen)
 {
   gen_args *a = base;
   if (cli_parse_triple(value, a->g.chunk, err, errlen) != 0)
     return -1;
+  for (int i = 0; i < 3; i++)
+    if (a->g.chunk[i] < 1 || a->g.chunk[i] > 65535) {
+      snprintf(err, errlen, "'%s': every chunk edge must be in [1, 65535]",
+               value);
+      return -1;
+    }
   a->g.chunked = 1;
   return 0;
 }
@@ -48,7 +56,8 @@ static const cli_option options[] = {
      .kind = CLI_STRING,
      .at = GEN(path),
      .metavar = "F",
-     .help = "the HDF5 file to write (replaced only once complete)",
+     .help = "the HDF5 file to write (written aside, read back, and renamed "
+             "over F only once complete)",
      .flags = CLI_REQUIRED},
     {.name = "--input",
      .kind = CLI_STRING,
@@ -124,6 +133,9 @@ static const cli_option options[] = {
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
+  /* A file size limit (ulimit -f) makes a write fail with EFBIG, which the
+   * generator reports, instead of ending the process. */
+  signal(SIGXFSZ, SIG_IGN);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -50,9 +50,10 @@ static const cli_option options[] = {
      .kind = CLI_INT64,
      .at = offsetof(info_args, halo),
      .min = 0,
-     .max = INT64_MAX,
+     .max = INT32_MAX,
      .metavar = "H",
-     .help = "z-planes held on each side of a slab"},
+     .help = "z-planes held on each side of a slab, at most the box's Z (as "
+             "the loader's halo)"},
     {.name = "--nodes",
      .kind = CLI_INT,
      .at = offsetof(info_args, nodes),
@@ -144,6 +145,14 @@ static int print_plan(const char *prog, const info_args *a, const ctx *c)
 {
   const int64_t ranks = a->ranks, halo = a->halo;
   const double per_plane = c->bytes_f32 / (double)c->shape[0];
+  /* The loader's rule (slabfeed_open refuses more): 0 <= halo <= Z. */
+  if (halo > c->shape[0]) {
+    fprintf(stderr,
+            "%s: --halo %lld: the halo is at most the box's Z = %lld "
+            "z-planes (the loader refuses a larger one)\n",
+            prog, (long long)halo, (long long)c->shape[0]);
+    return 2;
+  }
   slabfeed_placement_plan p = SLABFEED_PLACEMENT_PLAN_INIT;
   if (a->nodes > ranks ||
       slabfeed_plan_placement(c->shape[0], (uint64_t)per_plane, (int)ranks,

@@ -158,6 +158,9 @@ typedef enum {
 #define SLABFEED_ENV_GROUP_NODES "SLABFEED_GROUP_NODES"
 
 #define SLABFEED_MAX_VECTORS 4 /* vector groups per dataset */
+/* slabfeed_config.device: the node-local rank (MPI_COMM_TYPE_SHARED) modulo
+ * the visible CUDA devices, one GPU per rank ("local" as text). */
+#define SLABFEED_DEVICE_LOCAL (-2)
 #define SLABFEED_MAX_REGIONS 8 /* held-out regions per loader */
 
 /* Loader options. Fill with slabfeed_config_init, then set fields. Strings
@@ -181,7 +184,8 @@ typedef struct slabfeed_config {
   int target_vectors[SLABFEED_MAX_VECTORS][3];
   slabfeed_dtype dtype;           /* default SLABFEED_DTYPE_F32 */
   slabfeed_out_layout out_layout; /* default SLABFEED_OUT_NCDHW */
-  int device;               /* CUDA device ordinal, or -1 for host batches */
+  int device;               /* CUDA device ordinal, -1 for host batches, or
+                               SLABFEED_DEVICE_LOCAL */
   int prefetch;             /* depth of the batch ring, 1..64; default 2 */
   int halo;                 /* z-planes copied on each side; default 0 */
   int rank_per_node;        /* -1: from SLABFEED_ENV_RANK_PER_NODE; 0; 1 */
@@ -216,9 +220,9 @@ typedef struct slabfeed_config {
    * tile (periodic), with the symmetry pass_symmetry; `crop`,
    * `symmetries` and `steps_per_epoch` are then not used (an epoch is one
    * pass). docs/CONVENTIONS.md has the tile grid. */
-  int tile;          /* T: 0 (default) random training crops */
-  int pad;           /* P: context voxels on every side; default 0 */
-  int n_region;      /* 0 or 1 */
+  int tile;     /* T: 0 (default) random training crops */
+  int pad;      /* P: context voxels on every side; default 0 */
+  int n_region; /* 0 or 1 */
   int64_t region[1][6];
   int pass_symmetry; /* symmetry id of every tile, 0..47; default 0 */
 } slabfeed_config;
@@ -250,7 +254,8 @@ static inline void slabfeed_config_init(slabfeed_config *cfg)
 typedef enum {
   SLABFEED_OPTION_STRING = 0,  /* const char *, not copied by _set: it must
                                   live until slabfeed_open; "" is NULL */
-  SLABFEED_OPTION_INT = 1,     /* int, decimal, in [min, max] */
+  SLABFEED_OPTION_INT = 1,     /* int, decimal, in [min, max]; `choices`
+                                  may name values ("local=-2") */
   SLABFEED_OPTION_UINT64 = 2,  /* uint64_t, decimal digits, in [min, max]
                                   (max 0: no upper bound) */
   SLABFEED_OPTION_SIZE = 3,    /* uint64_t bytes: digits, optionally with a

@@ -177,12 +177,15 @@ static inline void slabfeed_gen_config_init(slabfeed_gen_config *cfg)
   slabfeed_gen_config_init_sized(cfg, sizeof *cfg);
 }
 
-/* slabfeed_generate - creates (truncates) cfg->path and writes the datasets
- * in parallel, each rank writing its z-slab collectively.
+/* slabfeed_generate - writes the datasets in parallel, each rank writing
+ * its z-slab collectively, aside (see "Files written aside" below): the
+ * space is reserved first, what each rank wrote is read back after the
+ * sync, and the file replaces cfg->path only then.
  * Collective over comm. Threads: MPI initialised; not concurrent with other
  *   HDF5 use. Device none.
  * Failure: every rank returns the same status and errbuf (when not NULL)
- *   names the problem.
+ *   names the problem; an earlier file at cfg->path is left as it was and
+ *   no partial file remains.
  * Lifetime: the file is the caller's. */
 SLABFEED_API slabfeed_status slabfeed_generate(MPI_Comm comm,
                                                const slabfeed_gen_config *cfg,
@@ -198,6 +201,80 @@ SLABFEED_API slabfeed_status slabfeed_generate(MPI_Comm comm,
  * Lifetime: a value. */
 SLABFEED_API float slabfeed_index_value(int dataset, int c, int64_t z,
                                         int64_t y, int64_t x);
+
+/* ---- Files written aside ----------------------------------------------------
+ * How slabfeed replaces a file (slabfeed_generate and slabfeed-dump use
+ * it; so can any writer of one file over a communicator): the file is
+ * written under a temporary name in its directory
+ * (<path>.slabfeed-partial.<pid of rank 0>[.k]), its space is reserved
+ * before the bulk write, it is synced and renamed over path only when every
+ * rank succeeded. On any failure the temporary file is removed and an
+ * earlier file at path stays as it was. While rank 0 holds the temporary
+ * file, SIGINT, SIGTERM and SIGHUP left at their default action remove it
+ * before they end the process.
+ *
+ *   slabfeed_aside_begin    collective: checks, an empty temporary file
+ *   slabfeed_aside_name     the name to create (H5F_ACC_TRUNC) and write
+ *   slabfeed_aside_reserve  once the file exists and its size is known
+ *   ... write, close the file on every rank ...
+ *   slabfeed_aside_commit   collective: sync, rename (or remove); frees
+ *   slabfeed_aside_abort    local, after a failure every rank knows of */
+
+typedef struct slabfeed_aside slabfeed_aside;
+
+/* slabfeed_aside_begin - checks that path can be replaced (absent or a
+ * regular file, in a writable directory) and has rank 0 create the empty
+ * temporary file. `writes`: whether this rank will write to the file.
+ * Collective over comm. Threads: one thread per rank. Device none.
+ * Failure: every rank returns the same status, errbuf names path; *out is
+ *   NULL and nothing is created.
+ * Lifetime: *out until slabfeed_aside_commit or slabfeed_aside_abort. */
+SLABFEED_API slabfeed_status slabfeed_aside_begin(MPI_Comm comm,
+                                                  const char *path, int writes,
+                                                  slabfeed_aside **out,
+                                                  char *errbuf, size_t errlen);
+
+/* slabfeed_aside_name - the temporary name to write to.
+ * Collective no. Threads safe. Device none. Failure: NULL for NULL.
+ * Lifetime: that of a. */
+SLABFEED_API const char *slabfeed_aside_name(const slabfeed_aside *a);
+
+/* slabfeed_aside_reserve - space for a file of `bytes` bytes (data and
+ * metadata), before the bulk write: a writing rank's file size limit
+ * (ulimit -f); on rank 0 the free space of the filesystem (1% margin) and
+ * the blocks themselves (fallocate, keeping the size; where the filesystem
+ * cannot reserve, the free-space check stands). Call it after the file is
+ * created under slabfeed_aside_name (a truncating create releases blocks).
+ * Collective no: the ranks that write call it; agree on the status.
+ *   Threads: one thread per rank. Device none.
+ * Failure: SLABFEED_ERR_IO, errbuf says what is missing.
+ * Lifetime: values. */
+SLABFEED_API slabfeed_status slabfeed_aside_reserve(slabfeed_aside *a,
+                                                    uint64_t bytes,
+                                                    char *errbuf,
+                                                    size_t errlen);
+
+/* slabfeed_aside_commit - st and msg: this rank's outcome of the writes
+ * and of closing the file (closed on every rank before the call). When
+ * every rank succeeded, the writing ranks sync the file and rank 0 renames
+ * it over path; otherwise, or when the sync or the rename fails, the
+ * temporary file is removed. Frees a.
+ * Collective over the communicator of begin. Threads: one thread per rank.
+ *   Device none.
+ * Failure: every rank returns the same status and message (that of the
+ *   lowest failing rank, "rank R: ..."); an earlier file at path is intact.
+ * Lifetime: a is invalid after the call. */
+SLABFEED_API slabfeed_status slabfeed_aside_commit(slabfeed_aside *a,
+                                                   slabfeed_status st,
+                                                   const char *msg,
+                                                   char *errbuf, size_t errlen);
+
+/* slabfeed_aside_abort - rank 0 removes the temporary file; frees a. For a
+ * failure every rank already knows of (use commit otherwise).
+ * Collective no. Threads: one thread per rank. Device none.
+ * Failure: cannot fail (NULL is ignored).
+ * Lifetime: a is invalid after the call. */
+SLABFEED_API void slabfeed_aside_abort(slabfeed_aside *a);
 
 #ifdef __cplusplus
 }

@@ -165,7 +165,7 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
 
   sf__batch_init(&l->plan, &l->cfg, info, &l->store, e);
   injected(l, "plan", e);
-  l->ops = l->cfg.pub.device >= 0 ? &sf__gpu_backend : &sf__host_backend;
+  l->ops = l->cfg.pub.device != -1 ? &sf__gpu_backend : &sf__host_backend;
   const sf__context ctx = {&l->cfg, &l->store, &l->plan, &l->stats,
                            l->thread_level};
   if (sf__agree(l->comm, e) == SLABFEED_OK &&

@@ -313,6 +313,30 @@ static void quiet_steps(const char *path, cudaStream_t s)
   slabfeed_close(l);
 }
 
+/* device "local": the rank's node-local rank modulo the visible GPUs. */
+static void device_local(const char *path)
+{
+  slabfeed_config c;
+  base_config(&c, path, 8);
+  c.device = SLABFEED_DEVICE_LOCAL;
+  MPI_Comm node;
+  int local = 0;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                      &node);
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  slabfeed_loader *l = NULL;
+  char err[1024];
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
+        "open with device local: %s", err);
+  slabfeed_batch b = SLABFEED_BATCH_INIT;
+  CHECK(l != NULL && slabfeed_next(l, &b, NULL) == SLABFEED_OK &&
+            b.device == local % gpu_count(),
+        "device local: batch on device %d, want %d", b.device,
+        local % gpu_count());
+  slabfeed_close(l);
+}
+
 int main(int argc, char **argv)
 {
   const int want = argc > 1 && strcmp(argv[1], "single") == 0
@@ -348,6 +372,7 @@ int main(int argc, char **argv)
   slow_consumer(path, s);
   two_streams(path, s);
   device_restored(path);
+  device_local(path);
   quiet_steps(path, s);
   cudaStreamDestroy(s);
   return check_finish("gpu.loader");

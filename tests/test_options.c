@@ -290,6 +290,7 @@ int main(int argc, char **argv)
 
   /* Vector groups append; "" clears; more than the maximum is refused. */
   slabfeed_config c = defaults();
+  char got[64] = "";
   CHECK(slabfeed_config_set(&c, "input_vectors", "1,2,3", err, sizeof err) ==
                 SLABFEED_OK &&
             slabfeed_config_set(&c, "input-vector", "4,5,6;7,8,9", err,
@@ -322,6 +323,12 @@ int main(int argc, char **argv)
                             sizeof err) == SLABFEED_ERR_ARG &&
             strstr(err, "above the maximum") != NULL,
         "a huge value is above the maximum: %s", err);
+  CHECK(slabfeed_config_set(&c, "device", "local", err, sizeof err) ==
+                SLABFEED_OK &&
+            c.device == SLABFEED_DEVICE_LOCAL &&
+            slabfeed_config_get(&c, "device", got, sizeof got) == SLABFEED_OK &&
+            strcmp(got, "local") == 0,
+        "device 'local' is a named value: %s / '%s'", err, got);
   CHECK(slabfeed_config_set(&c, "crop", "8,8", err, sizeof err) ==
             SLABFEED_ERR_ARG,
         "two edges are refused");

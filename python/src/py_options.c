@@ -164,6 +164,10 @@ static PyObject *to_text(sfpy_state *st, const slabfeed_option *opt,
     return NULL;
   }
   case SLABFEED_OPTION_INT:
+    /* Rows with named values (device "local") take the name too. */
+    if (opt->choices != NULL && PyUnicode_Check(o))
+      return Py_NewRef(o);
+    return int_text(o, name, "an integer");
   case SLABFEED_OPTION_UINT64:
     return int_text(o, name, "an integer");
   case SLABFEED_OPTION_SIZE:
@@ -384,6 +388,9 @@ static PyObject *from_text(const slabfeed_option *opt, const char *s)
       Py_RETURN_NONE;
     return PyUnicode_DecodeFSDefault(s);
   case SLABFEED_OPTION_INT:
+    if (opt->choices != NULL && (s[0] < '0' || s[0] > '9') && s[0] != '-')
+      return PyUnicode_FromString(s); /* a named value */
+    return PyLong_FromString(s, NULL, 10);
   case SLABFEED_OPTION_UINT64:
   case SLABFEED_OPTION_SIZE:
     return PyLong_FromString(s, NULL, 10);

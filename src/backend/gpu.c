@@ -181,6 +181,18 @@ static slabfeed_status gpu_open(const sf__context *ctx, sf__backend **out,
   sf__err_clear(&g->err);
   int count = 0;
   sf__cudart_device_count(&count);
+  if (g->device == SLABFEED_DEVICE_LOCAL) {
+    /* One GPU per rank: the rank's place among its node's ranks. */
+    int local = 0;
+    const int rc = MPI_Comm_rank(ctx->store->node, &local);
+    if (rc != MPI_SUCCESS)
+      return sf__fail_mpi(e, rc, "MPI_Comm_rank (device local)");
+    if (count == 0)
+      return sf__fail(e, SLABFEED_ERR_CUDA,
+                      "device local: no CUDA device is visible");
+    g->device = local % count;
+    ctx->plan->device = g->device; /* what the batches report */
+  }
   if (g->device >= count)
     return sf__fail(e, SLABFEED_ERR_CUDA,
                     "device %d requested but %d CUDA device(s) are visible",

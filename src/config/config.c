@@ -192,7 +192,7 @@ static uint64_t config_hash(const sf__config *cc)
                           c->n_input_vectors,
                           c->n_target_vectors,
                           (int64_t)c->steps_per_epoch,
-                          c->device < 0 ? -1 : 0,
+                          c->device == -1 ? -1 : 0,
                           cc->rank_per_node,
                           cc->ndsets,
                           cc->group_nodes,

@@ -127,11 +127,13 @@ const sf__option sf__options[] = {
     {{.name = "device",
       .flag = "device",
       .kind = SLABFEED_OPTION_INT,
-      .min = -1,
+      .min = -2,
       .max = INT32_MAX,
+      .choices = "local=-2",
       .default_value = "-1",
-      .metavar = "N",
-      .help = "CUDA device of the batches, or -1 for host batches"},
+      .metavar = "N|local",
+      .help = "CUDA device of the batches, -1 for host batches, or local: "
+              "the node-local rank modulo the visible GPUs"},
      FIELD(device)},
     {{.name = "prefetch",
       .flag = "prefetch",
@@ -291,10 +293,31 @@ static int all_digits(const char *s)
   return 1;
 }
 
+/* A named value of an INT row ("local=-2" in its choices); 1 when s is
+ * one of the names. */
+static int named_value(const sf__option *o, const char *s, int64_t *out)
+{
+  for (const char *c = o->pub.choices; c != NULL && *c != '\0';) {
+    const size_t len = strcspn(c, "=");
+    if (c[len] != '=')
+      return 0;
+    if (strlen(s) == len && strncmp(c, s, len) == 0) {
+      *out = strtoll(c + len + 1, NULL, 10);
+      return 1;
+    }
+    c += len + 1 + strcspn(c + len + 1, "|");
+    if (*c == '|')
+      c++;
+  }
+  return 0;
+}
+
 static slabfeed_status parse_i64(const sf__option *o, const char *s,
                                  int64_t *out, sf__err *e)
 {
   const char *name = o->pub.name;
+  if (o->pub.kind == SLABFEED_OPTION_INT && named_value(o, s, out))
+    return SLABFEED_OK;
   if (!all_digits(s[0] == '-' ? s + 1 : s))
     return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is not an integer", name, s);
   errno = 0;
@@ -719,9 +742,24 @@ slabfeed_status slabfeed_config_get(const slabfeed_config *cfg,
     rc = put(buf, len, &used, "%s", s != NULL ? s : "");
     break;
   }
-  case SLABFEED_OPTION_INT:
-    rc = put(buf, len, &used, "%d", *(const int *)f);
+  case SLABFEED_OPTION_INT: {
+    /* A named value prints as its name. */
+    const int v = *(const int *)f;
+    const char *c = o->pub.choices;
+    char want[32];
+    snprintf(want, sizeof want, "=%d", v);
+    const char *hit = c != NULL ? strstr(c, want) : NULL;
+    const size_t wl = strlen(want);
+    if (hit != NULL && (hit[wl] == '\0' || hit[wl] == '|')) {
+      const char *first = hit;
+      while (first > c && first[-1] != '|')
+        first--;
+      rc = put(buf, len, &used, "%.*s", (int)(hit - first), first);
+    } else {
+      rc = put(buf, len, &used, "%d", v);
+    }
     break;
+  }
   case SLABFEED_OPTION_UINT64:
   case SLABFEED_OPTION_SIZE:
     rc = put(buf, len, &used, "%" PRIu64, *(const uint64_t *)f);

@@ -1,18 +1,17 @@
 /* Synthetic volumes written in parallel: each rank writes its z-slab with
  * collective hyperslab writes, in runs that bound its memory. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <hdf5.h>
 
 #include "common/errors.h"
 #include "common/geometry.h"
-#include "io/h5.h"
 #include "common/inject.h"
+#include "io/aside.h"
+#include "io/h5.h"
 #include "plan/sampler.h"
 
 void slabfeed_gen_config_init_sized(slabfeed_gen_config *cfg, size_t size)
@@ -215,9 +214,12 @@ static void fill_run(const slabfeed_gen_config *cfg, const field *f, int d,
       }
 }
 
-static herr_t write_run(hid_t dset, const slabfeed_gen_config *cfg,
-                        int64_t channels, int64_t z, int64_t n, hid_t dxpl,
-                        const float *buf)
+/* Writes (or reads back) planes [z, z+n) of every channel of dset from buf
+ * in memory type mtype; n == 0 is an empty transfer that still takes part
+ * in the collective call. */
+static herr_t transfer_run(hid_t dset, const slabfeed_gen_config *cfg,
+                           int64_t channels, int64_t z, int64_t n, hid_t dxpl,
+                           hid_t mtype, int write, float *buf)
 {
   const int cf = cfg->layout != SLABFEED_LAYOUT_CL;
   const hid_t fspace = H5Dget_space(dset);
@@ -242,12 +244,30 @@ static herr_t write_run(hid_t dset, const slabfeed_gen_config *cfg,
                                           count, NULL);
   }
   if (rc >= 0)
-    rc = H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf);
+    rc = write ? H5Dwrite(dset, mtype, mspace, fspace, dxpl, buf)
+               : H5Dread(dset, mtype, mspace, fspace, dxpl, buf);
   if (mspace >= 0)
     H5Sclose(mspace);
   if (fspace >= 0)
     H5Sclose(fspace);
   return rc;
+}
+
+/* Element counts of the chunks of one dataset (0 when contiguous). */
+static int64_t chunk_count(const slabfeed_gen_config *cfg, int64_t channels,
+                           int64_t *chunk_elems)
+{
+  const int cf = cfg->layout != SLABFEED_LAYOUT_CL;
+  int64_t n = cf ? channels : 1, elems = cf ? 1 : channels;
+  for (int a = 0; a < 3; a++) {
+    int64_t ch = cfg->chunk[a] > 0 ? cfg->chunk[a] : 64;
+    ch = ch < cfg->shape[a] ? ch : cfg->shape[a];
+    n *= (cfg->shape[a] + ch - 1) / ch;
+    elems *= ch;
+  }
+  if (chunk_elems != NULL)
+    *chunk_elems = elems;
+  return cfg->chunked ? n : 0;
 }
 
 static slabfeed_status check_gen_config(const slabfeed_gen_config *cfg,
@@ -272,84 +292,202 @@ static slabfeed_status check_gen_config(const slabfeed_gen_config *cfg,
                     (long long)cfg->shape[0]);
   if (cfg->layout != SLABFEED_LAYOUT_CF && cfg->layout != SLABFEED_LAYOUT_CL)
     return sf__fail(e, SLABFEED_ERR_ARG, "generator: layout must be cf or cl");
+  for (int a = 0; cfg->chunked && a < 3; a++)
+    if (cfg->chunk[a] < 0 || cfg->chunk[a] > 65535)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "generator: chunk edge %lld on axis %d not in [1,65535] "
+                      "(0: min(64, shape))",
+                      (long long)cfg->chunk[a], a);
+  int64_t elems = 0;
+  const int64_t most =
+      cfg->target != NULL && cfg->target_channels > cfg->input_channels
+          ? cfg->target_channels
+          : cfg->input_channels;
+  chunk_count(cfg, most, &elems);
+  if (cfg->chunked && elems * (cfg->float16 ? 2 : 4) >= ((int64_t)1 << 32))
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "generator: a chunk of %lld elements is 4 GiB or more "
+                    "(HDF5's limit): use a smaller chunk edge",
+                    (long long)elems);
   return SLABFEED_OK;
 }
 
-/* Writes one dataset: runs of planes sized so that one run of the file
- * layout holds at most ~64 MiB (buf, `cap` planes), padded with empty
- * writes to the count of the rank with the most runs (collective writes).
- * Every rank creates the dataset and makes every write, also after a
- * local failure (then with nothing to write), so collective calls match. */
-static slabfeed_status write_dataset(hid_t file, const slabfeed_gen_config *cfg,
-                                     const field *f, int d, const char *name,
-                                     int64_t channels, float *buf, int64_t cap,
-                                     int rank, int size, double *done,
-                                     double total, sf__err *e)
+/* What the writes and their read-back share on one rank. */
+typedef struct gen_run {
+  MPI_Comm comm;
+  const slabfeed_gen_config *cfg;
+  const field *f;
+  int rank, size, writer;
+  float *buf;  /* one run of the larger dataset, as float32 */
+  int64_t cap; /* planes per run */
+  hid_t ftype; /* the stored element type */
+  size_t tsize;
+  uint64_t sum[SF_MAX_DSETS]; /* of the bytes this rank wrote, per dataset */
+  double done, total;         /* progress (bytes of all ranks) */
+} gen_run;
+
+/* Run i of this rank's planes of the box: [*z, *z + *n) (n may be 0). */
+static void run_of(const gen_run *g, int64_t i, int64_t *z, int64_t *n)
 {
-  const int64_t Z = cfg->shape[0];
-  const int64_t plane = channels * cfg->shape[1] * cfg->shape[2];
-  const int64_t z0 = sf__split_begin(Z, size, rank),
-                z1 = sf__split_begin(Z, size, rank + 1);
-  const int64_t most = sf__split_begin(Z, size, 1); /* rank 0 has the most */
-  const int64_t runs = (most + cap - 1) / cap;
-  const double base = *done, elem = cfg->float16 ? 2 : 4;
-  const hid_t dset = create_dataset(file, cfg, name, channels);
+  const int64_t Z = g->cfg->shape[0];
+  const int64_t z1 = sf__split_begin(Z, g->size, g->rank + 1);
+  *z = sf__split_begin(Z, g->size, g->rank) + i * g->cap;
+  *n = *z >= z1 ? 0 : (z1 - *z < g->cap ? z1 - *z : g->cap);
+}
+
+/* Runs every rank makes: those of rank 0, which has the most planes. */
+static int64_t run_count(const gen_run *g)
+{
+  const int64_t most = sf__split_begin(g->cfg->shape[0], g->size, 1);
+  return (most + g->cap - 1) / g->cap;
+}
+
+static hid_t collective_dxpl(sf__err *e)
+{
   const hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-  if (dset < 0 || dxpl < 0)
-    sf__fail(e, SLABFEED_ERR_IO,
-             "generator: cannot create dataset '%s' in '%s'", name, cfg->path);
+  if (dxpl < 0)
+    sf__fail(e, SLABFEED_ERR_IO, "generator: H5Pcreate(DATASET_XFER) failed");
 #ifdef H5_HAVE_PARALLEL
   else if (H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0)
-    sf__fail(e, SLABFEED_ERR_IO, "generator: cannot request collective writes");
+    sf__fail(e, SLABFEED_ERR_IO, "generator: cannot request collective I/O");
 #endif
-  for (int64_t i = 0; i < runs && dset >= 0 && dxpl >= 0; i++) {
-    if (d == 0 && i == 0 && sf__inject("gen.write", rank))
+  return dxpl;
+}
+
+/* Writes dataset d (created, its space allocated): runs of at most `cap`
+ * planes, padded with empty writes to the count of the rank with the most
+ * runs (collective writes). Every rank makes every write, also after a
+ * local failure (then with nothing to write), so collective calls match.
+ * Each run is converted to the stored type here (HDF5 converts nothing)
+ * and summed as stored, for the read-back. */
+static slabfeed_status write_dataset(gen_run *g, hid_t dset, int d,
+                                     const char *name, int64_t channels,
+                                     sf__err *e)
+{
+  const slabfeed_gen_config *cfg = g->cfg;
+  const int64_t Z = cfg->shape[0];
+  const int64_t plane = channels * cfg->shape[1] * cfg->shape[2];
+  const int64_t runs = run_count(g);
+  const double base = g->done;
+  const hid_t dxpl = collective_dxpl(e);
+  for (int64_t i = 0; i < runs && dxpl >= 0; i++) {
+    if (d == 0 && i == 0 && sf__inject("gen.write", g->rank))
       sf__fail(e, SLABFEED_ERR_IO, "injected failure at stage 'gen.write'");
-    const int64_t z = z0 + i * cap;
-    int64_t n = z >= z1 ? 0 : (z1 - z < cap ? z1 - z : cap);
+    int64_t z, n;
+    run_of(g, i, &z, &n);
     n = e->status == SLABFEED_OK ? n : 0;
-    if (n > 0)
-      fill_run(cfg, f, d, channels, z, n, buf);
-    if (write_run(dset, cfg, channels, z, n, dxpl, buf) < 0 &&
+    if (n > 0) {
+      fill_run(cfg, g->f, d, channels, z, n, g->buf);
+      if (H5Tconvert(H5T_NATIVE_FLOAT, g->ftype, (size_t)(n * plane), g->buf,
+                     NULL, H5P_DEFAULT) < 0) {
+        sf__fail(e, SLABFEED_ERR_IO,
+                 "generator: converting planes [%lld,%lld) of '%s' failed",
+                 (long long)z, (long long)(z + n), name);
+        n = 0;
+      }
+    }
+    if (transfer_run(dset, cfg, channels, z, n, dxpl, g->ftype, 1, g->buf) <
+            0 &&
         e->status == SLABFEED_OK) {
       sf__fail(e, SLABFEED_ERR_IO,
                "generator: writing planes [%lld,%lld) of '%s' failed",
                (long long)z, (long long)(z + n), name);
       sf__h5_detail(e);
+    } else if (n > 0) {
+      const size_t bytes = (size_t)(n * plane) * g->tsize;
+      g->sum[d] += sf__aside_sum(g->buf, bytes,
+                                 (uint64_t)(i * g->cap * plane) * g->tsize);
     }
     /* What all ranks have written after this run: rank r's first
      * min(its planes, (i + 1) * cap) planes (ranks with fewer planes than
      * rank 0 finish earlier and then write nothing). */
     double written = 0;
-    for (int r = 0; r < size; r++) {
+    for (int r = 0; r < g->size; r++) {
       const int64_t have =
-          sf__split_begin(Z, size, r + 1) - sf__split_begin(Z, size, r);
-      written += (double)(have < (i + 1) * cap ? have : (i + 1) * cap);
+          sf__split_begin(Z, g->size, r + 1) - sf__split_begin(Z, g->size, r);
+      written += (double)(have < (i + 1) * g->cap ? have : (i + 1) * g->cap);
     }
-    const double now = base + written * (double)plane * elem;
-    if (cfg->progress && rank == 0 && total > 1e9 && now > *done)
+    const double now = base + written * (double)plane * (double)g->tsize;
+    if (cfg->progress && g->rank == 0 && g->total > 1e9 && now > g->done)
       printf("slabfeed-gen: %s %5.1f%% of %.2f GB\n", name,
-             100.0 * (now < total ? now : total) / total, total / 1e9),
+             100.0 * (now < g->total ? now : g->total) / g->total,
+             g->total / 1e9),
           fflush(stdout);
-    *done = now;
+    g->done = now;
   }
   if (dxpl >= 0)
     H5Pclose(dxpl);
-  if (dset >= 0 && H5Dclose(dset) < 0)
-    sf__fail(e, SLABFEED_ERR_IO, "generator: closing '%s' failed", name);
   return e->status;
 }
 
-/* The name the generator writes to, renamed to the final path only when
- * every rank has written everything: the path with rank 0's process id
- * (broadcast), so that two jobs writing one path do not share it. */
-static slabfeed_status temp_name(MPI_Comm comm, const char *path, char *out,
-                                 size_t len, sf__err *e)
+/* Reads dataset d back in the runs it was written in, as stored, and
+ * compares the sum with that of the writes: a write that MPI-IO reported
+ * as done but that did not land (Open MPI 4.1's collective write on a full
+ * disk reads back as zeros) fails here. Collective like the writes. */
+static slabfeed_status verify_dataset(gen_run *g, hid_t file, int d,
+                                      const char *name, int64_t channels,
+                                      const char *tmp, sf__err *e)
 {
-  long pid = (long)getpid();
-  SF_MPI_GOTO(MPI_Bcast(&pid, 1, MPI_LONG, 0, comm), e, out);
-  snprintf(out, len, "%s.slabfeed-partial.%ld", path, pid);
-out:
+  const slabfeed_gen_config *cfg = g->cfg;
+  const int64_t plane = channels * cfg->shape[1] * cfg->shape[2];
+  const int64_t runs = run_count(g);
+  const hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
+  const hid_t dxpl = collective_dxpl(e);
+  if (dset < 0)
+    sf__fail(e, SLABFEED_ERR_IO,
+             "generator: cannot open '%s' in '%s' to read it back", name, tmp);
+  uint64_t sum = 0;
+  const int64_t z0 = sf__split_begin(cfg->shape[0], g->size, g->rank),
+                z1 = sf__split_begin(cfg->shape[0], g->size, g->rank + 1);
+  for (int64_t i = 0; i < runs && dset >= 0 && dxpl >= 0; i++) {
+    int64_t z, n;
+    run_of(g, i, &z, &n);
+    n = e->status == SLABFEED_OK ? n : 0;
+    if (transfer_run(dset, cfg, channels, z, n, dxpl, g->ftype, 0, g->buf) <
+            0 &&
+        e->status == SLABFEED_OK) {
+      sf__fail(e, SLABFEED_ERR_IO,
+               "generator: reading back planes [%lld,%lld) of '%s' from '%s' "
+               "failed",
+               (long long)z, (long long)(z + n), name, tmp);
+      sf__h5_detail(e);
+    } else if (n > 0) {
+      sum += sf__aside_sum(g->buf, (size_t)(n * plane) * g->tsize,
+                           (uint64_t)(i * g->cap * plane) * g->tsize);
+    }
+  }
+  if (e->status == SLABFEED_OK && sum != g->sum[d])
+    sf__fail(e, SLABFEED_ERR_IO,
+             "generator: '%s' planes [%lld,%lld) read back from '%s' differ "
+             "from what was written: a write that MPI-IO reported as done "
+             "did not land (a full disk?)",
+             name, (long long)z0, (long long)z1, tmp);
+  if (dxpl >= 0)
+    H5Pclose(dxpl);
+  if (dset >= 0)
+    H5Dclose(dset);
+  return e->status;
+}
+
+/* The read-back of sf__aside_commit (aside.h): after every rank synced the
+ * closed file, each writing rank reads back its own planes. */
+static slabfeed_status verify_file(void *ctx, const char *tmp, sf__err *e)
+{
+  gen_run *g = ctx;
+  if (!g->writer)
+    return SLABFEED_OK;
+  if (g->cfg->progress && g->rank == 0 && g->total > 1e9)
+    printf("slabfeed-gen: reading back %.2f GB\n", g->total / 1e9),
+        fflush(stdout);
+  hid_t file = H5I_INVALID_HID;
+  if (sf__h5_open(g->comm, tmp, &file, e) == SLABFEED_OK) {
+    verify_dataset(g, file, 0, g->cfg->input, g->cfg->input_channels, tmp, e);
+    if (g->cfg->target != NULL)
+      verify_dataset(g, file, 1, g->cfg->target, g->cfg->target_channels, tmp,
+                     e);
+  }
+  if (file >= 0)
+    H5Fclose(file);
   return e->status;
 }
 
@@ -365,6 +503,79 @@ static int64_t run_planes(const slabfeed_gen_config *cfg, int size)
   int64_t cap = ((int64_t)64 << 20) / plane;
   cap = cap < most ? cap : most;
   return cap < 1 ? 1 : cap;
+}
+
+/* Bytes of the datasets' elements. */
+static uint64_t data_bytes(const slabfeed_gen_config *cfg)
+{
+  const uint64_t vox = (uint64_t)cfg->shape[0] * (uint64_t)cfg->shape[1] *
+                       (uint64_t)cfg->shape[2];
+  const uint64_t ch =
+      (uint64_t)cfg->input_channels +
+      (cfg->target != NULL ? (uint64_t)cfg->target_channels : 0);
+  return vox * ch * (cfg->float16 ? 2 : 4);
+}
+
+/* What the file takes: the data, and a generous estimate of HDF5's
+ * metadata (superblock, groups, object headers: well under 64 KiB; a chunk
+ * index entry takes under 100 bytes). Blocks reserved past the real end
+ * are released at the commit. */
+static uint64_t file_bytes(const slabfeed_gen_config *cfg)
+{
+  uint64_t chunks = (uint64_t)chunk_count(cfg, cfg->input_channels, NULL);
+  if (cfg->target != NULL)
+    chunks += (uint64_t)chunk_count(cfg, cfg->target_channels, NULL);
+  return data_bytes(cfg) + ((uint64_t)256 << 10) + 256 * chunks;
+}
+
+/* Creates the datasets (their space allocated at once, never filled),
+ * then closes and reopens the file: the close writes all metadata now, so
+ * that the final close has nothing left to write and a disk that fills
+ * during the bulk write cannot make it fail on one rank and hang the
+ * others (HDF5 1.10's collective metadata flush), nor crash the process
+ * at exit (HDF5 1.10 after a failed close). Not H5Fflush: under Open MPI
+ * it calls MPI_File_sync, which fails on a rank (before its barrier: the
+ * others hang) for the rest of the process once a collective write has
+ * failed there (OMPIO keeps the failed write's request pending). */
+static slabfeed_status create_datasets(hid_t *file, const char *tmp, hid_t fapl,
+                                       const slabfeed_gen_config *cfg,
+                                       hid_t dset[SF_MAX_DSETS], sf__err *e)
+{
+  const char *name[SF_MAX_DSETS] = {cfg->input, cfg->target};
+  const int nd = cfg->target != NULL ? 2 : 1;
+  for (int d = 0; d < nd; d++) {
+    dset[d] =
+        create_dataset(*file, cfg, name[d],
+                       d == 0 ? cfg->input_channels : cfg->target_channels);
+    if (dset[d] < 0 && e->status == SLABFEED_OK) {
+      sf__fail(e, SLABFEED_ERR_IO,
+               "generator: cannot create dataset '%s' in '%s'", name[d], tmp);
+      sf__h5_detail(e);
+    }
+  }
+  if (e->status != SLABFEED_OK)
+    return e->status; /* the caller closes what is open */
+  for (int d = 0; d < nd; d++) {
+    H5Dclose(dset[d]);
+    dset[d] = H5I_INVALID_HID;
+  }
+  const herr_t rc = H5Fclose(*file);
+  *file = H5I_INVALID_HID;
+  if (rc < 0) {
+    sf__fail(e, SLABFEED_ERR_IO,
+             "generator: writing the metadata of '%s' failed", tmp);
+    sf__h5_detail(e);
+    return e->status;
+  }
+  *file = H5Fopen(tmp, H5F_ACC_RDWR, fapl);
+  for (int d = 0; d < nd && *file >= 0; d++)
+    dset[d] = H5Dopen2(*file, name[d], H5P_DEFAULT);
+  if (*file < 0 || dset[0] < 0 || (nd > 1 && dset[1] < 0)) {
+    sf__fail(e, SLABFEED_ERR_IO, "generator: cannot reopen '%s' to write it",
+             tmp);
+    sf__h5_detail(e);
+  }
+  return e->status;
 }
 
 slabfeed_status slabfeed_generate(MPI_Comm comm,
@@ -390,89 +601,102 @@ slabfeed_status slabfeed_generate(MPI_Comm comm,
   if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
       MPI_Comm_size(comm, &size) != MPI_SUCCESS)
     sf__fail(&e, SLABFEED_ERR_MPI, "generator: MPI_Comm_rank/size failed");
-  if (e.status == SLABFEED_OK && check_gen_config(cfg, size, &e) == SLABFEED_OK)
-    sf__h5_preflight(cfg->path, 1, &e);
+  if (e.status == SLABFEED_OK)
+    check_gen_config(cfg, size, &e);
   /* Memory first: a rank that cannot allocate fails before any file is
    * touched (an existing file of that name is left as it was). */
-  const int writer = sf__h5_is_parallel() || rank == 0;
-  const int64_t cap = e.status == SLABFEED_OK ? run_planes(cfg, size) : 0;
-  float *buf = NULL;
-  if (e.status == SLABFEED_OK && writer) {
+  gen_run g;
+  memset(&g, 0, sizeof g);
+  g.comm = comm;
+  g.cfg = cfg;
+  g.rank = rank;
+  g.writer = sf__h5_is_parallel() || rank == 0;
+  g.cap = e.status == SLABFEED_OK ? run_planes(cfg, size) : 0;
+  g.ftype = H5I_INVALID_HID;
+  if (e.status == SLABFEED_OK && g.writer) {
     const int64_t ch =
         cfg->target != NULL && cfg->target_channels > cfg->input_channels
             ? cfg->target_channels
             : cfg->input_channels;
     const size_t bytes =
-        (size_t)(cap * ch * cfg->shape[1] * cfg->shape[2]) * sizeof *buf;
-    buf = sf__inject("gen.alloc", rank) ? NULL : malloc(bytes);
-    if (buf == NULL)
+        (size_t)(g.cap * ch * cfg->shape[1] * cfg->shape[2]) * sizeof *g.buf;
+    g.buf = sf__inject("gen.alloc", rank) ? NULL : malloc(bytes);
+    if (g.buf == NULL)
       sf__fail(&e, SLABFEED_ERR_NOMEM,
                "generator: cannot allocate %zu bytes of write buffer", bytes);
   }
-  if (sf__agree(comm, &e) != SLABFEED_OK) {
-    free(buf);
+  /* The file is written aside (io/aside.h): agreed checks of the path and
+   * an empty temporary file; any failure from here on goes through the
+   * commit, which removes it. */
+  sf__aside as;
+  if (sf__agree(comm, &e) != SLABFEED_OK ||
+      sf__aside_begin(&as, comm, cfg->path, g.writer, &e) != SLABFEED_OK) {
+    free(g.buf);
     sf__err_copy(&e, errbuf, errlen);
     return e.status;
   }
-  char tmp[4200];
-  if (temp_name(comm, cfg->path, tmp, sizeof tmp, &e) != SLABFEED_OK) {
-    free(buf);
-    sf__err_copy(&e, errbuf, errlen);
-    return e.status;
-  }
+  sf__h5_preflight(as.tmp, 1, &e); /* MPI-IO opens the temporary name */
   sf__h5_quiet q;
   sf__h5_quiet_begin(&q);
   field f;
   field_init(&f, cfg->shape, cfg->seed);
+  g.f = &f;
+  g.ftype = make_file_type(cfg->float16);
+  g.tsize = g.ftype >= 0 ? H5Tget_size(g.ftype) : 0;
+  if (g.ftype < 0)
+    sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot make the file type");
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  hid_t file = H5I_INVALID_HID;
 #ifdef H5_HAVE_PARALLEL
-  if (fapl >= 0 && (H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0 ||
-                    H5Pset_coll_metadata_write(fapl, 1) < 0))
+  if (fapl < 0 || H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0 ||
+      H5Pset_coll_metadata_write(fapl, 1) < 0)
     sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot set the MPI-IO driver");
-  hid_t file = e.status == SLABFEED_OK
-                   ? H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
-                   : H5I_INVALID_HID;
+  g.size = size;
 #else
-  /* Serial HDF5: rank 0 writes everything, the others wait. */
-  hid_t file = rank == 0 ? H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : 0;
-  size = 1; /* the writer (rank 0) covers the whole box */
+  g.size = 1; /* serial HDF5: rank 0 writes everything, the others wait */
 #endif
-  if (e.status == SLABFEED_OK && file < 0) {
-    sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot create '%s'", tmp);
-    sf__h5_detail(&e);
+  if (sf__agree(comm, &e) == SLABFEED_OK && g.writer) {
+    file = H5Fcreate(as.tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (file < 0) {
+      sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot create '%s'", as.tmp);
+      sf__h5_detail(&e);
+    }
   }
   if (sf__inject("gen.create", rank))
     sf__fail(&e, SLABFEED_ERR_IO, "injected failure at stage 'gen.create'");
+  /* The space before anything is written (the truncating create would
+   * have released blocks reserved earlier), agreed. */
+  g.total = (double)data_bytes(cfg);
+  if (sf__agree(comm, &e) == SLABFEED_OK)
+    sf__aside_reserve(&as, file_bytes(cfg), &e);
+  hid_t dset[SF_MAX_DSETS] = {H5I_INVALID_HID, H5I_INVALID_HID};
+  if (sf__agree(comm, &e) == SLABFEED_OK && g.writer)
+    create_datasets(&file, as.tmp, fapl, cfg, dset, &e);
   /* Ranks that have the file open write (or, after a local failure, make
    * the same collective calls with nothing to write). */
-  if (sf__agree(comm, &e) == SLABFEED_OK) {
-    const int64_t vox = cfg->shape[0] * cfg->shape[1] * cfg->shape[2];
-    const double total =
-        (double)vox * (cfg->float16 ? 2.0 : 4.0) *
-        (cfg->input_channels + (cfg->target ? cfg->target_channels : 0));
-    double done = 0;
-    if (writer)
-      write_dataset(file, cfg, &f, 0, cfg->input, cfg->input_channels, buf, cap,
-                    rank, size, &done, total, &e);
-    if (writer && cfg->target != NULL)
-      write_dataset(file, cfg, &f, 1, cfg->target, cfg->target_channels, buf,
-                    cap, rank, size, &done, total, &e);
+  if (sf__agree(comm, &e) == SLABFEED_OK && g.writer) {
+    write_dataset(&g, dset[0], 0, cfg->input, cfg->input_channels, &e);
+    if (cfg->target != NULL)
+      write_dataset(&g, dset[1], 1, cfg->target, cfg->target_channels, &e);
   }
-  if (file > 0 && writer && H5Fclose(file) < 0)
-    sf__fail(&e, SLABFEED_ERR_IO, "generator: closing '%s' failed", tmp);
+  for (int d = 0; d < SF_MAX_DSETS; d++)
+    if (dset[d] >= 0 && H5Dclose(dset[d]) < 0)
+      sf__fail(&e, SLABFEED_ERR_IO,
+               "generator: closing a dataset of '%s' failed", as.tmp);
+  /* Every rank that has the file open closes it (collective), whatever
+   * happened before. */
+  if (file >= 0 && H5Fclose(file) < 0) {
+    sf__fail(&e, SLABFEED_ERR_IO, "generator: closing '%s' failed", as.tmp);
+    sf__h5_detail(&e);
+  }
   if (fapl >= 0)
     H5Pclose(fapl);
+  /* Synced, read back, renamed over the final name; or removed. */
+  sf__aside_commit(&as, verify_file, &g, &e);
+  if (g.ftype >= 0)
+    H5Tclose(g.ftype);
   sf__h5_quiet_end(&q);
-  free(buf);
-  /* Complete everywhere: the partial file takes the final name. Else it
-   * goes, and any earlier file of that name stays intact. */
-  if (sf__agree(comm, &e) == SLABFEED_OK && rank == 0 &&
-      rename(tmp, cfg->path) != 0)
-    sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot rename '%s' to '%s': %s",
-             tmp, cfg->path, strerror(errno));
-  if (e.status != SLABFEED_OK && rank == 0)
-    remove(tmp);
-  sf__agree(comm, &e);
+  free(g.buf);
   sf__err_copy(&e, errbuf, errlen);
   return e.status;
 }
