@@ -125,25 +125,6 @@ static void sampler_case(void)
   sf__sampler_free(&t);
 }
 
-static slabfeed_status open_expect(const slabfeed_config *c, const char *needle,
-                                   const char *what)
-{
-  char err[1024] = "";
-  slabfeed_loader *l = NULL;
-  const slabfeed_status st =
-      slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
-  int lo = st, hi = st;
-  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  CHECK(st == SLABFEED_ERR_ARG && lo == hi && strstr(err, needle) != NULL,
-        "%s: status %s, message '%s' (want '%s' on every rank)", what,
-        slabfeed_status_name(st), err, needle);
-  if (rank == 0)
-    printf("  %-24s -> %s\n", what, err);
-  slabfeed_close(l);
-  return st;
-}
-
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -251,16 +232,16 @@ int main(int argc, char **argv)
   slabfeed_config_set(&bad, "holdout", "", err, sizeof err);
   /* Rows 0..8 of 12: every 4-row window meets them. */
   slabfeed_config_set(&bad, "holdout", "0,0,0,0,9,0", err, sizeof err);
-  open_expect(&bad, "no crop origin", "nothing left");
+  expect_open_refused(&bad, "no crop origin", "nothing left");
   bad = c;
   slabfeed_config_set(&bad, "holdout", "", err, sizeof err);
   slabfeed_config_set(&bad, "holdout", "16,0,0,1,0,0", err, sizeof err);
-  open_expect(&bad, "outside the", "region outside the box");
+  expect_open_refused(&bad, "outside the", "region outside the box");
   bad = c;
   slabfeed_config_set(&bad, "holdout", "0,0,0,1,13,0", err, sizeof err);
-  open_expect(&bad, "outside the", "extent past the box");
+  expect_open_refused(&bad, "outside the", "extent past the box");
   bad = c;
   bad.locality = 1;
-  open_expect(&bad, "not supported", "with locality");
+  expect_open_refused(&bad, "not supported", "with locality");
   return check_finish("mpi.holdout");
 }

@@ -64,24 +64,6 @@ static void grid_case(const int64_t shape[3], const int64_t R[6], int64_t T,
   free(owned);
 }
 
-static void expect_refusal(const slabfeed_config *c, const char *needle,
-                           const char *what)
-{
-  char err[1024] = "";
-  slabfeed_loader *l = NULL;
-  const slabfeed_status st =
-      slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
-  int lo = st, hi = st;
-  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  CHECK(st == SLABFEED_ERR_ARG && lo == hi && strstr(err, needle) != NULL,
-        "%s: %s '%s' (want '%s' on every rank)", what, slabfeed_status_name(st),
-        err, needle);
-  if (rank == 0)
-    printf("  %-22s -> %s\n", what, err);
-  slabfeed_close(l);
-}
-
 /* One pass with tile T, pad P, symmetry g over region R (text form). */
 static void pass_case(const char *path, const int64_t shape[3],
                       const char *region, const int64_t R[6], int T, int P,
@@ -254,17 +236,17 @@ int main(int argc, char **argv)
   c.input = "Nbody";
   c.tile = 6;
   c.pad = 3; /* 12 > 10 voxels in x */
-  expect_refusal(&c, "larger than the box", "tile + 2 pad > box");
+  expect_open_refused(&c, "larger than the box", "tile + 2 pad > box");
   c.pad = 0;
   char err[256];
   slabfeed_config_set(&c, "region", "0,0,0,4,0,0", err, sizeof err);
-  expect_refusal(&c, "larger than the pass region", "tile > region");
+  expect_open_refused(&c, "larger than the pass region", "tile > region");
   slabfeed_config_set(&c, "region", "", err, sizeof err);
   slabfeed_config_set(&c, "region", "0,12,0,4,0,0", err, sizeof err);
-  expect_refusal(&c, "outside the", "region outside the box");
+  expect_open_refused(&c, "outside the", "region outside the box");
   slabfeed_config_set(&c, "region", "", err, sizeof err);
   c.locality = 1;
-  expect_refusal(&c, "not supported", "pass with locality");
+  expect_open_refused(&c, "not supported", "pass with locality");
   c.locality = 0;
   /* The training loader's hold-out may come along: a pass ignores it. */
   c.tile = 4;

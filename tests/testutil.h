@@ -107,4 +107,25 @@ static inline double chi2(const uint64_t *count, int bins, uint64_t total)
   return x;
 }
 
+/* An open that must fail with SLABFEED_ERR_ARG on every rank alike, its
+ * message containing `needle`; collective. Prints the message on rank 0. */
+static inline void expect_open_refused(const slabfeed_config *c,
+                                       const char *needle, const char *what)
+{
+  char err[1024] = "";
+  slabfeed_loader *l = NULL;
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
+  int lo = st, hi = st, rank = 0;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  CHECK(st == SLABFEED_ERR_ARG && lo == hi && strstr(err, needle) != NULL,
+        "%s: status %s, message '%s' (want '%s' on every rank)", what,
+        slabfeed_status_name(st), err, needle);
+  if (rank == 0)
+    printf("  %-24s -> %s\n", what, err);
+  slabfeed_close(l);
+}
+
 #endif
