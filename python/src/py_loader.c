@@ -129,21 +129,27 @@ static PyObject *int_tuple(const int64_t *v, int n, int stride)
   return t;
 }
 
-static PyObject *batch_get_origin(sfpy_batch *self, void *c)
+/* nb rows of `width` ints from v (row i at v + width * i) as a tuple of
+ * tuples. */
+static PyObject *int_rows(const int64_t *v, int nb, int width)
 {
-  (void)c;
-  const int nb = self->nb;
   PyObject *t = PyTuple_New(nb);
   if (t == NULL)
     return NULL;
   for (int i = 0; i < nb; i++) {
-    PyObject *o = int_tuple(self->meta + 3 * i, 3, 1);
+    PyObject *o = int_tuple(v + (size_t)width * (size_t)i, width, 1);
     if (o == NULL || PyTuple_SetItem(t, i, o) < 0) {
       Py_DECREF(t);
       return NULL;
     }
   }
   return t;
+}
+
+static PyObject *batch_get_origin(sfpy_batch *self, void *c)
+{
+  (void)c;
+  return int_rows(self->meta, self->nb, 3);
 }
 
 static PyObject *batch_get_sample(sfpy_batch *self, void *c)
@@ -171,18 +177,7 @@ static PyObject *batch_get_tile(sfpy_batch *self, void *c)
   (void)c;
   if (self->b.tile == NULL)
     Py_RETURN_NONE;
-  const int nb = self->nb;
-  PyObject *t = PyTuple_New(nb);
-  if (t == NULL)
-    return NULL;
-  for (int i = 0; i < nb; i++) {
-    PyObject *o = int_tuple(self->meta + 5 * nb + 9 * i, 9, 1);
-    if (o == NULL || PyTuple_SetItem(t, i, o) < 0) {
-      Py_DECREF(t);
-      return NULL;
-    }
-  }
-  return t;
+  return int_rows(self->meta + 5 * self->nb, self->nb, 9);
 }
 
 static PyObject *batch_get_device(sfpy_batch *self, void *c)

@@ -503,64 +503,20 @@ static slabfeed_status parse_edge(const sf__option *o, const char *s,
   return SLABFEED_OK;
 }
 
-/* Vector groups: "" clears; "a,b,c;d,e,f" appends. */
-static slabfeed_status parse_vectors(const sf__option *o, const char *s,
-                                     int *count, int (*groups)[3], sf__err *e)
+/* Lists of groups, appended to what the field holds ("" clears; ";"
+ * separates groups): vector groups are 3 ints (channels 0..63), regions 6
+ * int64_t (0..2^31-1). Written straight into the field:
+ * slabfeed_config_set parses into a copy, so a failure part-way leaves the
+ * caller's struct as it was. */
+static slabfeed_status parse_groups(const sf__option *o, const char *s,
+                                    int *count, void *field, sf__err *e)
 {
+  const int regions = o->pub.kind == SLABFEED_OPTION_REGIONS;
+  const int width = regions ? 6 : 3;
   if (*s == '\0') {
     *count = 0;
     return SLABFEED_OK;
   }
-  int n = *count;
-  int g[SLABFEED_MAX_VECTORS][3];
-  memcpy(g, groups, sizeof g);
-  char one[96];
-  for (const char *p = s;; p++) {
-    const size_t len = strcspn(p, ";");
-    if (len >= sizeof one)
-      return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' is too long", o->pub.name,
-                      s);
-    memcpy(one, p, len);
-    one[len] = '\0';
-    int64_t v[3];
-    int k;
-    if (parse_ints(o, one, ",", 0, 63, v, 3, &k, e))
-      return e->status;
-    if (k != 3)
-      return sf__fail(e, SLABFEED_ERR_ARG,
-                      "%s: '%s' is not three channels "
-                      "K0,K1,K2",
-                      o->pub.name, one);
-    if (n == o->pub.max)
-      return sf__fail(e, SLABFEED_ERR_ARG, "%s: more than %lld vector groups",
-                      o->pub.name, (long long)o->pub.max);
-    for (int a = 0; a < 3; a++)
-      g[n][a] = (int)v[a];
-    n++;
-    p += len;
-    if (*p == '\0')
-      break;
-  }
-  memcpy(groups, g, sizeof g);
-  *count = n;
-  return SLABFEED_OK;
-}
-
-/* Regions: "" clears; "z,y,x,dz,dy,dx;..." appends. */
-static slabfeed_status parse_regions(const sf__option *o, const char *s,
-                                     int *count, int64_t (*boxes)[6],
-                                     sf__err *e)
-{
-  if (*s == '\0') {
-    *count = 0;
-    return SLABFEED_OK;
-  }
-  int n = *count;
-  /* The field holds max boxes (8 for holdout, 1 for region). */
-  int64_t b[SLABFEED_MAX_REGIONS][6];
-  const size_t have = (size_t)o->pub.max * sizeof b[0];
-  assert(o->pub.max <= SLABFEED_MAX_REGIONS && have == o->width);
-  memcpy(b, boxes, have);
   char one[160];
   for (const char *p = s;; p++) {
     const size_t len = strcspn(p, ";");
@@ -571,22 +527,26 @@ static slabfeed_status parse_regions(const sf__option *o, const char *s,
     one[len] = '\0';
     int64_t v[6];
     int k;
-    if (parse_ints(o, one, ",", 0, INT32_MAX, v, 6, &k, e))
+    if (parse_ints(o, one, ",", 0, regions ? INT32_MAX : 63, v, width, &k, e))
       return e->status;
-    if (k != 6)
-      return sf__fail(e, SLABFEED_ERR_ARG,
-                      "%s: '%s' is not a box Z,Y,X,DZ,DY,DX", o->pub.name, one);
-    if (n == o->pub.max)
-      return sf__fail(e, SLABFEED_ERR_ARG, "%s: more than %lld regions",
-                      o->pub.name, (long long)o->pub.max);
-    memcpy(b[n++], v, sizeof v);
+    if (k != width)
+      return sf__fail(
+          e, SLABFEED_ERR_ARG, "%s: '%s' is not %s", o->pub.name, one,
+          regions ? "a box Z,Y,X,DZ,DY,DX" : "three channels K0,K1,K2");
+    if (*count == o->pub.max)
+      return sf__fail(e, SLABFEED_ERR_ARG, "%s: more than %lld %s", o->pub.name,
+                      (long long)o->pub.max,
+                      regions ? "regions" : "vector groups");
+    for (int a = 0; a < width; a++)
+      if (regions)
+        ((int64_t(*)[6])field)[*count][a] = v[a];
+      else
+        ((int(*)[3])field)[*count][a] = (int)v[a];
+    ++*count;
     p += len;
     if (*p == '\0')
-      break;
+      return SLABFEED_OK;
   }
-  memcpy(boxes, b, have);
-  *count = n;
-  return SLABFEED_OK;
 }
 
 /* Parses s into the field of o in *cfg (a struct that holds the field);
@@ -620,11 +580,8 @@ static slabfeed_status store(const sf__option *o, const char *s,
   case SLABFEED_OPTION_EDGE:
     return parse_edge(o, s, (int64_t *)f, e);
   case SLABFEED_OPTION_VECTORS:
-    return parse_vectors(o, s, (int *)((char *)cfg + o->count_at), (int(*)[3])f,
-                         e);
   case SLABFEED_OPTION_REGIONS:
-    return parse_regions(o, s, (int *)((char *)cfg + o->count_at),
-                         (int64_t(*)[6])f, e);
+    return parse_groups(o, s, (int *)((char *)cfg + o->count_at), f, e);
   }
   return sf__fail(e, SLABFEED_ERR_ARG, "%s: unknown kind", o->pub.name);
 }
