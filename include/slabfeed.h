@@ -162,6 +162,16 @@ typedef enum {
  * the visible CUDA devices, one GPU per rank ("local" as text). */
 #define SLABFEED_DEVICE_LOCAL (-2)
 #define SLABFEED_MAX_REGIONS 8 /* held-out regions per loader */
+#define SLABFEED_MAX_CHANNELS 64 /* channels per dataset */
+
+/* The normalisation of one channel: y = (f(x) - shift) / scale, f(x) = x
+ * (log 0) or log(x + a) (log 1). The identity is {0, 0, 0, 1}. */
+typedef struct slabfeed_norm {
+  int log;     /* 0: f is the identity; 1: f(x) = log(x + a) */
+  float a;     /* offset inside the log (used when log is 1) */
+  float shift; /* subtracted after f */
+  float scale; /* divided by last; finite and not 0 */
+} slabfeed_norm;
 
 /* Loader options. Fill with slabfeed_config_init, then set fields. Strings
  * are copied by slabfeed_open. All ranks must pass equal values (checked at
@@ -225,6 +235,17 @@ typedef struct slabfeed_config {
   int n_region; /* 0 or 1 */
   int64_t region[1][6];
   int pass_symmetry; /* symmetry id of every tile, 0..47; default 0 */
+  /* Added in 0.5: per-channel normalisation in the transform, host and
+   * GPU alike: channel c of a crop becomes (f(x) - shift) / scale, with f
+   * the identity or log(x + a) (docs/CONVENTIONS.md). n_*_norm is 0 (no
+   * normalisation, the default) or the dataset's channel count. The
+   * channels of a vector group share one scale and have no shift and no
+   * log (rotation must commute with normalisation). The writer inverts
+   * the target's normalisation. */
+  int n_input_norm;
+  slabfeed_norm input_norm[SLABFEED_MAX_CHANNELS];
+  int n_target_norm;
+  slabfeed_norm target_norm[SLABFEED_MAX_CHANNELS];
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -550,6 +571,140 @@ SLABFEED_API void slabfeed_close(slabfeed_loader *l);
  * Collective no. Threads safe. Device none. Failure: 0.
  * Lifetime: a value. */
 SLABFEED_API size_t slabfeed_dtype_size(slabfeed_dtype d);
+
+/* ---- The writer -------------------------------------------------------------
+ * Predictions of a tiled pass written back as one HDF5 dataset, with
+ * parallel HDF5. The output covers the pass's region (the box when it has
+ * none): output voxel (z, y, x) is box voxel region origin + (z, y, x),
+ * periodic. Each rank holds one z-slab of the output (the region's planes
+ * split over the ranks like slabfeed_slab_plan) in a node shared-memory
+ * window; slabfeed_writer_put undoes each tile's symmetry (vector channels
+ * as vectors) and the normalisation, and stores the part the tile owns
+ * into the slabs of the ranks that hold it: straight into shared memory
+ * on the node, MPI_Put into the owner's window across nodes. Close checks
+ * that every output voxel was put exactly once and writes every rank's
+ * slab with one collective write, into a file written aside and renamed
+ * over its name only when complete (an existing file is replaced only
+ * with `overwrite`; the loader's input file never). */
+
+typedef struct slabfeed_writer slabfeed_writer;
+
+/* Which dataset of the pass the outputs are like: its vector groups and
+ * normalisation are undone by put. */
+typedef enum {
+  SLABFEED_LIKE_TARGET = 0, /* the target (the input when there is none) */
+  SLABFEED_LIKE_INPUT = 1,
+  SLABFEED_LIKE_NONE = 2 /* plain channels: no vector groups, no
+                            normalisation */
+} slabfeed_like;
+
+/* Writer options. Declare with SLABFEED_WRITER_CONFIG_INIT or fill with
+ * slabfeed_writer_config_init; strings are copied by slabfeed_writer_open;
+ * all ranks must pass equal values (checked). */
+typedef struct slabfeed_writer_config {
+  size_t size;                 /* sizeof(slabfeed_writer_config) of the caller */
+  const char *path;            /* the new HDF5 file (required) */
+  const char *dataset;         /* dataset name; NULL: "prediction" */
+  int channels;                /* output channels; 0: those of `like` */
+  slabfeed_file_layout layout; /* AUTO or CF: (C,Z,Y,X); CL: (Z,Y,X,C) */
+  slabfeed_dtype dtype;        /* element type in the file: F32 or F16 */
+  int64_t chunk[3];            /* chunk edge (z,y,x); 0,0,0: contiguous */
+  int overwrite;               /* 1: an existing file may be replaced */
+  slabfeed_like like;          /* default SLABFEED_LIKE_TARGET */
+} slabfeed_writer_config;
+
+#define SLABFEED_WRITER_CONFIG_INIT SLABFEED_SIZED_INIT(slabfeed_writer_config)
+
+/* slabfeed_writer_config_init - the defaults above into *cfg, with
+ * cfg->size = sizeof *cfg.
+ * Collective no. Threads safe on distinct structs. Device none.
+ * Failure: does nothing for NULL. Lifetime: the caller owns *cfg. */
+SLABFEED_API void slabfeed_writer_config_init_sized(slabfeed_writer_config *cfg,
+                                                    size_t size);
+
+static inline void slabfeed_writer_config_init(slabfeed_writer_config *cfg)
+{
+  slabfeed_writer_config_init_sized(cfg, sizeof *cfg);
+}
+
+/* slabfeed_writer_open - the writer of loader l's tiled pass: checks the
+ * options against the pass (l opened with tile > 0), creates the file
+ * aside (<path>.slabfeed-partial.<pid>), creates the dataset, reserves its
+ * space on the file system and takes the memory put will need: this
+ * rank's output slab in the node's shared window, host staging of one
+ * batch and, for a device loader, pinned staging and a stream of its own.
+ * The writer keeps no reference to l: either may be closed first.
+ * Collective over l's communicator.
+ * Threads: not with other calls on l. Device: for a device loader, a
+ *   stream and pinned memory on its device; the current device is
+ *   restored.
+ * Failure: every rank returns the same status, *out is NULL, errbuf names
+ *   the problem and the rank that found it, and no file is left (an
+ *   existing file of the name is untouched).
+ * Lifetime: *out is the caller's until slabfeed_writer_close or _abort. */
+SLABFEED_API slabfeed_status
+slabfeed_writer_open(slabfeed_loader *l, const slabfeed_writer_config *cfg,
+                     slabfeed_writer **out, char *errbuf, size_t errlen);
+
+/* slabfeed_writer_put - stores the model outputs of one batch of the pass:
+ * `out` holds, per slot, the output of the tile b->tile describes (its
+ * first b->valid slots are used), with edge T (the tile) or T + 2 pad (the
+ * input crop: its centre is taken), in the frame of the tile's symmetry
+ * b->symmetry. `layout` says which axes out->shape lists ((B,C,D,H,W) or
+ * (B,D,H,W,C)); the strides may be any dense order (a channels-last tensor
+ * of shape (B,C,D,H,W) too). dtype f32, f16 or bf16. `device` is -1 for
+ * host memory, else the CUDA device of the memory (the loader's).
+ * Collective no: puts are one-sided, ranks need not put the same number
+ *   of batches, and a rank may put batches it did not get from the loader.
+ * Threads: not thread safe on one writer.
+ * Device: for device memory, the writer's stream waits for `stream` (the
+ *   stream the outputs were written on, not the legacy default stream),
+ *   copies them into pinned staging and waits for that copy; no device
+ *   synchronisation, no allocation.
+ * Failure: SLABFEED_ERR_ARG for a tensor of the wrong shape, dtype or
+ *   device, or a batch that is not of this pass (the message says which),
+ *   else the MPI or CUDA error; nothing of the batch is stored, the
+ *   failure is kept and makes close fail on every rank. The message is in
+ *   slabfeed_writer_last_error.
+ * Lifetime: `out` may be reused when put returns. */
+SLABFEED_API slabfeed_status slabfeed_writer_put(slabfeed_writer *w,
+                                                 const slabfeed_batch *b,
+                                                 const slabfeed_tensor *out,
+                                                 slabfeed_out_layout layout,
+                                                 int device, void *stream);
+
+/* slabfeed_writer_close - completes the puts, checks that every voxel of
+ * the output was put exactly once (else the error says how many were
+ * missing or put twice, and on which ranks' slabs), writes every rank's
+ * slab with one collective write, syncs and verifies the file and renames
+ * it over its name; then releases everything.
+ * Collective over the writer's communicator.
+ * Threads: not with other calls on w. Device: waits for its own stream.
+ * Failure: every rank returns the same status and errbuf the message; a
+ *   failure on any rank (also a failed put) leaves no file under the name
+ *   and an earlier file of the name untouched.
+ * Lifetime: w is invalid afterwards (also on failure). */
+SLABFEED_API slabfeed_status slabfeed_writer_close(slabfeed_writer *w,
+                                                   char *errbuf,
+                                                   size_t errlen);
+
+/* slabfeed_writer_abort - discards the output: removes the partial file
+ * and releases everything, writing nothing.
+ * Collective over the writer's communicator. NULL is a no-op.
+ * Threads, Device: as slabfeed_writer_close. Failure: cannot fail.
+ * Lifetime: w is invalid afterwards. */
+SLABFEED_API void slabfeed_writer_abort(slabfeed_writer *w);
+
+/* slabfeed_writer_last_error - the message of the last failure on w ("" if
+ * none). Collective no. Lifetime: until the next call on w. */
+SLABFEED_API const char *slabfeed_writer_last_error(const slabfeed_writer *w);
+
+/* slabfeed_writer_shape - the output dataset: shape (C,Z,Y,X) or (Z,Y,X,C)
+ * as in the file, and the z-range [z0, z1) of the output this rank holds.
+ * Collective no. Failure: SLABFEED_ERR_ARG for NULL. Lifetime: values. */
+SLABFEED_API slabfeed_status slabfeed_writer_shape(const slabfeed_writer *w,
+                                                   int64_t shape[4],
+                                                   int64_t *z0, int64_t *z1);
 
 #ifdef __cplusplus
 }

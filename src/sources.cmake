@@ -4,6 +4,7 @@
 # "store/store.h".
 set(SLABFEED_SOURCES
   src/loader.c                                          # facade
+  src/writer.c                                          # pass writer
   src/backend/host.c                                    # back ends
   src/source/fetch.c src/source/source.c src/source/window.c
   src/source/landed.c src/source/gather.c               # piece sources

@@ -57,7 +57,7 @@ typedef struct old_info {
 #define GUARDED(T)                                                             \
   struct {                                                                     \
     T v;                                                                       \
-    unsigned char canary[1024]; /* more than any struct grew */                \
+    unsigned char canary[4096]; /* more than any struct grew */                \
   }
 
 static int canary_intact(const unsigned char *c, size_t n)

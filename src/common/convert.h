@@ -81,4 +81,29 @@ SF_HD uint16_t sf__f32_to_bf16(float f)
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
+/* float16 -> float32, exact (every half is a float), NaN payloads kept. */
+SF_HD float sf__f16_to_f32(uint16_t h)
+{
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  uint32_t x;
+  if (e == 0x1fu) { /* inf or NaN */
+    x = sign | 0x7f800000u | (m << 13);
+  } else if (e != 0) { /* normal */
+    x = sign | ((e + 112u) << 23) | (m << 13);
+  } else if (m == 0) { /* zero */
+    x = sign;
+  } else { /* subnormal half: normalise */
+    uint32_t k = 0, mm = m;
+    while ((mm & 0x400u) == 0) {
+      mm <<= 1;
+      k++;
+    }
+    x = sign | ((113u - k) << 23) | ((mm & 0x3ffu) << 13);
+  }
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
+
 #endif

@@ -1,0 +1,447 @@
+/* mpi.writer: the distributed writer of a tiled pass.
+ *  - The identity "model" (its output is the input crop, whole or its
+ *    centre T^3) through a pass and the writer gives back the region of the
+ *    input bit for bit (f32), read independently with plain HDF5: for
+ *    several T and P, regions (the box, a band that wraps), symmetries
+ *    with vector channels (the writer undoes both), NCDHW and NDHWC
+ *    outputs, f16 outputs, file layouts CF and CL, f16 files, chunked
+ *    files, on any rank count, one node or every rank its own node
+ *    (MPI_Put between "nodes").
+ *  - A non-identity model (2x + 1 on channel 0, like none) against the
+ *    formula.
+ *  - Bad input: output of the wrong shape, channels, device; a batch of
+ *    another pass; a random-crop loader; the input file as output; an
+ *    existing file without overwrite; a missing directory; a rank that
+ *    stops putting, one that puts a batch twice, a put that fails on one
+ *    rank, an injected failure at every collective stage: the same error
+ *    on every rank, no hang, and no file (or the earlier file untouched)
+ *    under the name. */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/convert.h"
+#include "testutil.h"
+
+static int rank, size;
+static char tag[128], input[600];
+
+static int exists(const char *p)
+{
+  struct stat st;
+  return stat(p, &st) == 0;
+}
+
+/* Every rank got status st (the same everywhere); prints the message. */
+static void expect_all(slabfeed_status st, slabfeed_status want,
+                       const char *err, const char *needle, const char *what)
+{
+  int lo = st, hi = st;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(st == want && lo == hi && strstr(err, needle) != NULL,
+        "%s: status %s, message '%s' (want %s with '%s' on every rank)", what,
+        slabfeed_status_name(st), err, slabfeed_status_name(want), needle);
+  if (rank == 0)
+    printf("  %-28s -> %s\n", what, err);
+}
+
+typedef struct pass_case {
+  const char *name;
+  int64_t T, P;
+  int n_region;
+  int64_t region[6];
+  int symmetry;
+  slabfeed_dtype dtype;     /* of the loader's batches (= the outputs) */
+  slabfeed_out_layout out;  /* of the loader's batches */
+  int centre;               /* put the T^3 centre instead of the crop */
+  slabfeed_file_layout file_layout;
+  slabfeed_dtype file_dtype;
+  int chunked;
+  int batch;
+} pass_case;
+
+static void pass_config(slabfeed_config *c, const pass_case *k)
+{
+  slabfeed_config_init(c);
+  c->path = input;
+  c->input = "Nbody";
+  c->target = NULL;
+  c->batch = k->batch;
+  c->tile = (int)k->T;
+  c->pad = (int)k->P;
+  c->n_region = k->n_region;
+  memcpy(c->region[0], k->region, sizeof k->region);
+  c->pass_symmetry = k->symmetry;
+  c->dtype = k->dtype;
+  c->out_layout = k->out;
+  c->n_input_vectors = 1;
+  c->input_vectors[0][0] = 1, c->input_vectors[0][1] = 2,
+  c->input_vectors[0][2] = 3;
+}
+
+/* The centre T^3 of every slot of a batch tensor, NCDHW, same dtype. */
+static void *centre_of(const slabfeed_tensor *t, slabfeed_out_layout lay,
+                       int64_t T, int64_t P, slabfeed_tensor *out)
+{
+  const size_t es = slabfeed_dtype_size(t->dtype);
+  const int nc = lay == SLABFEED_OUT_NCDHW;
+  const int64_t B = t->shape[0], C = t->shape[nc ? 1 : 4];
+  char *buf = malloc((size_t)(B * C * T * T * T) * es);
+  const char *src = t->data;
+  size_t o = 0;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t z = 0; z < T; z++)
+        for (int64_t y = 0; y < T; y++)
+          for (int64_t x = 0; x < T; x++, o++) {
+            const int64_t i[3] = {z + P, y + P, x + P};
+            const int64_t at =
+                b * t->strides[0] + c * t->strides[nc ? 1 : 4] +
+                i[0] * t->strides[nc ? 2 : 1] + i[1] * t->strides[nc ? 3 : 2] +
+                i[2] * t->strides[nc ? 4 : 3];
+            memcpy(buf + o * es, src + (size_t)at * es, es);
+          }
+  *out = *t;
+  out->data = buf;
+  out->shape[0] = B, out->shape[1] = C;
+  out->shape[2] = out->shape[3] = out->shape[4] = T;
+  out->strides[4] = 1, out->strides[3] = T, out->strides[2] = T * T;
+  out->strides[1] = T * T * T, out->strides[0] = C * T * T * T;
+  return buf;
+}
+
+/* Opens the pass and its writer; NULL loader on failure (checked). */
+static slabfeed_loader *open_pass(const pass_case *k, slabfeed_config *c)
+{
+  pass_config(c, k);
+  char err[1024] = "";
+  slabfeed_loader *l = NULL;
+  const slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
+  CHECK(st == SLABFEED_OK, "%s: open: %s", k->name, err);
+  return l;
+}
+
+static void writer_config(slabfeed_writer_config *wc, const char *path,
+                          const pass_case *k, slabfeed_like like)
+{
+  slabfeed_writer_config_init(wc);
+  wc->path = path;
+  wc->layout = k->file_layout;
+  wc->dtype = k->file_dtype;
+  wc->like = like;
+  if (k->chunked)
+    wc->chunk[0] = 3, wc->chunk[1] = 4, wc->chunk[2] = 5;
+}
+
+/* The model: the identity, or (like none) 2x + 1 on channel 0 of the f32
+ * batch in place. */
+static void model(slabfeed_tensor *t, int affine)
+{
+  if (!affine)
+    return;
+  float *v = t->data;
+  for (int64_t b = 0; b < t->shape[0]; b++)
+    for (int64_t i = 0; i < t->shape[2] * t->shape[3] * t->shape[4]; i++) {
+      float *p = v + b * t->strides[0] + i;
+      *p = 2.0f * *p + 1.0f;
+    }
+}
+
+/* Runs the pass through the writer and compares the file with the input's
+ * region (affine: channel 0 is 2x + 1, the others x, no vector groups). */
+static void round_trip(const pass_case *k, int affine)
+{
+  char out[700];
+  snprintf(out, sizeof out, "%s_%s.h5", tag, k->name);
+  slabfeed_config c;
+  slabfeed_loader *l = open_pass(k, &c);
+  if (l == NULL)
+    return;
+  slabfeed_writer_config wc;
+  writer_config(&wc, out, k, affine ? SLABFEED_LIKE_NONE : SLABFEED_LIKE_INPUT);
+  char err[1024] = "";
+  slabfeed_writer *w = NULL;
+  slabfeed_status st = slabfeed_writer_open(l, &wc, &w, err, sizeof err);
+  CHECK(st == SLABFEED_OK, "%s: writer open: %s", k->name, err);
+  const uint64_t steps = slabfeed_steps_per_epoch(l);
+  for (uint64_t s = 0; s < steps && w != NULL; s++) {
+    slabfeed_batch b = SLABFEED_BATCH_INIT;
+    st = slabfeed_next(l, &b, NULL);
+    CHECK(st == SLABFEED_OK, "%s: next: %s", k->name, slabfeed_last_error(l));
+    if (st != SLABFEED_OK)
+      break;
+    slabfeed_tensor t = b.input, centre;
+    void *buf = NULL;
+    if (k->centre)
+      buf = centre_of(&b.input, k->out, k->T, k->P, &centre), t = centre;
+    model(&t, affine);
+    st = slabfeed_writer_put(w, &b, &t, k->centre ? SLABFEED_OUT_NCDHW : k->out,
+                             -1, NULL);
+    CHECK(st == SLABFEED_OK, "%s: put: %s", k->name,
+          slabfeed_writer_last_error(w));
+    free(buf);
+  }
+  if (w != NULL) {
+    int64_t shape[4], z0, z1;
+    slabfeed_writer_shape(w, shape, &z0, &z1);
+    st = slabfeed_writer_close(w, err, sizeof err);
+    CHECK(st == SLABFEED_OK, "%s: writer close: %s", k->name, err);
+  }
+  slabfeed_close(l);
+  if (rank == 0 && st == SLABFEED_OK) {
+    whole in, got;
+    const int cl = k->file_layout == SLABFEED_LAYOUT_CL;
+    CHECK(whole_read(input, "Nbody", 0, &in) == 0, "read %s", input);
+    CHECK(whole_read(out, "prediction", cl, &got) == 0, "read %s", out);
+    int64_t R[6];
+    for (int a = 0; a < 3; a++) {
+      R[a] = k->n_region ? k->region[a] : 0;
+      const int64_t d = k->n_region ? k->region[3 + a] : 0;
+      R[3 + a] = d > 0 ? d : in.dims[1 + a];
+    }
+    const int64_t C = in.dims[0];
+    CHECK(got.v != NULL && got.dims[cl ? 3 : 0] == C &&
+              got.dims[cl ? 0 : 1] == R[3] && got.dims[cl ? 1 : 2] == R[4] &&
+              got.dims[cl ? 2 : 3] == R[5],
+          "%s: output shape", k->name);
+    int64_t bad = 0;
+    for (int64_t ch = 0; ch < C && got.v != NULL; ch++)
+      for (int64_t z = 0; z < R[3]; z++)
+        for (int64_t y = 0; y < R[4]; y++)
+          for (int64_t x = 0; x < R[5]; x++) {
+            float want =
+                whole_at(&in, ch, (R[0] + z) % in.dims[1],
+                         (R[1] + y) % in.dims[2], (R[2] + x) % in.dims[3]);
+            if (affine && ch == 0)
+              want = 2.0f * want + 1.0f;
+            if (k->dtype == SLABFEED_DTYPE_BF16) { /* what the batch held */
+              const uint32_t h = (uint32_t)sf__f32_to_bf16(want) << 16;
+              memcpy(&want, &h, sizeof want);
+            }
+            const float v = whole_at(&got, ch, z, y, x);
+            if (memcmp(&v, &want, sizeof v) != 0 && bad++ < 3)
+              fprintf(stderr, "%s: c%lld (%lld,%lld,%lld): %g, want %g\n",
+                      k->name, (long long)ch, (long long)z, (long long)y,
+                      (long long)x, v, want);
+          }
+    CHECK_EQ(bad, (int64_t)0, "%s: voxels differing from the input region",
+             k->name);
+    printf("  %-28s %lldx%lldx%lld x %lld: bit for bit\n", k->name,
+           (long long)R[3], (long long)R[4], (long long)R[5], (long long)C);
+    whole_free(&in);
+    whole_free(&got);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0)
+    unlink(out);
+}
+
+/* Runs a pass into a writer; rank skip_rank leaves out its last batch and
+ * rank twice_rank puts its first batch twice. Returns the status of the
+ * writer's open or close, and its message. */
+static slabfeed_status partial_pass(const pass_case *k, const char *out,
+                                    int skip_rank, int twice_rank, char *err,
+                                    size_t len)
+{
+  slabfeed_config c;
+  slabfeed_loader *l = open_pass(k, &c);
+  slabfeed_writer_config wc;
+  writer_config(&wc, out, k, SLABFEED_LIKE_INPUT);
+  slabfeed_writer *w = NULL;
+  slabfeed_status st = slabfeed_writer_open(l, &wc, &w, err, len);
+  const uint64_t steps = slabfeed_steps_per_epoch(l);
+  for (uint64_t s = 0; s < steps && st == SLABFEED_OK; s++) {
+    slabfeed_batch b = SLABFEED_BATCH_INIT;
+    if (slabfeed_next(l, &b, NULL) != SLABFEED_OK)
+      break;
+    if (rank == skip_rank && s == steps - 1)
+      continue;
+    slabfeed_writer_put(w, &b, &b.input, k->out, -1, NULL);
+    if (rank == twice_rank && s == 0)
+      slabfeed_writer_put(w, &b, &b.input, k->out, -1, NULL);
+  }
+  st = w != NULL ? slabfeed_writer_close(w, err, len) : st;
+  slabfeed_close(l);
+  return st;
+}
+
+static void bad_input(void)
+{
+  const pass_case k = {.name = "bad", .T = 6, .P = 2, .batch = 2};
+  char out[700], err[1024];
+  snprintf(out, sizeof out, "%s_bad.h5", tag);
+  slabfeed_config c;
+  slabfeed_loader *l = open_pass(&k, &c);
+  if (l == NULL)
+    return;
+  slabfeed_writer_config wc;
+  writer_config(&wc, out, &k, SLABFEED_LIKE_INPUT);
+  slabfeed_writer *w = NULL;
+
+  /* The input file as output (even with overwrite). */
+  wc.path = input;
+  wc.overwrite = 1;
+  expect_all(slabfeed_writer_open(l, &wc, &w, err, sizeof err),
+             SLABFEED_ERR_ARG, err, "is the loader's input file",
+             "output = input");
+  /* A missing directory. */
+  char missing[800];
+  snprintf(missing, sizeof missing, "%s_no/such/dir/out.h5", tag);
+  wc.path = missing;
+  expect_all(slabfeed_writer_open(l, &wc, &w, err, sizeof err),
+             SLABFEED_ERR_IO, err, "no/such/dir", "missing directory");
+  /* An existing file without overwrite stays as it was. */
+  if (rank == 0) {
+    FILE *f = fopen(out, "w");
+    fputs("earlier", f);
+    fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  wc.path = out;
+  wc.overwrite = 0;
+  expect_all(slabfeed_writer_open(l, &wc, &w, err, sizeof err),
+             SLABFEED_ERR_IO, err, "exists", "existing output");
+  /* Channels that are not the input's without like=none. */
+  wc.overwrite = 1;
+  wc.channels = 3;
+  expect_all(slabfeed_writer_open(l, &wc, &w, err, sizeof err),
+             SLABFEED_ERR_ARG, err, "like=none", "channels differ");
+  wc.channels = 0;
+  wc.dtype = SLABFEED_DTYPE_BF16;
+  expect_all(slabfeed_writer_open(l, &wc, &w, err, sizeof err),
+             SLABFEED_ERR_ARG, err, "bfloat16", "bf16 file");
+  wc.dtype = SLABFEED_DTYPE_F32;
+
+  /* Puts refused (not sticky), then a failed close: a failure injected
+   * into one rank's put. */
+  slabfeed_status st = slabfeed_writer_open(l, &wc, &w, err, sizeof err);
+  CHECK(st == SLABFEED_OK, "writer open: %s", err);
+  slabfeed_batch b = SLABFEED_BATCH_INIT;
+  st = slabfeed_next(l, &b, NULL);
+  CHECK(st == SLABFEED_OK, "next: %s", slabfeed_last_error(l));
+  if (w != NULL && st == SLABFEED_OK) {
+    slabfeed_tensor t = b.input;
+    t.shape[2] = 7; /* neither T nor T + 2P */
+    st = slabfeed_writer_put(w, &b, &t, SLABFEED_OUT_NCDHW, -1, NULL);
+    CHECK(st == SLABFEED_ERR_ARG &&
+              strstr(slabfeed_writer_last_error(w), "expected") != NULL,
+          "wrong edge: %s", slabfeed_writer_last_error(w));
+    t = b.input;
+    t.shape[1] = 3;
+    st = slabfeed_writer_put(w, &b, &t, SLABFEED_OUT_NCDHW, -1, NULL);
+    CHECK(st == SLABFEED_ERR_ARG, "wrong channels: %s",
+          slabfeed_writer_last_error(w));
+    st = slabfeed_writer_put(w, &b, &b.input, SLABFEED_OUT_NCDHW, 0, NULL);
+    CHECK(st == SLABFEED_ERR_ARG &&
+              strstr(slabfeed_writer_last_error(w), "host batches") != NULL,
+          "device output for a host loader: %s",
+          slabfeed_writer_last_error(w));
+    slabfeed_batch other = b;
+    int64_t tile[2][9];
+    memcpy(tile, b.tile, sizeof tile);
+    tile[0][0] = (tile[0][0] + 1) % 20;
+    other.tile = &tile[0][0];
+    st = slabfeed_writer_put(w, &other, &b.input, SLABFEED_OUT_NCDHW, -1, NULL);
+    CHECK(st == SLABFEED_ERR_ARG &&
+              strstr(slabfeed_writer_last_error(w), "not a tile") != NULL,
+          "batch of another pass: %s", slabfeed_writer_last_error(w));
+    setenv("SLABFEED_TEST_FAIL", size > 1 ? "writer.put@1" : "writer.put@0", 1);
+    st = slabfeed_writer_put(w, &b, &b.input, SLABFEED_OUT_NCDHW, -1, NULL);
+    unsetenv("SLABFEED_TEST_FAIL");
+    st = slabfeed_writer_close(w, err, sizeof err);
+    expect_all(st, SLABFEED_ERR_IO, err, "writer.put", "failed put, one rank");
+  }
+  slabfeed_close(l);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    FILE *f = fopen(out, "r");
+    char buf[16] = "";
+    CHECK(f != NULL && fgets(buf, sizeof buf, f) != NULL &&
+              strcmp(buf, "earlier") == 0,
+          "the earlier file was not left as it was");
+    if (f != NULL)
+      fclose(f);
+    unlink(out);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  /* A random-crop loader has no pass. */
+  slabfeed_config rc;
+  base_config(&rc, input, 6);
+  rc.target = NULL;
+  slabfeed_loader *r = NULL;
+  st = slabfeed_open(MPI_COMM_WORLD, &rc, &r, err, sizeof err);
+  CHECK(st == SLABFEED_OK, "random open: %s", err);
+  if (r != NULL)
+    expect_all(slabfeed_writer_open(r, &wc, &w, err, sizeof err),
+               SLABFEED_ERR_ARG, err, "tiled pass", "random-crop loader");
+  slabfeed_close(r);
+
+  /* Coverage: rank 0 skips its last batch (it has real tiles in every
+   * step); the last rank puts its first batch twice. */
+  st = partial_pass(&k, out, 0, -1, err, sizeof err);
+  expect_all(st, SLABFEED_ERR_STATE, err, "exactly once", "a rank stops");
+  CHECK(!exists(out), "a file was left after a failed close");
+  st = partial_pass(&k, out, -1, size - 1, err, sizeof err);
+  expect_all(st, SLABFEED_ERR_STATE, err, "exactly once", "a batch twice");
+  CHECK(!exists(out), "a file was left after a failed close");
+
+  /* An injected failure at each collective stage, on the last rank. */
+  const char *stages[] = {"writer.alloc", "writer.create", "writer.write",
+                          "writer.selfcheck"};
+  /* The self-check of MPI_Put runs only between nodes. */
+  const char *rpn = getenv("SLABFEED_RANK_PER_NODE");
+  const int nstages = rpn != NULL && strcmp(rpn, "1") == 0 && size > 1 ? 4 : 3;
+  for (int i = 0; i < nstages; i++) {
+    char spec[64];
+    snprintf(spec, sizeof spec, "%s@%d", stages[i], size - 1);
+    setenv("SLABFEED_TEST_FAIL", spec, 1);
+    st = partial_pass(&k, out, -1, -1, err, sizeof err);
+    unsetenv("SLABFEED_TEST_FAIL");
+    int lo = st, hi = st;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(st != SLABFEED_OK && lo == hi, "stage %s: status %s on rank %d",
+          stages[i], slabfeed_status_name(st), rank);
+    CHECK(!exists(out), "stage %s: a file was left", stages[i]);
+    if (rank == 0)
+      printf("  injected %-19s -> %s\n", stages[i], err);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  snprintf(tag, sizeof tag, "%s", argc > 1 ? argv[1] : "writer");
+  snprintf(input, sizeof input, "%s_in.h5", tag);
+  make_file(input, 20, 18, 16, SLABFEED_LAYOUT_CF, 0, 0, 0);
+
+  const pass_case cases[] = {
+      {.name = "box_T6_P2", .T = 6, .P = 2, .batch = 2},
+      {.name = "band_wrap_T4_P1_g17_centre",
+       .T = 4, .P = 1, .n_region = 1, .region = {14, 0, 0, 9, 0, 0},
+       .symmetry = 17, .centre = 1, .file_layout = SLABFEED_LAYOUT_CL,
+       .batch = 3},
+      {.name = "region_T5_P3_g35_ndhwc",
+       .T = 5, .P = 3, .n_region = 1, .region = {3, 15, 2, 11, 7, 13},
+       .symmetry = 35, .out = SLABFEED_OUT_NDHWC, .chunked = 1, .batch = 2},
+      {.name = "box_T7_P0_g47_f16",
+       .T = 7, .P = 0, .symmetry = 47, .dtype = SLABFEED_DTYPE_F16,
+       .file_dtype = SLABFEED_DTYPE_F16, .batch = 4},
+      {.name = "box_T8_P4_g9_bf16_centre",
+       .T = 8, .P = 4, .symmetry = 9, .dtype = SLABFEED_DTYPE_BF16,
+       .centre = 1, .batch = 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    round_trip(&cases[i], 0);
+  const pass_case affine = {.name = "affine_like_none", .T = 6, .P = 1,
+                            .symmetry = 0, .batch = 2};
+  round_trip(&affine, 1);
+  bad_input();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0)
+    unlink(input);
+  return check_finish("mpi.writer");
+}
