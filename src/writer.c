@@ -513,19 +513,6 @@ static slabfeed_status writer_error(slabfeed_writer *w, const sf__err *e)
   return e->status;
 }
 
-static hid_t file_type(int f16)
-{
-  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
-  if (t < 0 || !f16)
-    return t;
-  if (H5Tset_fields(t, 15, 10, 5, 0, 10) < 0 || H5Tset_size(t, 2) < 0 ||
-      H5Tset_ebias(t, 15) < 0) {
-    H5Tclose(t);
-    return H5I_INVALID_HID;
-  }
-  return t;
-}
-
 /* The dataset's dimensions in the file. */
 static void file_dims(const slabfeed_writer *w, hsize_t dims[4])
 {
@@ -559,20 +546,8 @@ static slabfeed_status create_dataset(slabfeed_writer *w, hid_t fapl,
     w->dset = H5Dcreate2(w->file, w->name, w->ftype, space, H5P_DEFAULT, dcpl,
                          H5P_DEFAULT);
   if (w->dset >= 0) {
-    const char *value = w->cl ? "channels_last" : "channels_first";
-    const hid_t st = H5Tcopy(H5T_C_S1), as = H5Screate(H5S_SCALAR);
-    hid_t at = H5I_INVALID_HID;
-    if (st >= 0 && as >= 0 && H5Tset_size(st, strlen(value) + 1) >= 0)
-      at = H5Acreate2(w->dset, SF_LAYOUT_ATTR, st, as, H5P_DEFAULT,
-                      H5P_DEFAULT);
-    if (at < 0 || H5Awrite(at, st, value) < 0)
+    if (sf__h5_write_layout(w->dset, !w->cl) < 0)
       sf__fail(e, SLABFEED_ERR_IO, "writer: cannot write the layout attribute");
-    if (at >= 0)
-      H5Aclose(at);
-    if (as >= 0)
-      H5Sclose(as);
-    if (st >= 0)
-      H5Tclose(st);
   } else {
     sf__fail(e, SLABFEED_ERR_IO, "writer: cannot create dataset '%s' in '%s'",
              w->name, w->as.tmp);
@@ -619,7 +594,7 @@ static slabfeed_status create_file(slabfeed_writer *w, const int64_t chunk[3],
       H5Pset_coll_metadata_write(fapl, 1) < 0)
     sf__fail(e, SLABFEED_ERR_IO, "writer: cannot set the MPI-IO driver");
 #endif
-  w->ftype = file_type(w->f16);
+  w->ftype = sf__h5_file_type(w->f16);
   if (w->ftype < 0)
     sf__fail(e, SLABFEED_ERR_IO, "writer: cannot make the file type");
   if (sf__agree(w->comm, e) == SLABFEED_OK) {

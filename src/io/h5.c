@@ -461,3 +461,34 @@ slabfeed_status slabfeed_describe(const char *path, const char *dataset,
   sf__err_copy(&e, errbuf, errlen);
   return e.status;
 }
+
+herr_t sf__h5_write_layout(hid_t dset, int cf)
+{
+  const hid_t t = H5Tcopy(H5T_C_S1);
+  const hid_t sp = H5Screate(H5S_SCALAR);
+  hid_t a = H5I_INVALID_HID;
+  herr_t rc = t < 0 || sp < 0 || H5Tset_size(t, 2) < 0 ? -1 : 0;
+  if (rc >= 0)
+    a = H5Acreate2(dset, SF_LAYOUT_ATTR, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+  rc = a < 0 ? -1 : H5Awrite(a, t, cf ? "cf" : "cl");
+  if (a >= 0)
+    H5Aclose(a);
+  if (sp >= 0)
+    H5Sclose(sp);
+  if (t >= 0)
+    H5Tclose(t);
+  return rc;
+}
+
+hid_t sf__h5_file_type(int float16)
+{
+  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  if (t < 0 || !float16)
+    return t;
+  if (H5Tset_fields(t, 15, 10, 5, 0, 10) < 0 || H5Tset_size(t, 2) < 0 ||
+      H5Tset_ebias(t, 15) < 0) {
+    H5Tclose(t);
+    return H5I_INVALID_HID;
+  }
+  return t;
+}

@@ -46,6 +46,14 @@ slabfeed_status sf__h5_open(MPI_Comm comm, const char *path, hid_t *file,
  * (written by slabfeed-gen; AUTO follows it instead of the shape). */
 #define SF_LAYOUT_ATTR "layout"
 
+/* Writes the layout attribute ("cf" or "cl") of a dataset just created. */
+herr_t sf__h5_write_layout(hid_t dset, int cf);
+
+/* The element type slabfeed writes: IEEE float32, or (float16) IEEE
+ * binary16 little endian, which HDF5 1.10 has no predefined type for. The
+ * caller closes it. */
+hid_t sf__h5_file_type(int float16);
+
 /* Opens dataset `name` of `file` and checks it: rank 4, floating point,
  * layout resolved from `want` (AUTO follows the "layout" attribute, else
  * decides from the shape and refuses ambiguous shapes). On success *dset

@@ -122,39 +122,6 @@ static float field_channel(const double vals[5], int c)
 
 /* ---- Writing ------------------------------------------------------------- */
 
-static hid_t make_file_type(int float16)
-{
-  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
-  if (t < 0 || !float16)
-    return t;
-  if (H5Tset_fields(t, 15, 10, 5, 0, 10) < 0 || H5Tset_size(t, 2) < 0 ||
-      H5Tset_ebias(t, 15) < 0) {
-    H5Tclose(t);
-    return H5I_INVALID_HID;
-  }
-  return t;
-}
-
-/* Records the layout ("cf" or "cl") as a string attribute, so that layout
- * auto never has to guess from the shape for the generator's output. */
-static herr_t write_layout(hid_t dset, int cf)
-{
-  const hid_t t = H5Tcopy(H5T_C_S1);
-  const hid_t sp = H5Screate(H5S_SCALAR);
-  hid_t a = H5I_INVALID_HID;
-  herr_t rc = t < 0 || sp < 0 || H5Tset_size(t, 2) < 0 ? -1 : 0;
-  if (rc >= 0)
-    a = H5Acreate2(dset, SF_LAYOUT_ATTR, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-  rc = a < 0 ? -1 : H5Awrite(a, t, cf ? "cf" : "cl");
-  if (a >= 0)
-    H5Aclose(a);
-  if (sp >= 0)
-    H5Sclose(sp);
-  if (t >= 0)
-    H5Tclose(t);
-  return rc;
-}
-
 static hid_t create_dataset(hid_t file, const slabfeed_gen_config *cfg,
                             const char *name, int64_t channels)
 {
@@ -171,14 +138,14 @@ static hid_t create_dataset(hid_t file, const slabfeed_gen_config *cfg,
   chunk[cf ? 0 : 3] = cf ? 1 : (hsize_t)channels;
   const hid_t space = H5Screate_simple(4, dims, NULL);
   const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  const hid_t type = make_file_type(cfg->float16);
+  const hid_t type = sf__h5_file_type(cfg->float16);
   hid_t dset = H5I_INVALID_HID;
   if (space >= 0 && dcpl >= 0 && type >= 0 &&
       H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0 &&
       H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
       (!cfg->chunked || H5Pset_chunk(dcpl, 4, chunk) >= 0))
     dset = H5Dcreate2(file, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-  if (dset >= 0 && write_layout(dset, cf) < 0) {
+  if (dset >= 0 && sf__h5_write_layout(dset, cf) < 0) {
     H5Dclose(dset);
     dset = H5I_INVALID_HID;
   }
@@ -641,7 +608,7 @@ slabfeed_status slabfeed_generate(MPI_Comm comm,
   field f;
   field_init(&f, cfg->shape, cfg->seed);
   g.f = &f;
-  g.ftype = make_file_type(cfg->float16);
+  g.ftype = sf__h5_file_type(cfg->float16);
   g.tsize = g.ftype >= 0 ? H5Tget_size(g.ftype) : 0;
   if (g.ftype < 0)
     sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot make the file type");

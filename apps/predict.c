@@ -1,0 +1,305 @@
+/* slabfeed-predict: a tiled pass through the writer from the command line.
+ * The "model" is the identity (each tile's output is its input crop, or
+ * with --centre its T^3 centre), so the output file must hold the input's
+ * region bit for bit: --verify compares it (every rank its own z-range of
+ * the output, read back with the serial reference reader). Prints the
+ * pass and writer rates next to the read rate of the same run's open
+ * (the ceiling a writer of the same bytes is measured against) and the
+ * ratio. Device batches go through the writer as device tensors.
+ *
+ * Puts are one-sided, so a rank that fails a put keeps going through the
+ * pass (without putting) and the failure is agreed at the writer's close,
+ * which every rank reaches. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "slabfeed_tools.h"
+
+static const char *prog = "slabfeed-predict";
+
+typedef struct predict_args {
+  slabfeed_writer_config w;
+  int centre, verify;
+} predict_args;
+
+static const cli_choice layouts[] = {
+    {"cf", SLABFEED_LAYOUT_CF}, {"cl", SLABFEED_LAYOUT_CL}, {NULL, 0}};
+static const cli_choice dtypes[] = {
+    {"f32", SLABFEED_DTYPE_F32}, {"f16", SLABFEED_DTYPE_F16}, {NULL, 0}};
+static const cli_choice likes[] = {{"target", SLABFEED_LIKE_TARGET},
+                                   {"input", SLABFEED_LIKE_INPUT},
+                                   {"none", SLABFEED_LIKE_NONE},
+                                   {NULL, 0}};
+
+static const cli_option options[] = {
+    {.name = "--out",
+     .kind = CLI_STRING,
+     .at = offsetof(predict_args, w.path),
+     .metavar = "F",
+     .help = "the HDF5 file to write (never the input)",
+     .flags = CLI_REQUIRED},
+    {.name = "--out-dataset",
+     .kind = CLI_STRING,
+     .at = offsetof(predict_args, w.dataset),
+     .metavar = "NAME",
+     .help = "dataset name in the output"},
+    {.name = "--out-layout",
+     .kind = CLI_ENUM,
+     .at = offsetof(predict_args, w.layout),
+     .choices = layouts,
+     .metavar = "cf|cl",
+     .help = "layout of the output dataset"},
+    {.name = "--out-dtype",
+     .kind = CLI_ENUM,
+     .at = offsetof(predict_args, w.dtype),
+     .choices = dtypes,
+     .metavar = "f32|f16",
+     .help = "element type of the output dataset"},
+    {.name = "--chunk",
+     .kind = CLI_TRIPLE,
+     .at = offsetof(predict_args, w.chunk),
+     .metavar = "Z,Y,X",
+     .help = "chunk edge of the output (0: contiguous)"},
+    {.name = "--overwrite",
+     .kind = CLI_FLAG,
+     .at = offsetof(predict_args, w.overwrite),
+     .help = "replace an existing output file"},
+    {.name = "--like",
+     .kind = CLI_ENUM,
+     .at = offsetof(predict_args, w.like),
+     .choices = likes,
+     .metavar = "target|input|none",
+     .help = "dataset whose vector groups and normalisation the outputs "
+             "carry (the identity model's outputs are the input's)"},
+    {.name = "--centre",
+     .kind = CLI_FLAG,
+     .at = offsetof(predict_args, centre),
+     .help = "put each tile's T^3 centre instead of the whole input crop "
+             "(host batches)"},
+    {.name = "--verify",
+     .kind = CLI_FLAG,
+     .at = offsetof(predict_args, verify),
+     .help = "compare the output with the input's region, bit for bit "
+             "(f32 output, f32 batches)"},
+    {.name = NULL}};
+
+/* The centre T^3 of every slot of a host batch tensor (NCDHW or NDHWC) as
+ * an NCDHW tensor in buf. */
+static void centre_of(const slabfeed_tensor *t, slabfeed_out_layout lay,
+                      int64_t T, int64_t P, char *buf, slabfeed_tensor *out)
+{
+  const size_t es = slabfeed_dtype_size(t->dtype);
+  const int nc = lay == SLABFEED_OUT_NCDHW;
+  const int64_t B = t->shape[0], C = t->shape[nc ? 1 : 4];
+  const char *src = t->data;
+  size_t o = 0;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t z = P; z < P + T; z++)
+        for (int64_t y = P; y < P + T; y++)
+          for (int64_t x = P; x < P + T; x++, o++) {
+            const int64_t at = b * t->strides[0] +
+                               c * t->strides[nc ? 1 : 4] +
+                               z * t->strides[nc ? 2 : 1] +
+                               y * t->strides[nc ? 3 : 2] +
+                               x * t->strides[nc ? 4 : 3];
+            memcpy(buf + o * es, src + (size_t)at * es, es);
+          }
+  *out = *t;
+  out->data = buf;
+  const int64_t shape[5] = {B, C, T, T, T};
+  const int64_t strides[5] = {C * T * T * T, T * T * T, T * T, T, 1};
+  memcpy(out->shape, shape, sizeof shape);
+  memcpy(out->strides, strides, sizeof strides);
+}
+
+/* Compares this rank's output planes [z0, z1) with the input's region. */
+static uint64_t verify(const slabfeed_config *cfg,
+                       const slabfeed_writer_config *wc, const int64_t R[6],
+                       int64_t C, int64_t z0, int64_t z1, slabfeed_status *st,
+                       char *msg, size_t len)
+{
+  if (z1 <= z0)
+    return 0;
+  slabfeed_reader *in = NULL, *out = NULL;
+  char err[CLI_ERRLEN];
+  const size_t n = (size_t)(C * (z1 - z0) * R[4] * R[5]);
+  float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+  uint64_t bad = 0;
+  slabfeed_status s = a == NULL || b == NULL ? SLABFEED_ERR_NOMEM : SLABFEED_OK;
+  if (s == SLABFEED_OK)
+    s = slabfeed_reader_open(cfg->path, &in, err, sizeof err);
+  if (s == SLABFEED_OK)
+    s = slabfeed_reader_open(wc->path, &out, err, sizeof err);
+  const int64_t o_in[3] = {(R[0] + z0) % R[6], R[1], R[2]};
+  const int64_t o_out[3] = {z0, 0, 0}, ext[3] = {z1 - z0, R[4], R[5]};
+  if (s == SLABFEED_OK)
+    s = slabfeed_reader_crop(in, cfg->input, cfg->layout, o_in, ext, 0, 0, NULL,
+                             SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW, a);
+  if (s == SLABFEED_OK)
+    s = slabfeed_reader_crop(out, wc->dataset, SLABFEED_LAYOUT_AUTO, o_out,
+                             ext, 0, 0, NULL, SLABFEED_DTYPE_F32,
+                             SLABFEED_OUT_NCDHW, b);
+  if (s != SLABFEED_OK)
+    cli_note(st, msg, len, s, "verify: %s",
+             in != NULL ? slabfeed_reader_error(out != NULL ? out : in) : err);
+  for (size_t i = 0; s == SLABFEED_OK && i < n; i++)
+    bad += memcmp(&a[i], &b[i], sizeof *a) != 0;
+  slabfeed_reader_close(in);
+  slabfeed_reader_close(out);
+  free(a);
+  free(b);
+  return bad;
+}
+
+int main(int argc, char **argv)
+{
+  slabfeed_config cfg;
+  slabfeed_config_init(&cfg);
+  predict_args a;
+  memset(&a, 0, sizeof a);
+  slabfeed_writer_config_init(&a.w);
+  a.w.like = SLABFEED_LIKE_INPUT;
+  const cli_app app = {
+      prog,
+      "Runs a tiled pass (--tile, --pad, --region, --pass-symmetry) with the "
+      "identity as the model and writes the outputs with the distributed "
+      "writer; prints the pass and writer rates next to the read rate of the "
+      "open, and with --verify checks the file against the input.",
+      {{"loader options", cli_loader_options(), &cfg},
+       {"predict options", options, &a}}};
+  cli_result parsed;
+  cli_scan(&app, argc, argv, &parsed);
+  int provided;
+  MPI_Init_thread(&argc, &argv,
+                  cfg.device != -1 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED,
+                  &provided);
+  cli_settle(&app, &parsed);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (cfg.tile <= 0)
+    cli_usage_fail(&app, "--tile is required: the writer needs a tiled pass");
+  if (a.centre && cfg.device != -1)
+    cli_usage_fail(&app, "--centre takes host batches (--device -1)");
+
+  char err[CLI_ERRLEN], msg[CLI_ERRLEN] = "";
+  slabfeed_loader *l = NULL;
+  slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, &cfg, &l, err, sizeof err);
+  if (st != SLABFEED_OK)
+    cli_fail_agreed(prog, st, err);
+  slabfeed_writer *w = NULL;
+  const double tw0 = MPI_Wtime();
+  st = slabfeed_writer_open(l, &a.w, &w, err, sizeof err);
+  const double t_wopen = MPI_Wtime() - tw0;
+  if (st != SLABFEED_OK) {
+    slabfeed_close(l);
+    cli_fail_agreed(prog, st, err);
+  }
+  int64_t shape[4], z0, z1;
+  slabfeed_writer_shape(w, shape, &z0, &z1);
+  const int cl = a.w.layout == SLABFEED_LAYOUT_CL;
+  const int64_t C = shape[cl ? 3 : 0];
+  const int64_t T = cfg.tile, P = cfg.pad;
+  char *buf = NULL;
+  if (a.centre) {
+    const size_t es = slabfeed_dtype_size(cfg.dtype);
+    buf = malloc((size_t)(cfg.batch * C * T * T * T) * es);
+    if (buf == NULL)
+      cli_note(&st, msg, sizeof msg, SLABFEED_ERR_NOMEM,
+               "cannot allocate the centre buffer");
+  }
+  /* The pass: next and put timed apart; a failed put is kept by the
+   * writer and agreed at close. */
+  const uint64_t steps = slabfeed_steps_per_epoch(l);
+  double t_next = 0, t_put = 0;
+  uint64_t tiles = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (uint64_t s = 0; s < steps && st == SLABFEED_OK; s++) {
+    slabfeed_batch b = SLABFEED_BATCH_INIT;
+    double t = MPI_Wtime();
+    slabfeed_status ls = slabfeed_next(l, &b, NULL);
+    t_next += MPI_Wtime() - t;
+    if (ls != SLABFEED_OK) {
+      cli_note(&st, msg, sizeof msg, ls, "%s", slabfeed_last_error(l));
+      break;
+    }
+    slabfeed_tensor out = b.input;
+    slabfeed_out_layout lay = cfg.out_layout;
+    if (a.centre) {
+      centre_of(&b.input, cfg.out_layout, T, P, buf, &out);
+      lay = SLABFEED_OUT_NCDHW;
+    }
+    t = MPI_Wtime();
+    ls = slabfeed_writer_put(w, &b, &out, lay, b.device, NULL);
+    t_put += MPI_Wtime() - t;
+    if (ls != SLABFEED_OK)
+      cli_note(&st, msg, sizeof msg, ls, "%s", slabfeed_writer_last_error(w));
+    tiles += (uint64_t)b.valid;
+  }
+  const double t_pass = MPI_Wtime() - t0;
+  const double tc0 = MPI_Wtime();
+  slabfeed_status cs = slabfeed_writer_close(w, err, sizeof err);
+  const double t_close = MPI_Wtime() - tc0;
+  slabfeed_stats stats = SLABFEED_STATS_INIT;
+  slabfeed_stats_get(l, &stats);
+  slabfeed_close(l);
+  free(buf);
+  if (cs != SLABFEED_OK) /* agreed by the writer, failed puts included */
+    cli_fail_agreed(prog, cs, err);
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    cli_fail_agreed(prog, st, msg);
+
+  int64_t R[7];
+  for (int a2 = 0; a2 < 3; a2++)
+    R[3 + a2] = shape[cl ? a2 : a2 + 1];
+  uint64_t bad = 0;
+  if (a.verify) {
+    slabfeed_dataset_info info = SLABFEED_DATASET_INFO_INIT;
+    if (slabfeed_describe(cfg.path, cfg.input, cfg.layout, &info, err,
+                          sizeof err) != SLABFEED_OK)
+      cli_note(&st, msg, sizeof msg, SLABFEED_ERR_IO, "%s", err);
+    for (int a2 = 0; a2 < 3; a2++)
+      R[a2] = cfg.n_region ? cfg.region[0][a2] : 0;
+    R[6] = info.shape[0];
+    if (st == SLABFEED_OK)
+      bad = verify(&cfg, &a.w, R, C, z0, z1, &st, msg, sizeof msg);
+    if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+      cli_fail_agreed(prog, st, msg);
+  }
+  double mine[6] = {t_next, t_put, stats.t_read, (double)stats.slab_bytes,
+                    (double)tiles, (double)bad};
+  double sum[6], max[6];
+  MPI_Reduce(mine, sum, 6, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Reduce(mine, max, 6, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    const double out_bytes = (double)(C * R[3] * R[4] * R[5]) * 4.0;
+    const double read_rate = sum[3] / max[2];
+    const double write_rate = out_bytes / (max[1] + t_close);
+    printf("%s: %s -> %s, %d ranks, tile %lld + 2 x %lld pad, batch %d, "
+           "%.0f tiles in %llu steps, output %lldx%lldx%lld x %lld (%s, %s)\n",
+           prog, cfg.path, a.w.path, size, (long long)T, (long long)P,
+           cfg.batch, sum[4], (unsigned long long)steps, (long long)R[3],
+           (long long)R[4], (long long)R[5], (long long)C, cl ? "CL" : "CF",
+           a.w.dtype == SLABFEED_DTYPE_F16 ? "f16" : "f32");
+    printf("%s: pass %.3f s (%.1f tiles/s; in next %.3f s, in put %.3f s, "
+           "slowest rank); writer open %.3f s, close %.3f s\n",
+           prog, t_pass, sum[4] / t_pass, max[0], max[1], t_wopen, t_close);
+    printf("%s: writer %.2f GB/s (%.2f GB of f32 output over put + close) vs "
+           "read at open %.2f GB/s (%.2f GB of slabs): %.2f x\n",
+           prog, write_rate / 1e9, out_bytes / 1e9, read_rate / 1e9,
+           sum[3] / 1e9, write_rate / read_rate);
+    if (a.verify)
+      printf("%s: verify: %s (%.0f voxels differ)\n", prog,
+             sum[5] == 0 ? "OK, bit for bit" : "FAILED", sum[5]);
+    fflush(stdout);
+  }
+  double badall = 0;
+  MPI_Bcast(sum + 5, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  badall = sum[5];
+  MPI_Finalize();
+  return badall == 0 ? 0 : 1;
+}
