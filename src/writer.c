@@ -413,22 +413,42 @@ typedef struct view {
   slabfeed_dtype dtype;
 } view;
 
-static float load(const view *v, int64_t off)
+/* n elements of v from element `at`, `step` apart, as floats into o
+ * (every os-th float). The dtype branch sits outside the element loop. */
+static void load_row(const view *v, int64_t at, int64_t step, int64_t n,
+                     float *o, int64_t os)
 {
   if (v->dtype == SLABFEED_DTYPE_F32) {
-    float f;
-    memcpy(&f, v->base + off * 4, 4);
-    return f;
+    const float *src = (const float *)(const void *)v->base + at;
+    if (step == 1 && os == 1)
+      memcpy(o, src, (size_t)n * sizeof *o);
+    else
+      for (int64_t i = 0; i < n; i++)
+        o[i * os] = src[i * step];
+    return;
   }
-  uint16_t h;
-  memcpy(&h, v->base + off * 2, 2);
-  if (v->dtype == SLABFEED_DTYPE_BF16) {
-    const uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-  }
-  return sf__f16_to_f32(h);
+  const uint16_t *src = (const uint16_t *)(const void *)v->base + at;
+  if (v->dtype == SLABFEED_DTYPE_BF16)
+    for (int64_t i = 0; i < n; i++) {
+      const uint32_t x = (uint32_t)src[i * step] << 16;
+      memcpy(&o[i * os], &x, sizeof x);
+    }
+  else
+    for (int64_t i = 0; i < n; i++)
+      o[i * os] = sf__f16_to_f32(src[i * step]);
+}
+
+/* The inverse normalisation (norm NULL: none) and the vector sign of one
+ * staged row, in place. */
+static void finish_row(const slabfeed_norm *norm, int neg, int64_t n,
+                       float *o, int64_t os)
+{
+  if (norm != NULL)
+    for (int64_t i = 0; i < n; i++)
+      o[i * os] = sf__norm_invert(norm, o[i * os]);
+  if (neg)
+    for (int64_t i = 0; i < n; i++)
+      o[i * os] = sf__flip_sign(o[i * os], 1);
 }
 
 /* The hash a tile's voxels carry in the coverage check. */
@@ -488,12 +508,8 @@ static slabfeed_status put_tile(slabfeed_writer *w, const view *v, int g,
           const int64_t at =
               cst + coef[0] * jz + coef[1] * jy + coef[2] * j0[2] + kofs[c];
           float *o = w->part + c * cs + (z * ny + y) * nx * xs;
-          for (int64_t x = 0; x < nx; x++) {
-            float val = load(v, at + coef[2] * x);
-            if (w->norm_on)
-              val = sf__norm_invert(&w->norm[c], val);
-            o[x * xs] = sf__flip_sign(val, neg[c]);
-          }
+          load_row(v, at, coef[2], nx, o, xs);
+          finish_row(w->norm_on ? &w->norm[c] : NULL, neg[c], nx, o, xs);
         }
     deliver(w, &p, e);
     const uint64_t vox = (uint64_t)(p.nz * ny * nx);
