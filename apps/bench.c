@@ -6,6 +6,9 @@
  * step, peak host RSS and device memory.
  * --baseline fullcopy runs the original approach instead: every rank reads
  * the whole volume and crops it locally with the same transform.
+ * --topology prints where every rank runs against its GPU before the runs
+ * (slabfeed_topology) and every rank's NUMA line of the loader after open
+ * (slabfeed_loader_numa); without it only the topology's warnings.
  * Output: a table for people, and JSON lines (prefix "JSON ") for plots.
  *
  * This file: options and the order of the runs. bench_ceilings.c,
@@ -13,9 +16,11 @@
  * the CUDA parts. */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "slabfeed_tools.h"
 #ifdef SF_BENCH_CUDA
 #include "bench_gpu.h"
 #endif
@@ -28,6 +33,7 @@ typedef struct bench_args {
   double step_ms;
   int fullcopy;
   const char *label;
+  int topology; /* --topology */
 } bench_args;
 
 /* --device local|-1|N: "local" picks the node-local rank modulo the GPUs
@@ -91,7 +97,68 @@ static const cli_option options[] = {
      .metavar = "L",
      .help = "label copied into the JSON lines",
      .flags = CLI_EMPTY_OK},
+    {.name = "--topology",
+     .kind = CLI_FLAG,
+     .at = offsetof(bench_args, topology),
+     .help = "print every rank's host, GPU, CPUs and NUMA nodes before the "
+             "runs and where the loader's pages lie after open (without it: "
+             "only the warnings of ranks bound away from their GPU)"},
     {.name = NULL}};
+
+enum { TOPO_LEN = 1 << 16, NUMA_LINE = 512 };
+
+/* The topology of the ranks (collective): with --topology the whole table
+ * on rank 0, else only its WARNING lines. A failure is reported and the
+ * bench goes on: the report is advice, not a measurement. */
+static void print_topology(const bench_ctx *b, int all)
+{
+  char *buf = b->rank == 0 ? malloc(TOPO_LEN) : NULL;
+  int warnings = 0;
+  const slabfeed_status st =
+      slabfeed_topology(MPI_COMM_WORLD, b->cfg.device, buf,
+                        buf != NULL ? TOPO_LEN : 0, &warnings);
+  if (b->rank == 0) {
+    if (st != SLABFEED_OK)
+      fprintf(stderr, "%s: topology: %s: %s\n", b->prog,
+              slabfeed_status_name(st), buf != NULL ? buf : "no memory");
+    else if (all)
+      fputs(buf, stdout);
+    else
+      for (char *line = buf; line != NULL && *line;) {
+        char *end = strchr(line, '\n');
+        if (strncmp(line, "WARNING: ", 9) == 0)
+          printf("%.*s\n", end ? (int)(end - line) : (int)strlen(line), line);
+        line = end ? end + 1 : NULL;
+      }
+    fflush(stdout);
+  }
+  free(buf);
+}
+
+/* Every rank's NUMA line of loader l, printed by rank 0 in rank order
+ * (collective). */
+static void print_loader_numa(const bench_ctx *b, slabfeed_loader *l)
+{
+  char mine[NUMA_LINE];
+  if (slabfeed_loader_numa(l, mine, sizeof mine) != SLABFEED_OK)
+    snprintf(mine, sizeof mine, "numa: rank %d: unavailable", b->rank);
+  char *all = b->rank == 0 ? malloc((size_t)NUMA_LINE * (size_t)b->size) : NULL;
+  int ok = b->rank != 0 || all != NULL;
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!ok) { /* rank 0 alone knows: it says so, the others skip alike */
+    if (b->rank == 0)
+      fprintf(stderr, "%s: no memory for the ranks' NUMA lines\n", b->prog);
+    return;
+  }
+  MPI_Gather(mine, NUMA_LINE, MPI_CHAR, all, NUMA_LINE, MPI_CHAR, 0,
+             MPI_COMM_WORLD);
+  if (b->rank == 0) {
+    for (int r = 0; r < b->size; r++)
+      printf("%.*s\n", NUMA_LINE, all + (size_t)r * NUMA_LINE);
+    fflush(stdout);
+  }
+  free(all);
+}
 
 /* --device local: this rank's GPU is its node-local rank modulo the
  * visible devices. */
@@ -142,6 +209,8 @@ static void run_loader_runs(const bench_ctx *b, const bench_args *a,
            "loader thread %d\n%s\n",
            s.slab_bytes / 1e6, s.t_read, s.staging_bytes / 1e6, s.loader_thread,
            line);
+  if (a->topology)
+    print_loader_numa(b, l);
   memset(r, 0, sizeof *r);
 #ifdef SF_BENCH_CUDA
   r->device_mem = b->cfg.device >= 0 ? bench_device_used() - dev0 : 0;
@@ -169,7 +238,7 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &b.size);
   slabfeed_config_init(&b.cfg);
-  bench_args a = {&b.cfg, 0, 5, 40, 50, 0, ""};
+  bench_args a = {&b.cfg, 0, 5, 40, 50, 0, "", 0};
   const cli_app app = {
       b.prog,
       "Measures the loader's throughput, stage times, exposed wait per step "
@@ -194,6 +263,7 @@ int main(int argc, char **argv)
   if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
     cli_fail_agreed(b.prog, st, msg);
 #endif
+  print_topology(&b, a.topology);
   /* The runs first, the ceilings after them: the ceilings' buffers must
    * not count in the runs' peak RSS. */
   bench_result r, rs;

@@ -25,6 +25,12 @@ typedef struct bench_ceilings {
   /* one crop-channel pitched copy (crop rows out of volume rows), GB/s,
    * and the host time to enqueue one, us */
   double pitched, pitched_enqueue_us;
+  /* every rank's pinned H2D at once (each on its own device, node-local
+   * staging): the sum over the ranks and the slowest rank, GB/s */
+  double h2d_all, h2d_all_min;
+  /* rank 0: device 0 -> device 1 copy (2+ visible GPUs), GB/s, and 1
+   * where peer access was on (NVLink or PCIe peer-to-peer) */
+  double p2p, p2p_peer;
 } bench_ceilings;
 
 /* What one rank measured in one run. Doubles only: gathered as an array
@@ -49,7 +55,8 @@ typedef struct bench_result {
 } bench_result;
 
 /* Measures the ceilings (host memcpy and, with a device, the copy engines
- * on rank 0; a one-sided MPI_Get between ranks 0 and 1). Collective. */
+ * on rank 0; with devices on every rank, their pinned H2D all at once; a
+ * one-sided MPI_Get between ranks 0 and 1). Collective. */
 void bench_ceilings_measure(const bench_ctx *b, bench_ceilings *c);
 
 /* Prints the ceilings line(s) on rank 0. */

@@ -158,6 +158,113 @@ extern "C" double bench_d2d(size_t bytes, int reps)
   return r;
 }
 
+namespace {
+
+// What bench_h2d_setup holds for the concurrent ceiling.
+struct h2d_all {
+  void *host, *dev;
+  size_t bytes;
+  cudaStream_t s;
+};
+
+} // namespace
+
+// Pinned and device buffers and a stream on `device` (see bench_gpu.h).
+extern "C" void *bench_h2d_setup(int device, size_t bytes)
+{
+  h2d_all *h = static_cast<h2d_all *>(calloc(1, sizeof(h2d_all)));
+  if (h == nullptr)
+    return nullptr;
+  h->bytes = bytes;
+  if (cudaSetDevice(device) != cudaSuccess ||
+      cudaHostAlloc(&h->host, bytes, cudaHostAllocDefault) != cudaSuccess ||
+      cudaMalloc(&h->dev, bytes) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&h->s, cudaStreamNonBlocking) != cudaSuccess ||
+      // one warm-up copy, so that the timed ones find everything mapped
+      cudaMemcpyAsync(h->dev, h->host, bytes, cudaMemcpyHostToDevice, h->s) !=
+          cudaSuccess ||
+      cudaStreamSynchronize(h->s) != cudaSuccess) {
+    bench_h2d_free(h);
+    return nullptr;
+  }
+  return h;
+}
+
+// reps copies, then the host waits for them; 0 or -1.
+extern "C" int bench_h2d_run(void *p, int reps)
+{
+  h2d_all *h = static_cast<h2d_all *>(p);
+  bool ok = true;
+  for (int r = 0; r < reps && ok; r++)
+    ok = cudaMemcpyAsync(h->dev, h->host, h->bytes, cudaMemcpyHostToDevice,
+                         h->s) == cudaSuccess;
+  ok = cudaStreamSynchronize(h->s) == cudaSuccess && ok;
+  return ok ? 0 : -1;
+}
+
+// Releases what bench_h2d_setup took.
+extern "C" void bench_h2d_free(void *p)
+{
+  h2d_all *h = static_cast<h2d_all *>(p);
+  if (h == nullptr)
+    return;
+  if (h->s != nullptr)
+    cudaStreamDestroy(h->s);
+  cudaFree(h->dev);
+  cudaFreeHost(h->host);
+  free(h);
+}
+
+// Device 0 to device 1 copies (see bench_gpu.h).
+extern "C" double bench_p2p(size_t bytes, int reps, int *peer)
+{
+  *peer = 0;
+  int n = 0, caller = 0, can = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2 ||
+      cudaGetDevice(&caller) != cudaSuccess)
+    return -1;
+  void *src = nullptr, *dst = nullptr;
+  cudaStream_t s = nullptr;
+  cudaEvent_t a = nullptr, b = nullptr;
+  bool enabled = false, ok = cudaSetDevice(1) == cudaSuccess &&
+                             cudaMalloc(&dst, bytes) == cudaSuccess &&
+                             cudaSetDevice(0) == cudaSuccess &&
+                             cudaMalloc(&src, bytes) == cudaSuccess &&
+                             cudaDeviceCanAccessPeer(&can, 0, 1) == cudaSuccess;
+  if (ok && can) {
+    const cudaError_t rc = cudaDeviceEnablePeerAccess(1, 0);
+    enabled = rc == cudaSuccess; // AlreadyEnabled: someone else's, left on
+    *peer = rc == cudaSuccess || rc == cudaErrorPeerAccessAlreadyEnabled;
+    (void)cudaGetLastError();
+  }
+  ok = ok &&
+       cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
+       cudaEventCreate(&a) == cudaSuccess &&
+       cudaEventCreate(&b) == cudaSuccess &&
+       cudaMemcpyPeerAsync(dst, 1, src, 0, bytes, s) == cudaSuccess && // warm
+       cudaEventRecord(a, s) == cudaSuccess;
+  for (int r = 0; r < reps && ok; r++)
+    ok = cudaMemcpyPeerAsync(dst, 1, src, 0, bytes, s) == cudaSuccess;
+  float ms = 0;
+  ok = ok && cudaEventRecord(b, s) == cudaSuccess &&
+       cudaEventSynchronize(b) == cudaSuccess &&
+       cudaEventElapsedTime(&ms, a, b) == cudaSuccess && ms > 0;
+  if (a != nullptr)
+    cudaEventDestroy(a);
+  if (b != nullptr)
+    cudaEventDestroy(b);
+  if (s != nullptr)
+    cudaStreamDestroy(s);
+  if (enabled)
+    cudaDeviceDisablePeerAccess(1);
+  cudaFree(src);
+  cudaSetDevice(1);
+  cudaFree(dst);
+  cudaSetDevice(caller);
+  (void)cudaGetLastError();
+  return ok ? (double)bytes * reps / (ms * 1e-3) / 1e9 : -1;
+}
+
 // Enqueues the spin kernel for ms milliseconds on stream.
 extern "C" int bench_busy(void *stream, double ms)
 {

@@ -21,6 +21,19 @@ double bench_d2d(size_t bytes, int reps);
 double bench_h2d_pitched(size_t row_bytes, size_t rows, size_t planes,
                          size_t src_pitch, double *enqueue_us);
 
+/* The concurrent ceiling: every rank copies at once. setup allocates
+ * `bytes` of pinned host and device memory on `device` (and makes it
+ * current), run makes reps pinned host-to-device copies on a stream of its
+ * own and waits for them (0, or -1 on a CUDA error), free releases what
+ * setup took (NULL: no-op). setup returns NULL on any failure. */
+void *bench_h2d_setup(int device, size_t bytes);
+int bench_h2d_run(void *h, int reps);
+void bench_h2d_free(void *h);
+/* GB/s of copies of `bytes` from device 0 to device 1 (GPU time), with
+ * peer access enabled where the pair allows it (*peer = 1) and put back as
+ * it was after; -1 with fewer than two devices or on a CUDA error. */
+double bench_p2p(size_t bytes, int reps, int *peer);
+
 /* Enqueues a kernel on stream that keeps the GPU busy for ms milliseconds
  * (one block spinning on the global timer): a stand-in for a training
  * step on the consumer stream. */

@@ -149,6 +149,9 @@ static void print_json(const bench_ctx *b, const char *mode,
   json_double(&j, "ceil_pitched", measured(c->pitched), 2);
   json_double(&j, "pitched_enqueue_us",
               c->pitched > 0 ? c->pitched_enqueue_us : NAN, 2);
+  json_double(&j, "ceil_h2d_all", measured(c->h2d_all), 2);
+  json_double(&j, "ceil_h2d_all_min", measured(c->h2d_all_min), 2);
+  json_double(&j, "ceil_p2p", measured(c->p2p), 2);
   json_double(&j, "ratio_pinned", ratio(t->gbs, c->pinned), 4);
   json_double(&j, "ratio_memcpy1", ratio(t->gbs, c->memcpy1), 4);
   json_double(&j, "gather_gbs", r0->gather_gbs, 3);

@@ -54,6 +54,8 @@ static const char *kind_name(slabfeed_option_kind k)
     return "vector groups";
   case SLABFEED_OPTION_REGIONS:
     return "boxes";
+  case SLABFEED_OPTION_NORMS:
+    return "normalisations";
   }
   return "?";
 }
@@ -88,6 +90,12 @@ static void range_text(const slabfeed_option *o, char *buf, size_t n)
     break;
   case SLABFEED_OPTION_REGIONS:
     snprintf(buf, n, "up to %lld boxes Z,Y,X,DZ,DY,DX", (long long)o->max);
+    break;
+  case SLABFEED_OPTION_NORMS:
+    snprintf(buf, n,
+             "none, or one entry per channel (up to %lld): SHIFT,SCALE or "
+             "log(A),SHIFT,SCALE",
+             (long long)o->max);
     break;
   case SLABFEED_OPTION_STRING:
     snprintf(buf, n, "%s",

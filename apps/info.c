@@ -1,9 +1,13 @@
 /* slabfeed-info: datasets, shapes, dtypes, layout, chunking, sizes, and
- * the slab plan for a number of ranks. Runs on one rank (others wait). */
+ * the slab plan for a number of ranks. Runs on one rank (others wait),
+ * except --stats: the per-channel statistics of datasets, read in parallel
+ * by every rank (slabfeed_field_stats), and the normalisation they give. */
 #include <errno.h>
 #include <hdf5.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,7 +25,32 @@ typedef struct info_args {
   int group_nodes;
   uint64_t node_memory;
   int options; /* --options: print the loader's option table */
+  /* --stats: per-channel statistics of datasets */
+  int stats;
+  const char *input, *target, *dataset; /* which; none given: all */
+  int has_log_a;
+  double log_a;
+  int n_input_vectors;
+  int input_vectors[SLABFEED_MAX_VECTORS][3];
+  int n_target_vectors;
+  int target_vectors[SLABFEED_MAX_VECTORS][3];
 } info_args;
+
+/* --log-a A: a finite number. */
+static int set_log_a(void *base, const char *value, char *err, size_t errlen)
+{
+  info_args *a = base;
+  char *end = NULL;
+  const double v =
+      value[0] != '\0' && value[0] != ' ' ? strtod(value, &end) : NAN;
+  if (end == NULL || *end != '\0' || !isfinite(v) || !isfinite((float)v)) {
+    snprintf(err, errlen, "'%s' is not a finite number", value);
+    return -1;
+  }
+  a->log_a = v;
+  a->has_log_a = 1;
+  return 0;
+}
 
 static const cli_choice layouts[] = {{"auto", SLABFEED_LAYOUT_AUTO},
                                      {"cf", SLABFEED_LAYOUT_CF},
@@ -80,6 +109,52 @@ static const cli_option options[] = {
      .help = "print the loader's options (every app, the C API and Python "
              "take them) as a Markdown table, as docs/OPTIONS.md has it, and "
              "exit"},
+    {.name = "--stats",
+     .kind = CLI_FLAG,
+     .at = offsetof(info_args, stats),
+     .help = "per-channel statistics (count, mean, std, min, max; of "
+             "log(x + A) too with --log-a) of the datasets, read in parallel "
+             "by every rank, and the --input-norm / --target-norm value they "
+             "give"},
+    {.name = "--input",
+     .kind = CLI_STRING,
+     .at = offsetof(info_args, input),
+     .metavar = "NAME",
+     .help = "--stats: the input dataset (its normalisation is printed as "
+             "--input-norm)"},
+    {.name = "--target",
+     .kind = CLI_STRING,
+     .at = offsetof(info_args, target),
+     .metavar = "NAME",
+     .help = "--stats: the target dataset (printed as --target-norm)"},
+    {.name = "--dataset",
+     .kind = CLI_STRING,
+     .at = offsetof(info_args, dataset),
+     .metavar = "NAME",
+     .help = "--stats: another dataset; with none of --input, --target and "
+             "--dataset, every dataset of the file"},
+    {.name = "--log-a",
+     .kind = CLI_CALL,
+     .set = set_log_a,
+     .metavar = "A",
+     .help = "--stats: also the statistics of log(x + A), and a "
+             "normalisation with log(A) for the channels where x + A > 0 "
+             "everywhere"},
+    {.name = "--input-vector",
+     .kind = CLI_VECTOR,
+     .at = offsetof(info_args, input_vectors),
+     .count_at = offsetof(info_args, n_input_vectors),
+     .max = SLABFEED_MAX_VECTORS,
+     .metavar = "K0,K1,K2",
+     .help = "--stats: input channels of one vector: they share one scale "
+             "(the rms of the components) and shift 0; repeatable"},
+    {.name = "--target-vector",
+     .kind = CLI_VECTOR,
+     .at = offsetof(info_args, target_vectors),
+     .count_at = offsetof(info_args, n_target_vectors),
+     .max = SLABFEED_MAX_VECTORS,
+     .metavar = "K0,K1,K2",
+     .help = "--stats: target channels of one vector; repeatable"},
     {.name = NULL}};
 
 /* State of the walk over the file's datasets. */
@@ -89,6 +164,7 @@ typedef struct ctx {
   int found;
   int64_t shape[3];
   double bytes_f32;
+  char names[4096]; /* the datasets found, each followed by '\n' */
 } ctx;
 
 #if H5_VERSION_GE(1, 12, 0)
@@ -133,6 +209,9 @@ static herr_t show(hid_t group, const char *name, const link_info *li,
   if (c->found == 0)
     memcpy(c->shape, in.shape, sizeof c->shape);
   c->found++;
+  const size_t used = strlen(c->names);
+  if (used + strlen(name) + 2 < sizeof c->names)
+    snprintf(c->names + used, sizeof c->names - used, "%s\n", name);
   c->bytes_f32 += vox * (double)in.channels * 4;
   return 0;
 }
@@ -198,6 +277,141 @@ static int print_plan(const char *prog, const info_args *a, const ctx *c)
   return 0;
 }
 
+/* One normalisation entry per channel as --input-norm takes it: shift the
+ * mean and scale the standard deviation of a scalar channel (with log:
+ * those of log(x + a), where x + a > 0 everywhere); shift 0 and one scale,
+ * the rms of the components, for the channels of a vector group. A scale
+ * that would be 0 (a constant channel) is 1. */
+static void norm_text(const slabfeed_field_stat *st, int C, int ngroups,
+                      const int (*groups)[3], int with_log, float log_a,
+                      char *buf, size_t len)
+{
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int c = 0; c < C; c++) {
+    int group = -1;
+    for (int v = 0; v < ngroups; v++)
+      for (int k = 0; k < 3; k++)
+        group = groups[v][k] == c ? v : group;
+    char one[128];
+    if (group >= 0) {
+      double ms = 0;
+      for (int k = 0; k < 3; k++) {
+        const slabfeed_field_stat *x = &st[groups[group][k]];
+        ms += (x->std * x->std + x->mean * x->mean) / 3.0;
+      }
+      const float scale = (float)sqrt(ms);
+      snprintf(one, sizeof one, "0,%.9g",
+               isfinite(scale) && scale != 0.0f ? (double)scale : 1.0);
+    } else if (with_log && st[c].count > 0 && st[c].log_count == st[c].count) {
+      const float scale = (float)st[c].log_std;
+      snprintf(one, sizeof one, "log(%.9g),%.9g,%.9g", (double)log_a,
+               (double)(float)st[c].log_mean,
+               isfinite(scale) && scale != 0.0f ? (double)scale : 1.0);
+    } else {
+      const float scale = (float)st[c].std;
+      snprintf(one, sizeof one, "%.9g,%.9g",
+               isfinite(st[c].mean) ? (double)(float)st[c].mean : 0.0,
+               isfinite(scale) && scale != 0.0f ? (double)scale : 1.0);
+    }
+    const int n = snprintf(buf + used, len - used, "%s%s", c ? ";" : "", one);
+    if (n < 0 || (size_t)n >= len - used)
+      return;
+    used += (size_t)n;
+  }
+}
+
+/* --stats: the statistics of each dataset named (or of every dataset of
+ * the file, names from rank 0), read by every rank; rank 0 prints. Every
+ * rank returns the same exit status. */
+static int print_stats(const char *prog, const info_args *a, const ctx *c,
+                       int rank, int size)
+{
+  /* The datasets and their roles: 0 input, 1 target, 2 another. */
+  char names[4096] = "";
+  if (a->input == NULL && a->target == NULL && a->dataset == NULL) {
+    if (rank == 0)
+      snprintf(names, sizeof names, "%s", c->names);
+    MPI_Bcast(names, (int)sizeof names, MPI_CHAR, 0, MPI_COMM_WORLD);
+  }
+  const char *list[64];
+  int role[64], n = 0;
+  const char *given[3] = {a->input, a->target, a->dataset};
+  for (int r = 0; r < 3; r++)
+    if (given[r] != NULL)
+      list[n] = given[r], role[n++] = r;
+  for (char *p = names; *p != '\0' && n < 64;) {
+    char *nl = strchr(p, '\n');
+    *nl = '\0';
+    list[n] = p, role[n++] = 2;
+    p = nl + 1;
+  }
+  const int with_log = a->has_log_a;
+  const float log_a = with_log ? (float)a->log_a : NAN;
+  int rc = 0;
+  for (int d = 0; d < n && rc == 0; d++) {
+    slabfeed_field_stat st[SLABFEED_MAX_CHANNELS];
+    int C = 0;
+    char err[1024];
+    const slabfeed_status s =
+        slabfeed_field_stats(MPI_COMM_WORLD, a->path, list[d], a->layout, log_a,
+                             st, SLABFEED_MAX_CHANNELS, &C, err, sizeof err);
+    if (s != SLABFEED_OK) { /* agreed: the same on every rank */
+      if (rank == 0)
+        fprintf(stderr, "%s: %s: %s\n", prog, slabfeed_status_name(s), err);
+      rc = 1;
+      break;
+    }
+    const int ng = role[d] == 0   ? a->n_input_vectors
+                   : role[d] == 1 ? a->n_target_vectors
+                                  : 0;
+    const int(*groups)[3] = role[d] == 0 ? a->input_vectors : a->target_vectors;
+    for (int v = 0; v < ng; v++)
+      for (int k = 0; k < 3; k++)
+        if (groups[v][k] < 0 || groups[v][k] >= C) {
+          if (rank == 0)
+            fprintf(stderr,
+                    "%s: --%s-vector %d,%d,%d: '%s' has channels 0..%d\n", prog,
+                    role[d] == 0 ? "input" : "target", groups[v][0],
+                    groups[v][1], groups[v][2], list[d], C - 1);
+          rc = 2;
+        }
+    if (rank != 0 || rc != 0)
+      continue;
+    printf("statistics of '%s' (%d channels, read by %d ranks):\n", list[d], C,
+           size);
+    printf("  %4s %14s %10s %15s %15s %15s %15s\n", "ch", "count", "nonfinite",
+           "mean", "std", "min", "max");
+    for (int k = 0; k < C; k++)
+      printf("  %4d %14llu %10llu %15.8g %15.8g %15.8g %15.8g\n", k,
+             (unsigned long long)st[k].count,
+             (unsigned long long)st[k].nonfinite, st[k].mean, st[k].std,
+             st[k].min, st[k].max);
+    if (with_log) {
+      printf("  log(x + %.9g):\n", (double)log_a);
+      printf("  %4s %14s %10s %15s %15s %15s %15s\n", "ch", "count", "", "mean",
+             "std", "min", "max");
+      for (int k = 0; k < C; k++)
+        printf("  %4d %14llu %10s %15.8g %15.8g %15.8g %15.8g\n", k,
+               (unsigned long long)st[k].log_count, "", st[k].log_mean,
+               st[k].log_std, st[k].log_min, st[k].log_max);
+    }
+    const char *flag =
+        role[d] == 0   ? "--input-norm"
+        : role[d] == 1 ? "--target-norm"
+                       : "normalisation (as --input-norm or --target-norm):";
+    char text[SLABFEED_MAX_CHANNELS * 64];
+    norm_text(st, C, ng, groups, 0, log_a, text, sizeof text);
+    printf("  %s '%s'\n", flag, text);
+    if (with_log) {
+      norm_text(st, C, ng, groups, 1, log_a, text, sizeof text);
+      printf("  with log: %s '%s'\n", flag, text);
+    }
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return rc;
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -205,11 +419,14 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *prog = "slabfeed-info";
-  info_args a = {NULL, SLABFEED_LAYOUT_AUTO, size, 0, 1, 0, 0, 0};
+  info_args a = {
+      .path = NULL, .layout = SLABFEED_LAYOUT_AUTO, .ranks = size, .nodes = 1};
   const cli_app app = {
       prog,
       "Lists the datasets of an HDF5 file (shape, dtype, layout, chunking, "
-      "size) and the slab plan for a number of ranks. Rank 0 does the work.",
+      "size) and the slab plan for a number of ranks; rank 0 does the work. "
+      "With --stats every rank also reads its slab of the datasets for "
+      "their per-channel statistics and the normalisation they give.",
       {{"options", options, &a}}};
   cli_parse(&app, argc, argv);
   if (a.options) {
@@ -220,7 +437,7 @@ int main(int argc, char **argv)
   }
   /* Collective: a rank without --file (MPMD) must not leave alone. */
   cli_usage_agree(&app, a.path == NULL, "--file is required (or --options)");
-  ctx c = {a.path, a.layout, 0, {0, 0, 0}, 0};
+  ctx c = {a.path, a.layout, 0, {0, 0, 0}, 0, ""};
   int rc = 0;
   if (rank == 0) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -256,6 +473,10 @@ int main(int argc, char **argv)
       rc = print_plan(prog, &a, &c);
   }
   MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rc == 0 && a.stats) {
+    fflush(stdout);
+    rc = print_stats(prog, &a, &c, rank, size);
+  }
   MPI_Finalize();
   return rc;
 }

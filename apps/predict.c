@@ -100,8 +100,7 @@ static void centre_of(const slabfeed_tensor *t, slabfeed_out_layout lay,
       for (int64_t z = P; z < P + T; z++)
         for (int64_t y = P; y < P + T; y++)
           for (int64_t x = P; x < P + T; x++, o++) {
-            const int64_t at = b * t->strides[0] +
-                               c * t->strides[nc ? 1 : 4] +
+            const int64_t at = b * t->strides[0] + c * t->strides[nc ? 1 : 4] +
                                z * t->strides[nc ? 2 : 1] +
                                y * t->strides[nc ? 3 : 2] +
                                x * t->strides[nc ? 4 : 3];
@@ -139,9 +138,9 @@ static uint64_t verify(const slabfeed_config *cfg,
     s = slabfeed_reader_crop(in, cfg->input, cfg->layout, o_in, ext, 0, 0, NULL,
                              SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW, a);
   if (s == SLABFEED_OK)
-    s = slabfeed_reader_crop(out, wc->dataset, SLABFEED_LAYOUT_AUTO, o_out,
-                             ext, 0, 0, NULL, SLABFEED_DTYPE_F32,
-                             SLABFEED_OUT_NCDHW, b);
+    s = slabfeed_reader_crop(out, wc->dataset, SLABFEED_LAYOUT_AUTO, o_out, ext,
+                             0, 0, NULL, SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW,
+                             b);
   if (s != SLABFEED_OK)
     cli_note(st, msg, len, s, "verify: %s",
              in != NULL ? slabfeed_reader_error(out != NULL ? out : in) : err);
@@ -174,7 +173,8 @@ int main(int argc, char **argv)
   cli_scan(&app, argc, argv, &parsed);
   int provided;
   MPI_Init_thread(&argc, &argv,
-                  cfg.device != -1 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED,
+                  cfg.device != -1 ? MPI_THREAD_MULTIPLE
+                                   : MPI_THREAD_SERIALIZED,
                   &provided);
   cli_settle(&app, &parsed);
   int rank, size;
@@ -270,7 +270,8 @@ int main(int argc, char **argv)
     if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
       cli_fail_agreed(prog, st, msg);
   }
-  double mine[6] = {t_next, t_put, stats.t_read, (double)stats.slab_bytes,
+  double mine[6] = {t_next,        t_put,
+                    stats.t_read,  (double)stats.slab_bytes,
                     (double)tiles, (double)bad};
   double sum[6], max[6];
   MPI_Reduce(mine, sum, 6, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);

@@ -493,6 +493,149 @@ def over_nodes(args, p, nodes):
                        "crops/s/GPU bound", "exposed ms"], args.markdown)
 
 
+# ---------------------------------------------------------------- one node
+
+# The host side of one node of N GPUs (docs/SCALING.md, "One node: how many
+# GPUs the host can feed"). Each crop crosses its GPU's host link as
+# float32 (S_in = c^3 C 4 bytes, whatever the delivered dtype), read by the
+# copy engine straight from the node window's pages: per GPU at the link
+# rate that is e(4c) x H bytes/s of host memory reads.
+NODE_PRESETS = {
+    "h200-vm": dict(
+        gpus=1, sockets=1, host_link_gbs=55.4, memcpy_gbs=30.75,
+        dram_gbs=None, xsocket_gbs=None, gpus_per_switch=1, switch_gbs=None,
+        host_mem_gib=128,
+        label="the one-H200 machine (16 cores, 128 GiB, one socket as the VM "
+              "shows it): pinned H2D 55.4 GB/s, memcpy on all 16 cores 26.1-"
+              "30.8 GB/s copied (run 5), so about 61 GB/s of reads"),
+    "dgx-h200": dict(
+        gpus=8, sockets=2, host_link_gbs=55.4, memcpy_gbs=None,
+        dram_gbs=614.4 * 0.7, xsocket_gbs=100.0, gpus_per_switch=1,
+        switch_gbs=None, host_mem_gib=2048,
+        label="DGX-type H200 node: 8 GPUs, 2 sockets, pinned H2D 55.4 GB/s "
+              "per GPU (measured), DRAM 0.7 x 614.4 GB/s (assumed), 100 GB/s "
+              "between the sockets per direction (assumed)"),
+    "perlmutter": dict(
+        gpus=4, sockets=1, host_link_gbs=25.0, memcpy_gbs=None,
+        dram_gbs=204.8 * 0.7, xsocket_gbs=None, gpus_per_switch=1,
+        switch_gbs=None, host_mem_gib=256,
+        label="Perlmutter-like node: 4 A100, 1 socket, PCIe 4 ~25 GB/s per "
+              "GPU, DRAM 0.7 x 204.8 GB/s (assumed)"),
+}
+
+
+def node_socket_gpus(N, S, total, how):
+    """GPUs of N busy ones on each of S sockets: spread evenly, or filled
+    socket by socket (GPUs numbered in blocks per socket, ordinals 0..N-1
+    in use: a DGX's GPUs 0-3 are all on its first socket)."""
+    if how == "fill":
+        per = -(-total // S)
+        return [min(per, max(0, N - i * per)) for i in range(S)]
+    return [N // S + (i < N % S) for i in range(S)]
+
+
+def node_host(p):
+    """crops/s of N GPUs of one node from the host side (no remote byte):
+    the bounds are each GPU's link, the DRAM of each socket, and (one
+    sharded copy per node, GPUs on two or more sockets) the links between
+    the sockets."""
+    N, S = p["gpus"], p["sockets"]
+    c, C = p["crop"], sum(p["channels"])
+    crop_bytes = c ** 3 * C * 4
+    e = link_efficiency(4 * c)
+    # Busy GPUs behind one switch uplink: spread over the node's switches,
+    # or filling them in order.
+    kmax = max(1, p["gpus_per_switch"])
+    switches = max(1, -(-p["node_total_gpus"] // kmax))
+    k = min(kmax, N if p["gpu_sockets"] == "fill" else -(-N // switches))
+    uplink = (p["switch_gbs"] or p["host_link_gbs"]) * GB
+    h_gpu = min(p["host_link_gbs"] * GB, uplink / k)
+    link = p["link_gbs_eff"] * GB if p["link_gbs_eff"] else h_gpu * e
+    n_s = node_socket_gpus(N, S, p["node_total_gpus"], p["gpu_sockets"])
+    dram = p["dram_gbs"] * GB if p["dram_gbs"] else None
+    bounds = {"link": link / crop_bytes}
+    if dram:
+        # Reads served by socket s: a GPU's crops come evenly from every
+        # rank's slab (uniform origins), the slabs lie with their ranks:
+        # N r S_in n_s / N = n_s r S_in <= D / S (also with replicas).
+        bounds["DRAM"] = min(dram / S / (n * crop_bytes) for n in n_s if n)
+    xs = 0.0
+    busy = [n for n in n_s if n]
+    if p["replicas"] == "node" and len(busy) > 1:
+        # socket a -> socket b: n_b GPUs read n_a / N of their bytes there
+        pair = max(a * b for i, a in enumerate(busy)
+                   for j, b in enumerate(busy) if i != j)
+        if p["xsocket_gbs"]:
+            bounds["x-socket"] = p["xsocket_gbs"] * GB * N / (pair * crop_bytes)
+        xs = pair / N
+    bound = min(bounds, key=bounds.get)
+    r = bounds[bound]
+    V = p["volume_bytes"]
+    copies = {"node": 1, "numa": len(busy), "rank": N}[p["replicas"]]
+    return dict(gpus=N, sockets_busy=len(busy), per_socket=n_s, per_switch=k,
+                crop_bytes=crop_bytes, link_eff=e, h_gpu=h_gpu / GB,
+                link_gbs=link / GB, crops_s_gpu=r, crops_s_node=N * r,
+                bound=bound, host_reads_gbs=N * r * crop_bytes / GB,
+                xsocket_gbs=xs * r * crop_bytes / GB, copies=copies,
+                slab_bytes=copies * V,
+                fits=copies * V <= p["host_mem_bytes"] / 2)
+
+
+def node_table(args, p, gpus):
+    rows = []
+    for N in gpus:
+        o = node_host(dict(p, gpus=N))
+        rows.append((N, "/".join(str(x) for x in o["per_socket"]),
+                     "%.1f" % o["link_gbs"], "%.3g" % o["crops_s_gpu"],
+                     "%.4g" % o["crops_s_node"], o["bound"],
+                     "%.0f" % o["host_reads_gbs"],
+                     "%.0f" % o["xsocket_gbs"] if o["xsocket_gbs"] else "-",
+                     "%s%s" % (fmt_bytes(o["slab_bytes"]),
+                               "" if o["fits"] else " (over)")))
+    print("one node: %s; crop %d^3 x %d channels = %s over the link per "
+          "crop (float32, any output dtype), link efficiency %.2f; "
+          "replicas: %s; GPUs %s over %d socket(s)" % (
+              p["label"], p["crop"], sum(p["channels"]),
+              fmt_bytes(p["crop"] ** 3 * sum(p["channels"]) * 4),
+              link_efficiency(4 * p["crop"]), p["replicas"],
+              "filled" if p["gpu_sockets"] == "fill" else "spread",
+              p["sockets"]))
+    print_table(rows, ["GPUs", "per socket", "link GB/s per GPU",
+                       "crops/s per GPU", "crops/s node", "bound",
+                       "host reads GB/s", "x-socket GB/s per direction",
+                       "slab memory"], args.markdown)
+
+
+def node_params(a, pr):
+    np_ = NODE_PRESETS.get(a.preset, {}) if a.preset else {}
+
+    def pick(name, default):
+        v = getattr(a, name, None)
+        return v if v is not None else np_.get(name, default)
+    shape = [int(x) for x in str(a.volume).split(",")]
+    if len(shape) == 1:
+        shape = shape * 3
+    channels = tuple(int(x) for x in a.channels.split(","))
+    memcpy = pick("memcpy_gbs", None)
+    dram = pick("dram_gbs", None)
+    if a.mem_gbs not in ("0", "preset"):
+        dram = float(a.mem_gbs) * a.mem_eff
+    if memcpy and a.dram_gbs is None and a.mem_gbs == "0":
+        dram = 2 * memcpy  # a copy reads and writes every byte it moves
+    S = pick("sockets", 1)
+    total = pick("gpus", max(int(x) for x in a.node_gpus.split(",")))
+    return dict(label=np_.get("label", pr.get("label", "custom")),
+                sockets=S, node_total_gpus=total,
+                host_link_gbs=pick("host_link_gbs", 25.0),
+                link_gbs_eff=a.link_gbs_eff, crop=a.crop, channels=channels,
+                gpus_per_switch=pick("gpus_per_switch", 1),
+                switch_gbs=pick("switch_gbs", None), dram_gbs=dram,
+                xsocket_gbs=pick("xsocket_gbs", None), replicas=a.replicas,
+                gpu_sockets=a.gpu_sockets,
+                volume_bytes=shape[0] * shape[1] * shape[2] * sum(channels) * 4,
+                host_mem_bytes=pick("host_mem_gib", 256) * GiB)
+
+
 # ---------------------------------------------------------------- sweep
 
 
@@ -730,8 +873,10 @@ def main(argv=None):
         description="Predict remote bytes, transfers and crops/s per GPU of "
         "slabfeed on N nodes (docs/SCALING.md).",
         formatter_class=_Help)
-    ap.add_argument("--preset", choices=sorted(PRESETS),
-                    help="node parameters (overridden by the options below)")
+    ap.add_argument("--preset", choices=sorted(set(PRESETS) |
+                                               set(NODE_PRESETS)),
+                    help="node parameters (overridden by the options below; "
+                    "h200-vm: --node-gpus only)")
     ap.add_argument("--nodes", "-N", default="2",
                     help="node count N, or a list N1,N2,... for a table")
     ap.add_argument("--gpus-per-node", type=int, default=None,
@@ -815,6 +960,38 @@ def main(argv=None):
                     help="--sweep: crops as EDGExBATCH,...")
     ap.add_argument("--fit", action="store_true",
                     help="print the fit of alpha to --curve")
+    ap.add_argument("--node-gpus", default=None, metavar="N1,N2,...",
+                    help="one node's host side instead: crops/s of 1..N GPUs "
+                    "bounded by each GPU's link, the DRAM of each socket and "
+                    "the links between sockets (docs/SCALING.md, 'One node')")
+    ap.add_argument("--sockets", type=int, default=None,
+                    help="--node-gpus: sockets (NUMA domains) of the node")
+    ap.add_argument("--xsocket-gbs", type=float, default=None,
+                    help="--node-gpus: GB/s between two sockets, per "
+                    "direction")
+    ap.add_argument("--memcpy-gbs", type=float, default=None,
+                    help="--node-gpus: measured host memcpy on all cores, "
+                    "bytes copied per s (slabfeed-bench's 'memcpy N "
+                    "threads'); the DRAM read budget is twice it")
+    ap.add_argument("--dram-gbs", type=float, default=None,
+                    help="--node-gpus: achievable DRAM read GB/s of the node "
+                    "(replaces --memcpy-gbs)")
+    ap.add_argument("--gpus-per-switch", type=int, default=None,
+                    help="--node-gpus: busy GPUs sharing one PCIe switch "
+                    "uplink")
+    ap.add_argument("--switch-gbs", type=float, default=None,
+                    help="--node-gpus: GB/s of a switch uplink (default: "
+                    "the host link)")
+    ap.add_argument("--replicas", choices=("node", "numa", "rank"),
+                    default="node",
+                    help="--node-gpus: one copy of the volume per node "
+                    "(sharded over the ranks: today), per NUMA domain, or "
+                    "per rank")
+    ap.add_argument("--gpu-sockets", choices=("spread", "fill"),
+                    default="spread",
+                    help="--node-gpus: the busy GPUs spread evenly over the "
+                    "sockets, or filling them in order (ordinals 0..N-1 of "
+                    "a node numbered in blocks per socket)")
     ap.add_argument("--markdown", action="store_true", help="markdown tables")
     ap.add_argument("--json", action="store_true",
                     help="one JSON object (single prediction)")
@@ -825,6 +1002,18 @@ def main(argv=None):
     except ValueError:
         ap.error("--nodes: an integer or a list N1,N2,...")
     a.nodes = node_list[0]
+    if a.node_gpus is not None:
+        try:
+            gpus = [int(x) for x in a.node_gpus.split(",")]
+        except ValueError:
+            ap.error("--node-gpus: a list N1,N2,...")
+        pr = PRESETS.get(a.preset, {}) if a.preset else {}
+        p = node_params(a, pr)
+        if a.json:
+            print(json.dumps([node_host(dict(p, gpus=N)) for N in gpus]))
+        else:
+            node_table(a, p, gpus)
+        return 0
     try:
         p, pts, alpha, peak, pr = build_params(a)
     except ValueError as e:

@@ -27,6 +27,13 @@ What it shows:
  - checkpoints with model, optimiser, normalisation and loader state, and
    an exact resume (--resume): the resumed run sees the same batches and
    computes the same losses as one that never stopped;
+ - a held-out band (by default the last eighth of the box in z: --holdout,
+   --holdout-frac) that no training crop touches, and a validation loss
+   over the whole band (--val-every) from a second loader making a tiled
+   pass over it: every rank takes its share of the tiles, the loss counts
+   each tile's owned part only (the padding around it is context, not
+   counted twice), and the sums are all_reduced; examples/predict.py then
+   writes the model's prediction of the band with slabfeed.Writer;
  - failure handling: an exception or Ctrl-C (SIGINT) on one rank ends the
    whole job within seconds. The loader is used in a `with` block, whose
    collective close is skipped when the block ends on an exception (the
@@ -38,6 +45,7 @@ What it shows:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -54,6 +62,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import slabfeed.tools
 from slabfeed.torch import TorchLoader
 
 VECTORS = [(1, 2, 3)]  # velocity (z, y, x) in both datasets
@@ -193,6 +202,84 @@ def normalise(t: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.T
     return (t.float() - mean) / std
 
 
+# ---- held-out band and validation ---------------------------------------------------
+
+
+def parse_region(text: str) -> List[int]:
+    """'z,y,x,dz,dy,dx' (voxels; an extent of 0 is the whole axis)."""
+    try:
+        v = [int(p) for p in text.split(",")]
+    except ValueError:
+        v = []
+    if len(v) != 6 or min(v) < 0:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not z,y,x,dz,dy,dx (six integers >= 0; extent 0: the whole axis)")
+    return v
+
+
+def holdout_band(a: argparse.Namespace, shape: Sequence[int]) -> Optional[List[int]]:
+    """The held-out box: --holdout as given, else the last --holdout-frac of
+    the box in z (None for a fraction of 0)."""
+    if a.holdout is not None:
+        return list(a.holdout)
+    if a.holdout_frac <= 0:
+        return None
+    dz = max(1, int(round(a.holdout_frac * shape[0])))
+    if dz >= shape[0]:
+        raise ValueError(f"train_unet: --holdout-frac {a.holdout_frac} holds out the "
+                         "whole box")
+    return [shape[0] - dz, 0, 0, dz, 0, 0]
+
+
+def pass_geometry(crop: int, depth: int, extent: Sequence[int], tile: int = 0,
+                  pad: int = -1) -> List[int]:
+    """(tile, pad) of a tiled pass over a region of `extent` (z, y, x): pad
+    (default a quarter of the training crop) is the context each tile is
+    seen with; the tile defaults to what is left of the crop, no larger
+    than the region, and shrinks until tile + 2 pad is divisible by
+    2**depth (the U-Net's input edge)."""
+    P = crop // 4 if pad < 0 else pad
+    T = tile if tile > 0 else min(crop - 2 * P, *extent)
+    m = 2 ** depth
+    if tile <= 0:
+        while T > 1 and (T + 2 * P) % m:
+            T -= 1
+    if T < 1 or (T + 2 * P) % m:
+        raise ValueError(f"train_unet: no tile for pad {P}: tile + 2 pad must be "
+                         f"divisible by {m} (--val-tile, --val-pad)")
+    return [T, P]
+
+
+def validation_loss(model: nn.Module, loader: TorchLoader, pad: int,
+                    norm: Sequence[torch.Tensor], amp: bool, dev: torch.device) -> float:
+    """The mean squared error (normalised units, as the training loss) over
+    every voxel and channel of the pass's region: the whole pass on every
+    rank, each tile's owned part only, sums all_reduced over the ranks."""
+    mx, sx, my, sy = norm
+    was_training = model.training
+    model.eval()
+    sums = torch.zeros(2, dtype=torch.float64, device=dev)
+    loader.seek(0, 0)
+    with torch.no_grad():
+        for _ in range(len(loader)):
+            x, y, meta = loader.next()
+            with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
+                pred = model(normalise(x, mx, sx))
+            # The target is the tile itself (edge T); the prediction covers
+            # the padded crop: its centre is the tile.
+            T = y.shape[-1]
+            tile = pred[..., pad:pad + T, pad:pad + T, pad:pad + T]
+            err = (tile.float() - normalise(y, my, sy)).square()
+            for i in range(meta.count):  # the real slots; each its owned part
+                _, _, _, oz, oy, ox, nz, ny, nx = meta.tile[i]
+                e = err[i, :, oz:oz + nz, oy:oy + ny, ox:ox + nx]
+                sums[0] += e.sum(dtype=torch.float64)
+                sums[1] += e.numel()
+    dist.all_reduce(sums)
+    model.train(was_training)
+    return (sums[0] / sums[1]).item()
+
+
 # ---- training -------------------------------------------------------------------------
 
 
@@ -271,7 +358,25 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         "units, as the apps take it; 0: half its memory less 2 GiB per "
                         "rank); sets the replication groups")
     p.add_argument("--locality", action="store_true",
-                   help="crops from each rank's node only (stratified in z)")
+                   help="crops from each rank's node only (stratified in z; not with a "
+                        "hold-out: pass --holdout-frac 0)")
+    p.add_argument("--holdout", type=parse_region, default=None, metavar="Z,Y,X,DZ,DY,DX",
+                   help="the box no training crop touches, validated on (extent 0: the "
+                        "whole axis); default: the last --holdout-frac of the box in z")
+    p.add_argument("--holdout-frac", type=float, default=0.125,
+                   help="without --holdout: hold out this fraction of the box at the end "
+                        "of z (0: none, no validation)")
+    p.add_argument("--val-every", type=int, default=0,
+                   help="validation loss over the whole held-out band every N steps and "
+                        "at the last step (0: at the last step only; -1: never)")
+    p.add_argument("--val-tile", type=int, default=0,
+                   help="tile edge of the validation pass (0: the crop less twice the "
+                        "pad, at most the band, tile + 2 pad divisible by 2**depth)")
+    p.add_argument("--val-pad", type=int, default=-1,
+                   help="context voxels around each validation tile (-1: a quarter of "
+                        "the crop)")
+    p.add_argument("--val-batch", type=int, default=0,
+                   help="tiles per rank and step of the validation pass (0: --batch)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="auto: cuda when a GPU is visible, else cpu")
     p.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto",
@@ -325,15 +430,29 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     dtype = a.dtype if a.dtype != "auto" else ("bf16" if gpu else "f32")
     amp = gpu and not a.no_amp
     records: List[Dict[str, Any]] = []
+    box = slabfeed.tools.describe(a.file, a.input)["shape"]
+    band = holdout_band(a, box)
     loader = TorchLoader(MPI.COMM_WORLD, device=dev, path=a.file, input=a.input,
                          target=a.target, crop=a.crop, batch=a.batch, seed=a.seed,
                          input_vectors=VECTORS, target_vectors=VECTORS,
                          dtype=dtype, prefetch=a.prefetch,
-                         node_memory=a.node_memory, locality=a.locality)
+                         node_memory=a.node_memory, locality=a.locality,
+                         holdout=[band] if band else None)
+    # The validation pass over the band: a second loader (a tiled pass; it
+    # holds its own copy of the volume's slabs).
+    validate = band is not None and a.val_every >= 0
+    vgeom = pass_geometry(a.crop, a.depth, [e or n for e, n in zip(band[3:], box)],
+                          a.val_tile, a.val_pad) if band else None
+    vloader = TorchLoader(MPI.COMM_WORLD, device=dev, path=a.file, input=a.input,
+                          target=a.target, batch=a.val_batch or a.batch,
+                          tile=vgeom[0], pad=vgeom[1], region=[band],
+                          input_vectors=VECTORS, target_vectors=VECTORS, dtype=dtype,
+                          prefetch=a.prefetch, node_memory=a.node_memory) \
+        if validate else None
     # `with`: the collective close on success; when the block ends on an
     # exception (this rank's alone, maybe) the close is skipped and the
     # exception goes on to _run_or_abort's MPI_Abort.
-    with loader:
+    with loader, (vloader if vloader is not None else contextlib.nullcontext()):
         torch.manual_seed(a.seed)
         model = UNet3d(4, 5, a.base, a.depth).to(dev)
         ddp = DDP(model, device_ids=[dev.index] if gpu else None)
@@ -341,6 +460,10 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
         step = 0
         if a.resume:
             ck = torch.load(a.resume, map_location=dev)
+            if ck.get("holdout") != band:
+                raise ValueError(f"train_unet: the checkpoint held out {ck.get('holdout')}, "
+                                 f"this run {band}: the sample stream would differ "
+                                 "(pass the checkpoint's --holdout / --holdout-frac)")
             model.load_state_dict(ck["model"])
             opt.load_state_dict(ck["optimizer"])
             loader.load_state_dict(ck["loader"])
@@ -355,11 +478,16 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
                   f"{sum(p.numel() for p in model.parameters())} parameters, "
                   f"{len(loader)} steps/epoch, from step {step}", flush=True)
             print(loader.loader.placement(), flush=True)
+            if band:
+                print(f"held out: z,y,x {band[:3]} extent {band[3:]} (0: the whole axis)"
+                      + (f"; validation: {len(vloader)} steps of tile {vgeom[0]}, pad "
+                         f"{vgeom[1]}" if vloader else ""), flush=True)
 
         def checkpoint(path: str) -> None:
             save_checkpoint(path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                                    "loader": loader.state_dict(), "norm": norm,
-                                   "step": step, "args": vars(a)}, rank, dev)
+                                   "step": step, "args": vars(a), "holdout": band,
+                                   "box": list(box), "val_geometry": vgeom}, rank, dev)
             if rank == 0:
                 print(f"checkpoint: step {step} written to {path}", flush=True)
 
@@ -378,16 +506,25 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
             step += 1
             n += 1
             loss_sum += loss.detach()
-            if step % a.log_every == 0 or step == a.steps:
+            val_due = vloader is not None and (
+                step == a.steps or (a.val_every > 0 and step % a.val_every == 0))
+            if step % a.log_every == 0 or step == a.steps or val_due:
                 dist.all_reduce(loss_sum)
                 mean = loss_sum.item() / (n * world)
                 dt = time.perf_counter() - t0
                 rec = {"step": step, "epoch": meta.epoch, "loader_step": meta.step,
                        "loss": mean, "samples": list(meta.sample),
                        "samples_s": n * a.batch * world / dt, "wait_ms": 1e3 * wait / n}
+                val = ""
+                if val_due:
+                    tv = time.perf_counter()
+                    rec["val_loss"] = validation_loss(model, vloader, vgeom[1],
+                                                      (mx, sx, my, sy), amp, dev)
+                    val = (f" val_loss {rec['val_loss']:.6f} "
+                           f"({time.perf_counter() - tv:.1f} s)")
                 if rank == 0:
                     records.append(rec)
-                    print(f"step {step:6d} epoch {meta.epoch} loss {mean:.6f} "
+                    print(f"step {step:6d} epoch {meta.epoch} loss {mean:.6f}{val} "
                           f"{rec['samples_s']:.1f} samples/s loader wait "
                           f"{rec['wait_ms']:.2f} ms/step", flush=True)
                     if a.log:
@@ -399,6 +536,11 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
                 checkpoint(a.ckpt)
         if a.ckpt:
             checkpoint(a.ckpt)
+    # DDP's reducer holds the process group: released here, after a barrier
+    # (torch 1.13's gloo group, left to be destroyed when main's frame goes,
+    # hung now and then in its destructor, joining its worker threads).
+    dist.barrier(device_ids=[dev.index]) if gpu else dist.barrier()
+    del ddp
     dist.destroy_process_group()  # on success only: not after a failure
     return records
 

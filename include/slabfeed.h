@@ -161,7 +161,7 @@ typedef enum {
 /* slabfeed_config.device: the node-local rank (MPI_COMM_TYPE_SHARED) modulo
  * the visible CUDA devices, one GPU per rank ("local" as text). */
 #define SLABFEED_DEVICE_LOCAL (-2)
-#define SLABFEED_MAX_REGIONS 8 /* held-out regions per loader */
+#define SLABFEED_MAX_REGIONS 8   /* held-out regions per loader */
 #define SLABFEED_MAX_CHANNELS 64 /* channels per dataset */
 
 /* The normalisation of one channel: y = (f(x) - shift) / scale, f(x) = x
@@ -246,6 +246,9 @@ typedef struct slabfeed_config {
   slabfeed_norm input_norm[SLABFEED_MAX_CHANNELS];
   int n_target_norm;
   slabfeed_norm target_norm[SLABFEED_MAX_CHANNELS];
+  /* Added in 0.5: the target crop of a tiled pass is the tile itself, edge
+   * T (0, the default), or padded like the input, edge T + 2 pad (1). */
+  int target_pad;
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -293,12 +296,22 @@ typedef enum {
                                   "K0,K1,K2" appends one group of channels
                                   in [0, 63], ";" separates several; ""
                                   clears. At most `max` groups */
-  SLABFEED_OPTION_REGIONS = 8  /* boxes, int count + int64_t[max][6]:
+  SLABFEED_OPTION_REGIONS = 8, /* boxes, int count + int64_t[max][6]:
                                   "Z,Y,X,DZ,DY,DX" appends one (origin and
                                   extent in voxels, each in [0, 2^31); an
                                   extent of 0 is the whole axis), ";"
                                   separates several, "" clears. At most
                                   `max` boxes */
+  SLABFEED_OPTION_NORMS = 9    /* per-channel normalisation, int count +
+                                  slabfeed_norm[max], one entry per channel
+                                  separated by ";": "SHIFT,SCALE" (f the
+                                  identity) or "log(A),SHIFT,SCALE" (f(x) =
+                                  log(x + A)); numbers as strtod reads them,
+                                  rounded to float; SCALE finite and not 0,
+                                  SHIFT and A finite. A value replaces the
+                                  list, "" clears it. At most `max` entries.
+                                  _get writes %.9g, which reads back to the
+                                  same floats (added in 0.5) */
 } slabfeed_option_kind;
 
 /* slabfeed_option.flags */
@@ -602,10 +615,10 @@ typedef enum {
  * slabfeed_writer_config_init; strings are copied by slabfeed_writer_open;
  * all ranks must pass equal values (checked). */
 typedef struct slabfeed_writer_config {
-  size_t size;                 /* sizeof(slabfeed_writer_config) of the caller */
-  const char *path;            /* the new HDF5 file (required) */
-  const char *dataset;         /* dataset name; NULL: "prediction" */
-  int channels;                /* output channels; 0: those of `like` */
+  size_t size;         /* sizeof(slabfeed_writer_config) of the caller */
+  const char *path;    /* the new HDF5 file (required) */
+  const char *dataset; /* dataset name; NULL: "prediction" */
+  int channels;        /* output channels; 0: those of `like` */
   slabfeed_file_layout layout; /* AUTO or CF: (C,Z,Y,X); CL: (Z,Y,X,C) */
   slabfeed_dtype dtype;        /* element type in the file: F32 or F16 */
   int64_t chunk[3];            /* chunk edge (z,y,x); 0,0,0: contiguous */
@@ -662,10 +675,11 @@ slabfeed_writer_open(slabfeed_loader *l, const slabfeed_writer_config *cfg,
  *   copies them into pinned staging and waits for that copy; no device
  *   synchronisation, no allocation.
  * Failure: SLABFEED_ERR_ARG for a tensor of the wrong shape, dtype or
- *   device, or a batch that is not of this pass (the message says which),
- *   else the MPI or CUDA error; nothing of the batch is stored, the
- *   failure is kept and makes close fail on every rank. The message is in
- *   slabfeed_writer_last_error.
+ *   device, or a batch that is not of this pass (the message says which):
+ *   nothing of the batch is stored and the put may be retried. A failure
+ *   while storing (MPI, CUDA) is kept: later puts fail with
+ *   SLABFEED_ERR_STATE, and close fails on every rank with it. The
+ *   message is in slabfeed_writer_last_error.
  * Lifetime: `out` may be reused when put returns. */
 SLABFEED_API slabfeed_status slabfeed_writer_put(slabfeed_writer *w,
                                                  const slabfeed_batch *b,
@@ -685,8 +699,7 @@ SLABFEED_API slabfeed_status slabfeed_writer_put(slabfeed_writer *w,
  *   and an earlier file of the name untouched.
  * Lifetime: w is invalid afterwards (also on failure). */
 SLABFEED_API slabfeed_status slabfeed_writer_close(slabfeed_writer *w,
-                                                   char *errbuf,
-                                                   size_t errlen);
+                                                   char *errbuf, size_t errlen);
 
 /* slabfeed_writer_abort - discards the output: removes the partial file
  * and releases everything, writing nothing.

@@ -276,6 +276,100 @@ SLABFEED_API slabfeed_status slabfeed_aside_commit(slabfeed_aside *a,
  * Lifetime: a is invalid after the call. */
 SLABFEED_API void slabfeed_aside_abort(slabfeed_aside *a);
 
+/* ---- Field statistics (added in 0.5) ----------------------------------------
+ * What a normalisation (slabfeed_config.input_norm, target_norm) is made
+ * from: per channel of a dataset, the count, mean, standard deviation,
+ * minimum and maximum of the values x over the whole box, and the same of
+ * log(x + a) as the normalisation computes it (float32 x + a, the
+ * library's float32 log), read in parallel. slabfeed-info --stats prints
+ * them with a ready --input-norm value. */
+
+/* The statistics of one channel. Values that are NaN or infinite are left
+ * out (counted in nonfinite); the log statistics take the values whose
+ * log(x + a) is finite (x + a > 0 and not inf). std is the population
+ * standard deviation (divided by the count). Fields with no value to
+ * describe (a count of 0, or no log asked for) are NaN. Its layout is
+ * frozen (it is an array element): a later version adds a new function. */
+typedef struct slabfeed_field_stat {
+  uint64_t count;     /* finite values */
+  uint64_t nonfinite; /* NaN and +-inf values, left out */
+  double mean, std, min, max;
+  uint64_t log_count; /* values whose log(x + a) is finite */
+  double log_mean, log_std, log_min, log_max;
+} slabfeed_field_stat;
+
+/* slabfeed_field_stats - the statistics of every channel of `dataset` in
+ * `path` (layout as slabfeed_describe resolves it) into out[0..C), C the
+ * channel count (also in *channels). Every rank reads its z-slab (the
+ * planes split over the ranks of comm as slabfeed_slab_plan; ranks past
+ * the box's Z planes read none) with parallel HDF5, in runs of at most 64
+ * MiB, and accumulates in double: each plane of a channel in two pairwise
+ * passes (mean, then squared deviations), the planes and then the ranks
+ * merged with the pairwise update of Chan et al. (no sum of squares, so
+ * no cancellation). log_a is the a of log(x + a); NaN skips the log
+ * statistics (log_count 0, log fields NaN).
+ * Collective over comm.
+ * Threads: MPI initialised; no other HDF5 use meanwhile (HDF5 is not
+ *   thread safe unless built so). Device none.
+ * Failure: every rank returns the same status and errbuf (when not NULL)
+ *   names the problem and the rank that found it: a missing or unreadable
+ *   file or dataset by name, SLABFEED_ERR_ARG for NULL arguments, an
+ *   infinite log_a, or max_channels below the dataset's channel count
+ *   (*channels is then set); out is then unspecified.
+ * Lifetime: out (the same numbers on every rank) and *channels belong to
+ *   the caller. */
+SLABFEED_API slabfeed_status slabfeed_field_stats(
+    MPI_Comm comm, const char *path, const char *dataset,
+    slabfeed_file_layout layout, float log_a, slabfeed_field_stat *out,
+    int max_channels, int *channels, char *errbuf, size_t errlen);
+
+/* ---- Topology: ranks, GPUs and NUMA nodes (added in 0.5) -------------------
+ * Where each rank runs against where its GPU sits: a rank whose CPUs lie
+ * on another NUMA node than its GPU has the GPU's copy engine read pages
+ * across the inter-socket link (docs/SCALING.md, "One node"). Read from
+ * sysfs and the kernel (no libnuma); a machine without NUMA nodes, or a
+ * rank without a GPU, is reported as such, not as a failure. */
+
+/* slabfeed_topology - a table of where every rank of comm runs: rank 0's
+ * buf receives one line per host (its NUMA nodes and their CPUs), one
+ * line per rank (rank, host, GPU: device ordinal, PCI bus id and its NUMA
+ * node, or "none" and why; the CPUs the calling thread may run on as a
+ * range list and their NUMA nodes), then one "WARNING: rank R ..." line
+ * per rank some of whose CPUs lie on another NUMA node than its GPU. The
+ * count of those ranks goes to *warnings on every rank (when warnings is
+ * not NULL). device: this rank's CUDA device ordinal, -1 (no GPU), or
+ * SLABFEED_DEVICE_LOCAL (the node-local rank, MPI_COMM_TYPE_SHARED,
+ * modulo the visible devices); ranks may pass different values. A device
+ * that is not visible, a build without CUDA, a GPU whose NUMA node the
+ * kernel does not report, or a machine without NUMA is said so in the
+ * table.
+ * Collective over comm. Threads: MPI initialised; reports the calling
+ *   thread's CPUs. Device: reads the device's PCI bus id (initialises the
+ *   CUDA runtime); no allocation, no context change.
+ * Failure: every rank returns the same status (SLABFEED_ERR_ARG for a
+ *   device below -2, or a NULL buf or len 0 on rank 0; MPI, NOMEM); buf
+ *   (where not NULL) then receives the message.
+ * Lifetime: buf (rank 0's table, truncated to len - 1; other ranks' get
+ *   "") and *warnings belong to the caller. */
+SLABFEED_API slabfeed_status slabfeed_topology(MPI_Comm comm, int device,
+                                               char *buf, size_t len,
+                                               int *warnings);
+
+/* slabfeed_loader_numa - one line saying where this rank's pages of l lie:
+ * its slab segment and the node window's segments (the pages a device
+ * loader registers and its GPU's copy engine reads: the pinned staging of
+ * the node's crops) by NUMA node, from sampled pages; the NUMA nodes of
+ * the calling thread's CPUs; for a device loader, its GPU's PCI bus id and
+ * NUMA node and the share of the sampled window pages on that node. Pages
+ * this process never touched are counted as not mapped here.
+ * Collective no. Threads: not with other calls on l. Device: reads the
+ *   GPU's PCI bus id; nothing else.
+ * Failure: SLABFEED_ERR_ARG for NULL l or buf or len 0,
+ *   SLABFEED_ERR_FORKED after fork().
+ * Lifetime: buf is the caller's; the line is truncated to len - 1. */
+SLABFEED_API slabfeed_status slabfeed_loader_numa(const slabfeed_loader *l,
+                                                  char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,7 +14,23 @@ FILE=${FILE:-volume_${SIZE}.h5}
 BIN=${BIN:-$(dirname "$0")/../$(sf_build_dir)/apps}
 sf_launcher "$BIN/.."
 read -r -a run <<<"${MPIRUN:-${SF_MPIRUN[0]}}"
+# Binding: ranks next to their GPU (one rank per GPU, GPUs numbered in
+# blocks per socket, as on DGX-type nodes). A GPU's copy engine reading
+# pages of the other socket crosses the inter-socket link, so the loader
+# thread and the pinned staging it first touches belong on the GPU's NUMA
+# node. Open MPI: ranks mapped over the NUMA domains and numbered by core
+# (so ranks 0..k-1 share the first domain, as GPUs 0..k-1 do), each bound
+# to a core; MPICH's hydra: each rank bound to a NUMA domain. Other
+# launchers: none. BIND="..." replaces these flags (BIND= drops them).
+# `slabfeed-bench --topology` prints each rank's CPUs against its GPU.
+bind=()
+if "${run[0]}" --version 2>&1 | grep -q -e 'Open MPI' -e OpenRTE; then
+  bind=(--map-by numa --rank-by core --bind-to core)
+elif "${run[0]}" --version 2>&1 | grep -q HYDRA; then
+  bind=(-bind-to numa)
+fi
+[ -z "${BIND+x}" ] || read -r -a bind <<<"$BIND"
 # HDF5 file locking does not work on many parallel file systems.
 export HDF5_USE_FILE_LOCKING=FALSE
-"${run[@]}" -n "$NP" "$BIN/slabfeed-gen" --file "$FILE" --shape "$SIZE" --content field
+"${run[@]}" -n "$NP" ${bind[@]+"${bind[@]}"} "$BIN/slabfeed-gen" --file "$FILE" --shape "$SIZE" --content field
 "${run[@]}" -n 1 "$BIN/slabfeed-info" --file "$FILE" --ranks "$NP"

@@ -5,6 +5,7 @@
 set(SLABFEED_SOURCES
   src/loader.c                                          # facade
   src/writer.c                                          # pass writer
+  src/numa_report.c                                     # topology report
   src/backend/host.c                                    # back ends
   src/source/fetch.c src/source/source.c src/source/window.c
   src/source/landed.c src/source/gather.c               # piece sources
@@ -15,9 +16,9 @@ set(SLABFEED_SOURCES
   src/config/config.c src/config/options.c              # options
   src/transform/transform.c                             # host reference
   src/common/errors.c src/common/stats.c src/common/inject.c src/common/sys.c
-  src/common/mpilib.c
+  src/common/mpilib.c src/common/topo.c
   src/common/geometry.c src/common/symmetry.c           # base
-  src/tools/generate.c src/tools/reference.c)           # tools
+  src/tools/generate.c src/tools/reference.c src/tools/stats.c) # tools
 if(SLABFEED_HAVE_CUDA)
   list(APPEND SLABFEED_SOURCES src/backend/gpu.c src/cuda/cudart.c
        src/transform/transform.cu)

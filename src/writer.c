@@ -43,10 +43,10 @@ struct slabfeed_writer {
   int64_t T, P, B;
   sf__tiles grid;
   /* The output. */
-  int64_t C;     /* channels */
-  int cl;        /* file (and slab) layout channels-last */
-  int f16;       /* file element type float16 (else float32) */
-  int64_t *z0;   /* [size + 1]: rank q holds output planes [z0[q], z0[q+1]) */
+  int64_t C;   /* channels */
+  int cl;      /* file (and slab) layout channels-last */
+  int f16;     /* file element type float16 (else float32) */
+  int64_t *z0; /* [size + 1]: rank q holds output planes [z0[q], z0[q+1]) */
   int ngroups;
   int groups[SLABFEED_MAX_VECTORS][3];
   int norm_on;
@@ -54,9 +54,9 @@ struct slabfeed_writer {
   /* Memory. */
   MPI_Win shm, world;
   int shm_locked, world_locked;
-  float *slab;   /* this rank's planes, [C][planes][Y][X] or [planes][Y][X][C] */
-  float **peer;  /* [size]: slab of each rank of this node, else NULL */
-  float *part;   /* staging of one owner's part of one tile */
+  float *slab;  /* this rank's planes, [C][planes][Y][X] or [planes][Y][X][C] */
+  float **peer; /* [size]: slab of each rank of this node, else NULL */
+  float *part;  /* staging of one owner's part of one tile */
   uint64_t *sent_vox, *sent_hash; /* [size]: what this rank put per owner */
   /* Device outputs. */
   int device; /* the loader's device, or -1 */
@@ -186,15 +186,14 @@ static slabfeed_status import_options(slabfeed_writer *w,
 }
 
 /* Collective: every rank holds the same options. */
-static slabfeed_status agree_options(slabfeed_writer *w,
-                                     const slabfeed_writer_config *c,
-                                     sf__err *e)
+static slabfeed_status
+agree_options(slabfeed_writer *w, const slabfeed_writer_config *c, sf__err *e)
 {
   uint64_t h = 0xcbf29ce484222325ull;
   h = fnv(h, w->path, strlen(w->path) + 1);
   h = fnv(h, w->name, strlen(w->name) + 1);
-  const int64_t v[] = {w->C,         w->cl,        w->f16,     c->chunk[0],
-                       c->chunk[1],  c->chunk[2],  c->overwrite, c->like};
+  const int64_t v[] = {w->C,        w->cl,       w->f16,       c->chunk[0],
+                       c->chunk[1], c->chunk[2], c->overwrite, c->like};
   h = fnv(h, v, sizeof v);
   uint64_t lo = h, hi = h;
   int rc = MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, w->comm);
@@ -224,7 +223,8 @@ static slabfeed_status check_path(const slabfeed_writer *w, int overwrite,
                     w->path, w->input_path);
   if (!overwrite)
     return sf__fail(e, SLABFEED_ERR_IO,
-                    "writer: '%s' exists; pass overwrite to replace it", w->path);
+                    "writer: '%s' exists; pass overwrite to replace it",
+                    w->path);
   return SLABFEED_OK;
 }
 
@@ -254,8 +254,8 @@ static slabfeed_status make_node(slabfeed_writer *w, int rank_per_node,
                 e, out);
   SF_MPI_GOTO(MPI_Comm_rank(w->node, &w->node_rank), e, out);
   int leader = w->node_rank == 0;
-  SF_MPI_GOTO(
-      MPI_Allreduce(&leader, &w->nodes, 1, MPI_INT, MPI_SUM, w->comm), e, out);
+  SF_MPI_GOTO(MPI_Allreduce(&leader, &w->nodes, 1, MPI_INT, MPI_SUM, w->comm),
+              e, out);
 out:
   return e->status;
 }
@@ -353,15 +353,16 @@ static int part_type(const slabfeed_writer *w, const part *p, MPI_Datatype *t)
   const int64_t zq = planes_of(w, p->q);
   int sizes[4], sub[4], start[4];
   const int ax = w->cl ? 0 : 1; /* first spatial axis */
-  sizes[ax] = (int)zq, sub[ax] = (int)p->nz, start[ax] = (int)(p->z - w->z0[p->q]);
+  sizes[ax] = (int)zq, sub[ax] = (int)p->nz,
+  start[ax] = (int)(p->z - w->z0[p->q]);
   sizes[ax + 1] = (int)w->region[4], sub[ax + 1] = (int)p->ny,
              start[ax + 1] = (int)p->y;
   sizes[ax + 2] = (int)w->region[5], sub[ax + 2] = (int)p->nx,
              start[ax + 2] = (int)p->x;
   const int ch = w->cl ? 3 : 0;
   sizes[ch] = sub[ch] = (int)w->C, start[ch] = 0;
-  int rc = MPI_Type_create_subarray(4, sizes, sub, start, MPI_ORDER_C,
-                                    MPI_FLOAT, t);
+  int rc =
+      MPI_Type_create_subarray(4, sizes, sub, start, MPI_ORDER_C, MPI_FLOAT, t);
   if (rc == MPI_SUCCESS)
     rc = MPI_Type_commit(t);
   return rc;
@@ -440,8 +441,8 @@ static void load_row(const view *v, int64_t at, int64_t step, int64_t n,
 
 /* The inverse normalisation (norm NULL: none) and the vector sign of one
  * staged row, in place. */
-static void finish_row(const slabfeed_norm *norm, int neg, int64_t n,
-                       float *o, int64_t os)
+static void finish_row(const slabfeed_norm *norm, int neg, int64_t n, float *o,
+                       int64_t os)
 {
   if (norm != NULL)
     for (int64_t i = 0; i < n; i++)
@@ -460,8 +461,7 @@ static uint64_t tile_hash(uint64_t g)
 /* Undoes symmetry g of tile `t` (slabfeed_batch.tile layout) read through
  * v and stores the part it owns into the slabs of its owners. */
 static slabfeed_status put_tile(slabfeed_writer *w, const view *v, int g,
-                                const int64_t t[9], uint64_t tile,
-                                sf__err *e)
+                                const int64_t t[9], uint64_t tile, sf__err *e)
 {
   /* Output i of the symmetry frame is input j with
    * j[perm[a]] = flip_a ? E-1-i[a] : i[a]: for an unrotated position j the
@@ -646,8 +646,7 @@ static slabfeed_status open_device(slabfeed_writer *w, sf__err *e)
   const int64_t E = w->T + 2 * w->P;
   w->pinned_bytes = (size_t)(w->B * w->C * E * E * E) * sizeof(float);
   int caller = 0;
-  if (sf__cudart_get_device(&caller, e) ||
-      sf__cudart_set_device(w->device, e))
+  if (sf__cudart_get_device(&caller, e) || sf__cudart_set_device(w->device, e))
     return e->status;
   if (sf__cudart_host_alloc(&w->pinned, w->pinned_bytes, e) == SLABFEED_OK &&
       sf__cudart_stream_create(&w->stream, e) == SLABFEED_OK)
@@ -697,9 +696,8 @@ static slabfeed_status put_selfcheck(slabfeed_writer *w, sf__err *e)
     deliver(w, &p, e);
   }
   int *got = calloc((size_t)w->size, sizeof *got);
-  rc = got != NULL
-           ? MPI_Allgather(&to, 1, MPI_INT, got, 1, MPI_INT, w->comm)
-           : MPI_ERR_NO_MEM;
+  rc = got != NULL ? MPI_Allgather(&to, 1, MPI_INT, got, 1, MPI_INT, w->comm)
+                   : MPI_ERR_NO_MEM;
   if (rc == MPI_SUCCESS)
     rc = MPI_Win_sync(w->shm);
   if (rc != MPI_SUCCESS)
@@ -902,8 +900,9 @@ static slabfeed_status check_tensor(const slabfeed_writer *w,
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "writer put: the output is on CUDA device %d, but this "
                     "writer's loader %s",
-                    device, w->device < 0 ? "makes host batches (pass host memory)"
-                                          : "uses another device");
+                    device,
+                    w->device < 0 ? "makes host batches (pass host memory)"
+                                  : "uses another device");
   if (device >= 0 && !dense(t))
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "writer put: a device output must be dense (any axis "
@@ -946,8 +945,7 @@ static slabfeed_status check_batch(const slabfeed_writer *w,
   return SLABFEED_OK;
 }
 
-slabfeed_status slabfeed_writer_put(slabfeed_writer *w,
-                                    const slabfeed_batch *b,
+slabfeed_status slabfeed_writer_put(slabfeed_writer *w, const slabfeed_batch *b,
                                     const slabfeed_tensor *out,
                                     slabfeed_out_layout layout, int device,
                                     void *stream)
@@ -988,13 +986,12 @@ slabfeed_status slabfeed_writer_put(slabfeed_writer *w,
   const int nc = layout == SLABFEED_OUT_NCDHW;
   const size_t es = slabfeed_dtype_size(out->dtype);
   for (int s = 0; s < b->valid && e.status == SLABFEED_OK; s++) {
-    const view v = {
-        .base = base + (size_t)(s * out->strides[0]) * es,
-        .sc = out->strides[nc ? 1 : 4],
-        .s = {out->strides[nc ? 2 : 1], out->strides[nc ? 3 : 2],
-              out->strides[nc ? 4 : 3]},
-        .E = out->shape[nc ? 2 : 1],
-        .dtype = out->dtype};
+    const view v = {.base = base + (size_t)(s * out->strides[0]) * es,
+                    .sc = out->strides[nc ? 1 : 4],
+                    .s = {out->strides[nc ? 2 : 1], out->strides[nc ? 3 : 2],
+                          out->strides[nc ? 4 : 3]},
+                    .E = out->shape[nc ? 2 : 1],
+                    .dtype = out->dtype};
     put_tile(w, &v, b->symmetry[s], b->tile + 9 * s, (uint64_t)b->sample[s],
              &e);
   }
@@ -1018,8 +1015,8 @@ static slabfeed_status check_coverage(slabfeed_writer *w, sf__err *e)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "writer: coverage table");
   for (int q = 0; q < w->size; q++)
     both[2 * q] = w->sent_vox[q], both[2 * q + 1] = w->sent_hash[q];
-  const int rc = MPI_Reduce_scatter_block(both, got, 2, MPI_UINT64_T, MPI_SUM,
-                                          w->comm);
+  const int rc =
+      MPI_Reduce_scatter_block(both, got, 2, MPI_UINT64_T, MPI_SUM, w->comm);
   free(both);
   if (rc != MPI_SUCCESS)
     return sf__fail_mpi(e, rc, "MPI_Reduce_scatter_block (writer coverage)");
@@ -1037,13 +1034,14 @@ static slabfeed_status check_coverage(slabfeed_writer *w, sf__err *e)
     }
   }
   if (got[0] != want || got[1] != hash)
-    sf__fail(e, SLABFEED_ERR_STATE,
-             "writer: output planes [%lld,%lld) received %llu of %llu voxels%s: "
-             "every batch of the pass must be put exactly once (did a rank "
-             "stop putting, or put a batch twice?)",
-             (long long)z0, (long long)z1, (unsigned long long)got[0],
-             (unsigned long long)want,
-             got[0] == want ? " with tiles missing and others twice" : "");
+    sf__fail(
+        e, SLABFEED_ERR_STATE,
+        "writer: output planes [%lld,%lld) received %llu of %llu voxels%s: "
+        "every batch of the pass must be put exactly once (did a rank "
+        "stop putting, or put a batch twice?)",
+        (long long)z0, (long long)z1, (unsigned long long)got[0],
+        (unsigned long long)want,
+        got[0] == want ? " with tiles missing and others twice" : "");
   return e->status;
 }
 
@@ -1118,8 +1116,8 @@ static herr_t transfer(slabfeed_writer *w, hid_t dset, hid_t dxpl, int64_t q,
  * rank with nothing left, or after a local failure, makes empty ones).
  * With `readback` the runs are read back instead and their sum compared
  * with that of the writes. */
-static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset,
-                                   int readback, sf__err *e)
+static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
+                                   sf__err *e)
 {
   const int64_t cap = run_planes(w), zq = planes_of(w, w->rank);
   const int64_t most = planes_of(w, 0), runs = (most + cap - 1) / cap;
@@ -1145,8 +1143,7 @@ static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset,
                (long long)(w->z0[w->rank] + q + n), w->name, w->as.tmp);
       sf__h5_detail(e);
     } else if (n > 0) {
-      sum += sf__aside_sum(buf, (size_t)(n * pe) * es,
-                           (uint64_t)(q * pe) * es);
+      sum += sf__aside_sum(buf, (size_t)(n * pe) * es, (uint64_t)(q * pe) * es);
     }
   }
   if (!readback)
@@ -1266,8 +1263,7 @@ static slabfeed_status finish(slabfeed_writer *w, int abort, char *errbuf,
     sf__h5_detail(&e);
   }
   w->file = H5I_INVALID_HID;
-  sf__aside_commit(&w->as, e.status == SLABFEED_OK ? verify_file : NULL, w,
-                   &e);
+  sf__aside_commit(&w->as, e.status == SLABFEED_OK ? verify_file : NULL, w, &e);
   w->aside_live = 0;
   const slabfeed_status st = e.status;
   sf__err_copy(&e, errbuf, errlen);

@@ -1,13 +1,14 @@
 /* The GPU path against the host path: whole batches of the same config and
  * seed are equal bit for bit (all dtypes and layouts, input + target,
- * vector groups), on 1 and 2 ranks, also with one rank per "node" (MPI_Get
- * into pinned staging). Then 200 steps on a training stream: the counters
- * of the CUDA layer show no allocation, free, registration, stream
- * synchronisation or default-stream use after slabfeed_open (device
- * synchronisation does not exist in the library: lint.cuda_layer). And a
- * slow consumer: batch slots are not reused before the consumer's stream
- * has passed the next slabfeed_next.
- * argv[1]: "multiple" or "single" (the MPI thread level asked for). */
+ * vector groups, with and without per-channel normalisation: log channels
+ * whose NaN and -inf come out alike, vector groups of one scale), on 1 and
+ * 2 ranks, also with one rank per "node" (MPI_Get into pinned staging). Then
+ * 200 steps on a training stream: the counters of the CUDA layer show no
+ * allocation, free, registration, stream synchronisation or default-stream use
+ * after slabfeed_open (device synchronisation does not exist in the library:
+ * lint.cuda_layer). And a slow consumer: batch slots are not reused before the
+ * consumer's stream has passed the next slabfeed_next. argv[1]: "multiple" or
+ * "single" (the MPI thread level asked for). */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <time.h>
 
@@ -43,11 +44,21 @@ enum { RANDOM = 0, HOLDOUT = 1, PASS = 2 };
 
 static void compare(const char *path, slabfeed_dtype dt,
                     slabfeed_out_layout lay, int halo, cudaStream_t s,
-                    int expect_thread, int expect_remote, int mode)
+                    int expect_thread, int expect_remote, int mode, int norm)
 {
   slabfeed_config c;
   base_config(&c, path, 20);
   char err[256];
+  /* Index content is in [-1024, 1023]: the log of input channel 0 has
+   * x + a < 0 (NaN) and = 0 (-inf) in it, the target's log does not. */
+  if (norm)
+    CHECK(slabfeed_config_set(&c, "input_norm",
+                              "log(1000),6.5,0.75;0,3.5;0,3.5;0,3.5", err,
+                              sizeof err) == SLABFEED_OK &&
+              slabfeed_config_set(&c, "target_norm",
+                                  "7,0.3;0,-2;0,-2;0,-2;log(2000.5),7.2,0.5",
+                                  err, sizeof err) == SLABFEED_OK,
+          "norms: %s", err);
   if (mode == HOLDOUT)
     CHECK(slabfeed_config_set(&c, "holdout", "42,0,0,6,0,0;5,3,30,7,9,12", err,
                               sizeof err) == SLABFEED_OK,
@@ -105,9 +116,13 @@ static void compare(const char *path, slabfeed_dtype dt,
     }
   }
   CHECK(bad == 0,
-        "dtype %d layout %d halo %d mode %d: %lld batches differ between GPU "
-        "and CPU",
-        dt, lay, halo, mode, (long long)bad);
+        "dtype %d layout %d halo %d mode %d norm %d: %lld batches differ "
+        "between GPU and CPU",
+        dt, lay, halo, mode, norm, (long long)bad);
+  if (rank == 0 && norm && bad == 0)
+    printf("gpu.loader: normalised batches (dtype %d, layout %d, mode %d) "
+           "equal the host path's\n",
+           dt, lay, mode);
   /* Every rank its own node and one group: pieces of the other ranks'
    * slabs crossed "nodes" on both paths. */
   slabfeed_stats sc = SLABFEED_STATS_INIT, sg = SLABFEED_STATS_INIT;
@@ -361,14 +376,17 @@ int main(int argc, char **argv)
   cudaStream_t s;
   CUDA_CHECK(cudaSetDevice(rank % gpu_count()));
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  for (int dt = 0; dt < 3; dt++)
-    for (int lay = 0; lay < 2; lay++)
-      compare(path, (slabfeed_dtype)dt, (slabfeed_out_layout)lay,
-              dt == 1 ? 3 : 0, s, expect_thread, expect_remote, RANDOM);
+  for (int norm = 0; norm < 2; norm++)
+    for (int dt = 0; dt < 3; dt++)
+      for (int lay = 0; lay < 2; lay++)
+        compare(path, (slabfeed_dtype)dt, (slabfeed_out_layout)lay,
+                dt == 1 ? 3 : 0, s, expect_thread, expect_remote, RANDOM, norm);
   compare(path, SLABFEED_DTYPE_BF16, SLABFEED_OUT_NDHWC, 0, s, expect_thread,
-          expect_remote, HOLDOUT);
+          expect_remote, HOLDOUT, 0);
   compare(path, SLABFEED_DTYPE_F16, SLABFEED_OUT_NCDHW, 0, s, expect_thread,
-          expect_remote, PASS);
+          expect_remote, PASS, 0);
+  compare(path, SLABFEED_DTYPE_F32, SLABFEED_OUT_NDHWC, 0, s, expect_thread,
+          expect_remote, PASS, 1);
   slow_consumer(path, s);
   two_streams(path, s);
   device_restored(path);

@@ -1,7 +1,11 @@
 /* The CUDA kernel equals the host reference bit for bit: every symmetry
  * id, every dtype, both layouts, vector groups, odd extents (partial
  * tiles), non-cubic identity crops, and values that stress the rounding
- * (ties, subnormals, overflow, NaN, signed zero). */
+ * (ties, subnormals, overflow, NaN, signed zero); all of it again with
+ * per-channel normalisation (log channels with negative arguments, shifts,
+ * negative and tiny scales, vector groups of one scale), whose float log,
+ * division and NaN rules must give the host's bits (gpu.normf compares
+ * the functions of common/normf.h alone). */
 #include <string.h>
 
 #include "gpu.h"
@@ -30,11 +34,46 @@ static float pattern(uint64_t i)
   }
 }
 
+/* The normalisation of channel k of `channels` with the groups run()
+ * sets: one scale per vector group (the second negative), and around them
+ * logs (a = 50 + k: arguments below 0 give NaN), shifts with tiny and
+ * negative scales. */
+static slabfeed_norm norm_of(int k, int channels)
+{
+  const int ng = channels >= 7 ? 2 : channels >= 4 ? 1 : 0;
+  if (ng >= 1 && k >= 1 && k <= 3)
+    return (slabfeed_norm){0, 0.0f, 0.0f, 0.5f};
+  if (ng >= 2 && k >= 4 && k <= 6)
+    return (slabfeed_norm){0, 0.0f, 0.0f, -3.0f};
+  switch (k % 3) {
+  case 0:
+    return (slabfeed_norm){1, 50.0f + (float)k, 1.0f, 0.7f};
+  case 1:
+    return (slabfeed_norm){0, 0.0f, -2.5f, 1e-3f};
+  default:
+    return (slabfeed_norm){1, 0.25f, -0.5f, -1.5f};
+  }
+}
+
+static void run_norm(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
+                     slabfeed_dtype dt, slabfeed_out_layout lay, int norm,
+                     float *din, void *dout, const float *in, void *want,
+                     void *got);
+
 static void run(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
                 slabfeed_dtype dt, slabfeed_out_layout lay, float *din,
                 void *dout, const float *in, void *want, void *got)
 {
-  sf__xform x;
+  run_norm(e0, e1, e2, channels, g, dt, lay, 0, din, dout, in, want, got);
+  run_norm(e0, e1, e2, channels, g, dt, lay, 1, din, dout, in, want, got);
+}
+
+static void run_norm(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
+                     slabfeed_dtype dt, slabfeed_out_layout lay, int norm,
+                     float *din, void *dout, const float *in, void *want,
+                     void *got)
+{
+  sf__xform x = {.trim = 0};
   memset(&x, 0, sizeof x);
   x.ext[0] = e0, x.ext[1] = e1, x.ext[2] = e2;
   x.channels = channels;
@@ -43,6 +82,13 @@ static void run(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
   memcpy(x.groups, gr, sizeof gr);
   x.dtype = dt;
   x.layout = lay;
+  if (norm) {
+    slabfeed_norm nm[64];
+    for (int k = 0; k < channels; k++)
+      nm[k] = norm_of(k, channels);
+    sf__xform_set_norm(&x, channels, nm);
+    CHECK_EQ(x.nnorm, channels, "normalisation set");
+  }
   const size_t n = (size_t)sf__xform_elems(&x);
   const size_t out_bytes = n * (dt == SLABFEED_DTYPE_F32 ? 4 : 2);
   sf__transform_ref(&x, g, in, want);
@@ -53,8 +99,10 @@ static void run(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
   CUDA_CHECK(sf__transform_launch(&k, din, dout, NULL));
   CUDA_CHECK(cudaMemcpy(got, dout, out_bytes, cudaMemcpyDeviceToHost));
   CHECK(memcmp(want, got, out_bytes) == 0,
-        "kernel != reference: ext %lldx%lldx%lld C=%d g=%d dtype=%d layout=%d",
-        (long long)e0, (long long)e1, (long long)e2, channels, g, dt, lay);
+        "kernel != reference: ext %lldx%lldx%lld C=%d g=%d dtype=%d layout=%d "
+        "norm=%d",
+        (long long)e0, (long long)e1, (long long)e2, channels, g, dt, lay,
+        norm);
 }
 
 int main(int argc, char **argv)
@@ -102,7 +150,9 @@ int main(int argc, char **argv)
               (slabfeed_out_layout)lay, din, dout, in, want, got);
           cases++;
         }
-  printf("gpu.transform: %d kernel launches compared bit for bit\n", cases);
+  printf("gpu.transform: %d kernel launches compared bit for bit (half of "
+         "them with normalisation)\n",
+         2 * cases);
   cudaFree(din);
   cudaFree(dout);
   free(in);

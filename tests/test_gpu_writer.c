@@ -16,8 +16,8 @@
 
 static int rank, size;
 
-static void round_trip(const char *input, int symmetry,
-                       slabfeed_out_layout lay, const char *tag)
+static void round_trip(const char *input, int symmetry, slabfeed_out_layout lay,
+                       const char *tag)
 {
   char out[256];
   snprintf(out, sizeof out, "gpu_writer_%s.%d.h5", tag, size);

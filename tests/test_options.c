@@ -11,6 +11,8 @@
  * The Python module and docs/OPTIONS.md have their own tests against the
  * same table (python/tests/test_options.py, docs.options). */
 #include <limits.h>
+#include <locale.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +54,8 @@ static const char *other_value(const slabfeed_option *o, char *buf, size_t n)
     return "0,1,2";
   case SLABFEED_OPTION_REGIONS:
     return "56,0,0,8,0,0";
+  case SLABFEED_OPTION_NORMS:
+    return "1.5,2;log(1),-0.25,3";
   }
   return "";
 }
@@ -139,6 +143,7 @@ static void check_range(const slabfeed_option *o)
   INT_FIELD(tile);
   INT_FIELD(pad);
   INT_FIELD(pass_symmetry);
+  INT_FIELD(target_pad);
 #undef INT_FIELD
   CHECK(p != NULL, "%s: an integer row this test does not know", o->name);
   if (p == NULL)
@@ -192,6 +197,164 @@ static void check_choices(const slabfeed_option *o)
             strstr(err, o->choices) != NULL,
         "%s: 'bogus' gave '%s' (the message should list %s)", o->name, err,
         o->choices);
+}
+
+/* A float from its bits. */
+static float float_of(uint32_t u)
+{
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Normalisations: the text form parses to the floats strtod gives (rounded
+ * to float), get writes text that set reads back to the same bits (every
+ * field of every entry, random bit patterns included), a value replaces
+ * the list, and bad entries are refused naming the option; open refuses
+ * the same bad values written into the struct. */
+static void check_norms(void)
+{
+  char err[256], got[4096];
+  slabfeed_config c = defaults();
+  CHECK(slabfeed_config_set(&c, "input_norm",
+                            "0.1,3;log(1e-3),-0.5,0.25;-0,1;0x1p-3,-7.5e-41",
+                            err, sizeof err) == SLABFEED_OK,
+        "input_norm: %s", err);
+  const slabfeed_norm want[4] = {{0, 0.0f, (float)0.1, 3.0f},
+                                 {1, (float)1e-3, -0.5f, 0.25f},
+                                 {0, 0.0f, -0.0f, 1.0f},
+                                 {0, 0.0f, 0.125f, (float)-7.5e-41}};
+  CHECK_EQ(c.n_input_norm, 4, "entries");
+  CHECK(memcmp(c.input_norm, want, sizeof want) == 0,
+        "parsed values: %g %g %g / %d %g %g %g", (double)c.input_norm[0].shift,
+        (double)c.input_norm[0].scale, (double)c.input_norm[1].a,
+        c.input_norm[1].log, (double)c.input_norm[1].shift,
+        (double)c.input_norm[3].shift, (double)c.input_norm[3].scale);
+  CHECK(slabfeed_config_get(&c, "input_norm", got, sizeof got) == SLABFEED_OK &&
+            strcmp(got, "0.100000001,3;log(0.00100000005),-0.5,0.25;-0,1;"
+                        "0.125,-7.50002964e-41") == 0,
+        "get gives '%s'", got);
+  /* Replaced, not appended; "" clears and zeroes. */
+  CHECK(slabfeed_config_set(&c, "input-norm", "2,4", err, sizeof err) ==
+                SLABFEED_OK &&
+            c.n_input_norm == 1 && c.input_norm[0].shift == 2.0f &&
+            c.input_norm[1].scale == 0.0f,
+        "a value replaces the list: %s", err);
+  CHECK(slabfeed_config_set(&c, "input_norm", "", err, sizeof err) ==
+                SLABFEED_OK &&
+            c.n_input_norm == 0 && c.input_norm[0].shift == 0.0f,
+        "'' clears the list");
+  /* Round trip of random finite bit patterns, 64 entries. */
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  int bad = 0;
+  for (int round = 0; round < 50; round++) {
+    slabfeed_config a = defaults(), b = defaults();
+    a.n_target_norm = SLABFEED_MAX_CHANNELS;
+    for (int k = 0; k < SLABFEED_MAX_CHANNELS; k++) {
+      float v[3];
+      for (int i = 0; i < 3; i++) {
+        do {
+          h ^= h << 13, h ^= h >> 7, h ^= h << 17;
+          v[i] = float_of((uint32_t)(h >> 16));
+        } while (!isfinite(v[i]) || (i == 2 && v[i] == 0.0f));
+      }
+      a.target_norm[k] =
+          (slabfeed_norm){(int)(h & 1), (h & 1) ? v[0] : 0.0f, v[1], v[2]};
+    }
+    char text[SLABFEED_MAX_CHANNELS * 64];
+    CHECK(slabfeed_config_get(&a, "target_norm", text, sizeof text) ==
+                  SLABFEED_OK &&
+              slabfeed_config_set(&b, "target_norm", text, err, sizeof err) ==
+                  SLABFEED_OK,
+          "round %d: %s", round, err);
+    bad += memcmp(a.target_norm, b.target_norm, sizeof a.target_norm) != 0 ||
+           b.n_target_norm != SLABFEED_MAX_CHANNELS;
+  }
+  CHECK_EQ(bad, 0, "random normalisations that do not round-trip");
+  /* A decimal-comma locale (where one is installed) changes nothing. */
+  const char *commas[] = {"de_DE.UTF-8", "fr_FR.UTF-8", "de_DE", "fr_FR"};
+  for (size_t i = 0; i < sizeof commas / sizeof *commas; i++)
+    if (setlocale(LC_NUMERIC, commas[i]) != NULL) {
+      slabfeed_config lc = defaults();
+      CHECK(slabfeed_config_set(&lc, "input_norm", "0.5,2.25", err,
+                                sizeof err) == SLABFEED_OK &&
+                lc.input_norm[0].shift == 0.5f &&
+                slabfeed_config_get(&lc, "input_norm", got, sizeof got) ==
+                    SLABFEED_OK &&
+                strcmp(got, "0.5,2.25") == 0,
+            "locale %s: '%s' / '%s'", commas[i], err, got);
+      setlocale(LC_NUMERIC, "C");
+      break;
+    }
+  /* A buffer too small: NOMEM, a truncated value. */
+  slabfeed_config t = defaults();
+  slabfeed_config_set(&t, "input_norm", "1,2;3,4", err, sizeof err);
+  CHECK(slabfeed_config_get(&t, "input_norm", got, 5) == SLABFEED_ERR_NOMEM,
+        "get into 5 bytes");
+  /* Bad values: refused with the option's name, nothing changed. */
+  const char *bad_text[] = {
+      "1,0",       "0,-0",      "inf,1",        "0,nan",
+      "0,1e39",    "0,1e-46",   "log(inf),0,1", "log(nan),0,1",
+      "1",         "1,2,3",     "1,2,3,4",      "log(1),2",
+      "log(),1,2", "log(1,1,2", "lg(1),1,2",    " 1,2",
+      "1 ,2",      "1,2x",      "1,2;",         ";1,2",
+      "1,2;;3,4",  ","};
+  slabfeed_config_set(&t, "input_norm", "5,6", err, sizeof err);
+  const slabfeed_config before = t;
+  for (size_t i = 0; i < sizeof bad_text / sizeof *bad_text; i++) {
+    const slabfeed_status st =
+        slabfeed_config_set(&t, "input_norm", bad_text[i], err, sizeof err);
+    CHECK(st == SLABFEED_ERR_ARG && strncmp(err, "input_norm: ", 12) == 0 &&
+              memcmp(&t, &before, sizeof t) == 0,
+          "'%s' gave %s '%s'", bad_text[i], slabfeed_status_name(st), err);
+  }
+  char many[65 * 4 + 1] = "";
+  for (int k = 0; k < 65; k++)
+    strcat(many, k ? ";0,1" : "0,1");
+  CHECK(slabfeed_config_set(&t, "input_norm", many, err, sizeof err) ==
+                SLABFEED_ERR_ARG &&
+            strstr(err, "more than 64") != NULL,
+        "65 entries: %s", err);
+  CHECK(slabfeed_config_set(&t, "input_norm", many + 4, err, sizeof err) ==
+                SLABFEED_OK &&
+            t.n_input_norm == 64,
+        "64 entries: %s", err);
+  /* The same values in the struct: refused at open, before the file. */
+  const slabfeed_norm wrong[] = {{0, 0.0f, 0.0f, 0.0f},
+                                 {0, 0.0f, INFINITY, 1.0f},
+                                 {1, NAN, 0.0f, 1.0f},
+                                 {2, 0.0f, 0.0f, 1.0f}};
+  for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+    slabfeed_config o = defaults();
+    o.path = "/nonexistent/options.h5";
+    o.input = "x";
+    o.n_input_norm = 2;
+    o.input_norm[0] = (slabfeed_norm){0, 0.0f, 0.0f, 1.0f};
+    o.input_norm[1] = wrong[i];
+    slabfeed_loader *l = NULL;
+    const slabfeed_status st =
+        slabfeed_open(MPI_COMM_WORLD, &o, &l, err, sizeof err);
+    CHECK(st == SLABFEED_ERR_ARG && strstr(err, "input_norm channel 1") != NULL,
+          "struct entry %zu: open gave %s '%s'", i, slabfeed_status_name(st),
+          err);
+    slabfeed_close(l);
+  }
+  slabfeed_config o = defaults();
+  o.path = "/nonexistent/options.h5";
+  o.input = "x";
+  o.n_input_norm = 65;
+  slabfeed_loader *l = NULL;
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &o, &l, err, sizeof err) ==
+                SLABFEED_ERR_ARG &&
+            strstr(err, "input_norm: 65 entries") != NULL,
+        "65 entries in the struct: '%s'", err);
+  o.n_input_norm = 0;
+  o.n_target_norm = 1;
+  o.target_norm[0] = (slabfeed_norm){0, 0.0f, 0.0f, 1.0f};
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &o, &l, err, sizeof err) ==
+                SLABFEED_ERR_ARG &&
+            strstr(err, "target_norm (1 entries) without a target") != NULL,
+        "target_norm without a target: '%s'", err);
 }
 
 /* The apps' parser: "--flag value" stores what slabfeed_config_set does. */
@@ -337,6 +500,7 @@ int main(int argc, char **argv)
             slabfeed_config_set(&c, "batch", "4x", err, sizeof err) ==
                 SLABFEED_ERR_ARG,
         "numbers are strict");
+  check_norms();
   check_cli();
   return check_finish("unit.options");
 }

@@ -75,7 +75,7 @@ static void test_index_map(void)
 static void test_vectors(void)
 {
   const int c = 4;
-  sf__xform x;
+  sf__xform x = {.trim = 0};
   memset(&x, 0, sizeof x);
   x.ext[0] = x.ext[1] = x.ext[2] = c;
   x.channels = 4;

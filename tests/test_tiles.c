@@ -6,7 +6,9 @@
  *    tile once (sample = the global tile index, split over ranks as the
  *    random stream's global batches), the last batch says how many slots
  *    are real, every input crop equals an independent serial read at the
- *    tile's origin minus the pad with the pass symmetry, and stitching the
+ *    tile's origin minus the pad with the pass symmetry, every target is
+ *    the tile itself (edge T at the tile's origin; target_pad gives the
+ *    padded box instead), and stitching the
  *    owned parts of the identity pass's crops gives back the region bit for
  *    bit. seek(0, 0) repeats the pass.
  *  - tile + 2 pad larger than the box, a tile larger than the region and a
@@ -97,6 +99,11 @@ static void pass_case(const char *path, const int64_t shape[3],
   const size_t in_elems = (size_t)(4 * E * E * E);
   float *in = malloc((size_t)batch * in_elems * sizeof *in);
   float *want = malloc(in_elems * sizeof *want);
+  /* The target: the tile itself (edge T at the tile's origin). */
+  const size_t tg_elems = (size_t)(5 * T * T * T);
+  float *tg = malloc((size_t)batch * tg_elems * sizeof *tg);
+  float *tg_want = malloc(tg_elems * sizeof *tg_want);
+  int tg_wrong = 0;
   slabfeed_reader *rd = NULL;
   slabfeed_reader_open(path, &rd, err, sizeof err);
   /* The region stitched from the owned parts (identity passes). */
@@ -110,8 +117,10 @@ static void pass_case(const char *path, const int64_t shape[3],
       CHECK(0, "next: %s", slabfeed_last_error(l));
       break;
     }
-    shape_bad += b.input.shape[2] != E || b.tile == NULL;
+    shape_bad += b.input.shape[2] != E || b.tile == NULL ||
+                 b.target.shape[2] != T || b.target.shape[1] != 5;
     slabfeed_copy_to_host(l, &b.input, in);
+    slabfeed_copy_to_host(l, &b.target, tg);
     int real = 0;
     for (int i = 0; i < batch; i++) {
       const uint64_t k =
@@ -136,6 +145,12 @@ static void pass_case(const char *path, const int64_t shape[3],
                            SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW, want);
       const float *got = in + (size_t)i * in_elems;
       wrong += memcmp(got, want, in_elems * sizeof *got) != 0;
+      const int64_t t3[3] = {T, T, T};
+      slabfeed_reader_crop(rd, "Hydro", SLABFEED_LAYOUT_AUTO, at, t3, g, 0,
+                           NULL, SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW,
+                           tg_want);
+      tg_wrong += memcmp(tg + (size_t)i * tg_elems, tg_want,
+                         tg_elems * sizeof *tg) != 0;
       if (g != 0)
         continue;
       /* The owned part of the crop, at offset P + owned origin. */
@@ -157,6 +172,8 @@ static void pass_case(const char *path, const int64_t shape[3],
   CHECK_EQ(shape_bad, 0, "batches of edge T + 2P with tile descriptions");
   CHECK_EQ(marks, 0, "tile indices, descriptions, origins, valid counts");
   CHECK_EQ(wrong, 0, "input crops that differ from the reference read");
+  CHECK_EQ(tg_wrong, 0,
+           "target tiles (edge T at the tile) that differ from the reference");
   /* Every tile once over all ranks. */
   MPI_Allreduce(MPI_IN_PLACE, seen, (int)t.count, MPI_UNSIGNED_CHAR, MPI_SUM,
                 MPI_COMM_WORLD);
@@ -201,6 +218,8 @@ static void pass_case(const char *path, const int64_t shape[3],
   slabfeed_reader_close(rd);
   free(in);
   free(want);
+  free(tg);
+  free(tg_want);
   free(stitched);
   free(seen);
 }
@@ -254,6 +273,20 @@ int main(int argc, char **argv)
   slabfeed_loader *l = NULL;
   CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
         "a pass with a hold-out that leaves no random origin: %s", err);
+  slabfeed_close(l);
+  /* target_pad: the target padded like the input. */
+  c.n_holdout = 0;
+  c.target = "Hydro";
+  c.target_pad = 1;
+  l = NULL;
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
+        "a pass with target_pad: %s", err);
+  slabfeed_batch pb = SLABFEED_BATCH_INIT;
+  if (l != NULL && slabfeed_next(l, &pb, NULL) == SLABFEED_OK)
+    CHECK(pb.target.shape[2] == pb.input.shape[2] &&
+              pb.target.shape[2] == c.tile + 2 * c.pad,
+          "target_pad: target edge %lld, input edge %lld",
+          (long long)pb.target.shape[2], (long long)pb.input.shape[2]);
   slabfeed_close(l);
   return check_finish("mpi.tiles");
 }

@@ -53,9 +53,9 @@ typedef struct pass_case {
   int n_region;
   int64_t region[6];
   int symmetry;
-  slabfeed_dtype dtype;     /* of the loader's batches (= the outputs) */
-  slabfeed_out_layout out;  /* of the loader's batches */
-  int centre;               /* put the T^3 centre instead of the crop */
+  slabfeed_dtype dtype;    /* of the loader's batches (= the outputs) */
+  slabfeed_out_layout out; /* of the loader's batches */
+  int centre;              /* put the T^3 centre instead of the crop */
   slabfeed_file_layout file_layout;
   slabfeed_dtype file_dtype;
   int chunked;
@@ -107,10 +107,10 @@ static void *centre_of(const slabfeed_tensor *t, slabfeed_out_layout lay,
         for (int64_t y = 0; y < T; y++)
           for (int64_t x = 0; x < T; x++, o++) {
             const int64_t i[3] = {z + P, y + P, x + P};
-            const int64_t at =
-                b * t->strides[0] + c * t->strides[nc ? 1 : 4] +
-                i[0] * t->strides[nc ? 2 : 1] + i[1] * t->strides[nc ? 3 : 2] +
-                i[2] * t->strides[nc ? 4 : 3];
+            const int64_t at = b * t->strides[0] + c * t->strides[nc ? 1 : 4] +
+                               i[0] * t->strides[nc ? 2 : 1] +
+                               i[1] * t->strides[nc ? 3 : 2] +
+                               i[2] * t->strides[nc ? 4 : 3];
             memcpy(buf + o * es, src + (size_t)at * es, es);
           }
   *out = *t;
@@ -128,7 +128,8 @@ static slabfeed_loader *open_pass(const pass_case *k, slabfeed_config *c)
   pass_config(c, k);
   char err[1024] = "";
   slabfeed_loader *l = NULL;
-  const slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
   CHECK(st == SLABFEED_OK, "%s: open: %s", k->name, err);
   return l;
 }
@@ -306,8 +307,8 @@ static void bad_input(void)
   char missing[800];
   snprintf(missing, sizeof missing, "%s_no/such/dir/out.h5", tag);
   wc.path = missing;
-  expect_all(slabfeed_writer_open(l, &wc, &w, err, sizeof err),
-             SLABFEED_ERR_IO, err, "no/such/dir", "missing directory");
+  expect_all(slabfeed_writer_open(l, &wc, &w, err, sizeof err), SLABFEED_ERR_IO,
+             err, "no/such/dir", "missing directory");
   /* An existing file without overwrite stays as it was. */
   if (rank == 0) {
     FILE *f = fopen(out, "w");
@@ -317,8 +318,8 @@ static void bad_input(void)
   MPI_Barrier(MPI_COMM_WORLD);
   wc.path = out;
   wc.overwrite = 0;
-  expect_all(slabfeed_writer_open(l, &wc, &w, err, sizeof err),
-             SLABFEED_ERR_IO, err, "exists", "existing output");
+  expect_all(slabfeed_writer_open(l, &wc, &w, err, sizeof err), SLABFEED_ERR_IO,
+             err, "exists", "existing output");
   /* Channels that are not the input's without like=none. */
   wc.overwrite = 1;
   wc.channels = 3;
@@ -352,8 +353,7 @@ static void bad_input(void)
     st = slabfeed_writer_put(w, &b, &b.input, SLABFEED_OUT_NCDHW, 0, NULL);
     CHECK(st == SLABFEED_ERR_ARG &&
               strstr(slabfeed_writer_last_error(w), "host batches") != NULL,
-          "device output for a host loader: %s",
-          slabfeed_writer_last_error(w));
+          "device output for a host loader: %s", slabfeed_writer_last_error(w));
     slabfeed_batch other = b;
     int64_t tile[2][9];
     memcpy(tile, b.tile, sizeof tile);
@@ -439,27 +439,55 @@ int main(int argc, char **argv)
   const pass_case cases[] = {
       {.name = "box_T6_P2", .T = 6, .P = 2, .batch = 2},
       {.name = "band_wrap_T4_P1_g17_centre",
-       .T = 4, .P = 1, .n_region = 1, .region = {14, 0, 0, 9, 0, 0},
-       .symmetry = 17, .centre = 1, .file_layout = SLABFEED_LAYOUT_CL,
+       .T = 4,
+       .P = 1,
+       .n_region = 1,
+       .region = {14, 0, 0, 9, 0, 0},
+       .symmetry = 17,
+       .centre = 1,
+       .file_layout = SLABFEED_LAYOUT_CL,
        .batch = 3},
       {.name = "region_T5_P3_g35_ndhwc",
-       .T = 5, .P = 3, .n_region = 1, .region = {3, 15, 2, 11, 7, 13},
-       .symmetry = 35, .out = SLABFEED_OUT_NDHWC, .chunked = 1, .batch = 2},
+       .T = 5,
+       .P = 3,
+       .n_region = 1,
+       .region = {3, 15, 2, 11, 7, 13},
+       .symmetry = 35,
+       .out = SLABFEED_OUT_NDHWC,
+       .chunked = 1,
+       .batch = 2},
       {.name = "box_T7_P0_g47_f16",
-       .T = 7, .P = 0, .symmetry = 47, .dtype = SLABFEED_DTYPE_F16,
-       .file_dtype = SLABFEED_DTYPE_F16, .batch = 4},
+       .T = 7,
+       .P = 0,
+       .symmetry = 47,
+       .dtype = SLABFEED_DTYPE_F16,
+       .file_dtype = SLABFEED_DTYPE_F16,
+       .batch = 4},
       {.name = "norm_exact_T6_P2_g31",
-       .T = 6, .P = 2, .symmetry = 31, .batch = 2, .norm = 1},
+       .T = 6,
+       .P = 2,
+       .symmetry = 31,
+       .batch = 2,
+       .norm = 1},
       {.name = "norm_log_T5_P1_g4_centre",
-       .T = 5, .P = 1, .symmetry = 4, .centre = 1, .batch = 2, .norm = 2},
+       .T = 5,
+       .P = 1,
+       .symmetry = 4,
+       .centre = 1,
+       .batch = 2,
+       .norm = 2},
       {.name = "box_T8_P4_g9_bf16_centre",
-       .T = 8, .P = 4, .symmetry = 9, .dtype = SLABFEED_DTYPE_BF16,
-       .centre = 1, .batch = 1},
+       .T = 8,
+       .P = 4,
+       .symmetry = 9,
+       .dtype = SLABFEED_DTYPE_BF16,
+       .centre = 1,
+       .batch = 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     round_trip(&cases[i], 0);
-  const pass_case affine = {.name = "affine_like_none", .T = 6, .P = 1,
-                            .symmetry = 0, .batch = 2};
+  const pass_case affine = {
+      .name = "affine_like_none", .T = 6, .P = 1, .symmetry = 0, .batch = 2};
   round_trip(&affine, 1);
   bad_input();
   MPI_Barrier(MPI_COMM_WORLD);

@@ -13,6 +13,16 @@ rank of an MPI job, zero copy into PyTorch or numpy through DLPack.
             ...
 
 ``slabfeed.torch.TorchLoader`` does the DLPack and stream part for PyTorch.
+A loader opened with ``tile`` > 0 hands out a tiled pass over a region
+instead (validation, inference); ``slabfeed.Writer`` writes the model's
+outputs of such a pass back as one HDF5 dataset:
+
+    with slabfeed.Loader(MPI.COMM_WORLD, path="box.h5", input="Nbody",
+                         target="Hydro", tile=64, pad=16, batch=2) as loader, \
+            slabfeed.Writer(loader, "pred.h5") as writer:
+        for batch in loader:            # one pass
+            writer.put(batch, model(torch.from_dlpack(batch.input)))
+
 A batch stays valid until the loader's next ``next()``, ``seek()`` or
 ``close()`` (see ``Loader``); ``slabfeed.tools`` has the generator and the
 serial reference reader.
@@ -53,10 +63,11 @@ from . import _mpi
 _mpi.check_at_import()
 
 from ._loader import Loader  # noqa: F401,E402
+from ._writer import Writer  # noqa: F401,E402
 from . import tools  # noqa: F401,E402
 
 __all__ = [
-    "Loader", "Batch", "Tensor", "tools", "cuda_built", "__version__",
+    "Loader", "Writer", "Batch", "Tensor", "tools", "cuda_built", "__version__",
     "Error", "ArgumentError", "FileIOError", "FormatError", "MPIError",
     "CUDAError", "NCCLError", "OutOfMemoryError", "StateError",
     "ForkedError", "UnsupportedError", "StaleBatchError",

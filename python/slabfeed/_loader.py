@@ -17,10 +17,11 @@ from ._slabfeed import ArgumentError, Batch
 if TYPE_CHECKING:  # pragma: no cover
     from mpi4py import MPI
 
-# The C loaders of open Loaders, in the order they were opened (keys from a
-# counter: never reused, so the order is the creation order on every rank):
-# closed at interpreter exit (before mpi4py finalises MPI), in that order on
-# every rank. Strong references: the close is collective, so a C loader is
+# The C loaders of open Loaders (and the open slabfeed.Writers, whose entry
+# aborts them), in the order they were opened (keys from a counter: never
+# reused, so the order is the creation order on every rank): closed at
+# interpreter exit (before mpi4py finalises MPI), in that order on every
+# rank. Strong references: the close is collective, so a C loader is
 # never closed by the garbage collector (a Loader dropped without close()
 # stays open until close() or the exit; the C object would only warn and
 # leak it); close() removes the entry. A close deferred during an exception
@@ -158,6 +159,7 @@ class Loader:
         fint = comm_handle(comm)
         self._key = -1
         c = MPI.COMM_WORLD if comm is None else comm
+        self._comm = c  # for slabfeed.Writer's agreement before its open
         self.rank: int = c.Get_rank()
         self.size: int = c.Get_size()
         _watch_abort_status()
@@ -387,12 +389,14 @@ _TAKES = {
     "size": "int (bytes) or str ('200G')", "switch": "bool", "choice": "str",
     "edge": "int or (z, y, x)", "vectors": "[(k0, k1, k2), ...]",
     "regions": "[(z, y, x, dz, dy, dx), ...]",
+    "norms": "[(shift, scale) or ('log', a, shift, scale), ...] or str",
 }
 _ANNOTATIONS = {
     "string": "Union[str, os.PathLike[str], None]", "int": "int", "uint64": "int",
     "size": "Union[int, str]", "switch": "Optional[bool]", "choice": "str",
     "edge": "Union[int, Sequence[int]]", "vectors": "Sequence[Sequence[int]]",
     "regions": "Sequence[Sequence[int]]",
+    "norms": "Union[str, Sequence[Sequence[Any]]]",
 }
 
 

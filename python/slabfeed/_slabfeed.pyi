@@ -1,6 +1,6 @@
 """Type stubs of the C extension slabfeed._slabfeed (python/src/)."""
 import os
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 __version__: str
 version_number: int
@@ -86,7 +86,12 @@ class Loader:
                  tile: Optional[int] = ...,
                  pad: Optional[int] = ...,
                  region: Optional[Sequence[Sequence[int]]] = ...,
-                 pass_symmetry: Optional[int] = ...) -> None: ...
+                 pass_symmetry: Optional[int] = ...,
+                 # per channel (shift, scale) or ("log", a, shift, scale),
+                 # or the text "0,1;log(1),0.5,2"
+                 input_norm: Union[str, Sequence[Sequence[Any]], None] = ...,
+                 target_norm: Union[str, Sequence[Sequence[Any]], None] = ...,
+                 target_pad: Optional[bool] = ...) -> None: ...
     def next(self, stream: Any = ...) -> Batch: ...
     def _time_next(self, n: int, stream: Any = ...) -> float: ...
     def seek(self, epoch: int, step: int) -> None: ...
@@ -94,6 +99,33 @@ class Loader:
     def close(self) -> None: ...
     def stats(self) -> Dict[str, Any]: ...
     def placement(self) -> str: ...
+
+class Writer:
+    """The C writer of a tiled pass (slabfeed_writer_*); slabfeed.Writer
+    wraps it (it passes the loader's communicator and, for CUDA outputs,
+    torch's current stream)."""
+    shape: Tuple[int, int, int, int]  # (C, Z, Y, X) for 'cf', (Z, Y, X, C) for 'cl'
+    z_range: Tuple[int, int]  # this rank's planes [z0, z1) of the output
+    closed: bool
+    state: str  # 'open', 'closed' (written), 'aborted', 'failed'
+    path: Optional[str]
+    device: int
+    # Collective over the loader's communicator, whose f2c handle comes
+    # first: every rank converts its arguments and all agree before the
+    # open (a refusal on one rank raises on every rank).
+    def __init__(self, comm: int, loader: Loader, path: Union[str, bytes, os.PathLike[str]],
+                 dataset: Optional[str] = ..., channels: int = ..., *,
+                 layout: str = ...,  # 'cf' | 'cl'
+                 dtype: str = ...,  # 'f32' | 'f16'
+                 chunk: Union[int, Sequence[int], None] = ...,
+                 overwrite: bool = ...,
+                 like: str = ...) -> None: ...  # 'target' | 'input' | 'none'
+    # output: anything with __dlpack__ / __dlpack_device__; stream: required
+    # for CUDA outputs (an int cudaStream_t or a stream object).
+    def put(self, batch: Batch, output: Any, stream: Any = ...,
+            layout: str = ...) -> None: ...  # 'ncdhw' | 'ndhwc'
+    def close(self) -> None: ...
+    def abort(self) -> None: ...
 
 class Reader:
     def __init__(self, path: Any) -> None: ...
@@ -112,7 +144,7 @@ class Option(Tuple[Any, ...]):
     """A row of the library's option table (a struct sequence)."""
     name: str
     flag: str
-    kind: str  # string, int, uint64, size, switch, choice, edge, vectors
+    kind: str  # string, int, uint64, size, switch, choice, edge, vectors, regions, norms
     min: Optional[int]
     max: Optional[int]
     choices: Optional[Tuple[str, ...]]
@@ -123,6 +155,10 @@ class Option(Tuple[Any, ...]):
     required: bool
 
 def options() -> Tuple[Option, ...]: ...
+# One dict per channel: count, nonfinite, mean, std, min, max, log_count,
+# log_mean, log_std, log_min, log_max (the log ones None without log_a).
+def field_stats(comm: int, path: Any, dataset: str, layout: Optional[str] = ...,
+                log_a: Optional[float] = ...) -> List[Dict[str, Any]]: ...
 def config_defaults() -> Dict[str, Any]: ...
 def resolve_options(**options: Any) -> Dict[str, Any]: ...
 def generate(comm: int, path: Any, **options: Any) -> None: ...

@@ -1,10 +1,11 @@
 """The tools of ``slabfeed_tools.h``: the parallel generator, dataset
-description and the independent serial reference reader (what slabfeed's
-tests compare every batch with, bit for bit)."""
+description, the per-channel field statistics (for normalisation) and the
+independent serial reference reader (what slabfeed's tests compare every
+batch with, bit for bit)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _slabfeed
 from ._mpi import comm_handle
@@ -46,6 +47,26 @@ def describe(path: PathLike, dataset: str, layout: str = "auto") -> Dict[str, An
     (Z, Y, X), layout ('cf'/'cl'), type_bits, chunked, chunk. Not
     collective."""
     return _slabfeed.describe(os.fspath(path), dataset, layout)
+
+
+def field_stats(path: PathLike, dataset: str, *,
+                comm: "Optional[MPI.Intracomm]" = None, layout: str = "auto",
+                log_a: Optional[float] = None) -> List[Dict[str, Any]]:
+    """Per-channel statistics of a dataset (``slabfeed_field_stats``),
+    collective over comm (``MPI.COMM_WORLD`` when None): every rank reads
+    its z-slab with parallel HDF5 and all ranks get the same numbers.
+
+    One dict per channel: ``count`` (finite values), ``nonfinite`` (NaN
+    and inf, left out), ``mean``, ``std`` (population), ``min``, ``max``,
+    and ``log_count``, ``log_mean``, ``log_std``, ``log_min``,
+    ``log_max`` of log(x + log_a) as the loader's normalisation computes
+    it (float32), over the values where it is finite; the log fields are
+    None when ``log_a`` is None. A normalisation from them:
+    ``input_norm=[(s["mean"], s["std"]) for s in stats]``, or
+    ``("log", a, s["log_mean"], s["log_std"])`` per channel.
+    """
+    return _slabfeed.field_stats(comm_handle(comm), os.fspath(path), dataset,
+                                 layout, log_a)
 
 
 _NP_DTYPES = {"f32": "float32", "float32": "float32", "f16": "float16",

@@ -19,6 +19,16 @@ iteration runs one epoch, ``state_dict`` / ``load_state_dict`` as in
 processes (slabfeed works in a loader thread or inside ``next``, never in a
 forked process) and the tensors are views of the loader's memory:
 
+A loader opened with ``tile`` > 0 yields the tiles of a pass (``meta.count``
+real slots, ``meta.tile`` their geometry); ``slabfeed.Writer`` writes the
+outputs back, from the ``slabfeed.Batch`` of the last step:
+
+    with TorchLoader(path="box.h5", input="Nbody", target="Hydro", tile=64,
+                     pad=16, batch=2) as loader, \
+            slabfeed.Writer(loader, "pred.h5") as writer:
+        for x, _, meta in loader:        # one pass
+            writer.put(loader.batch, model(x))   # on the current stream
+
 Validity: a yielded tensor may be used until the next batch is taken
 (``next()`` or the next iteration step), ``seek()``/``set_epoch()`` to
 another position, ``load_state_dict()`` or ``close()``. On the GPU this means
@@ -54,6 +64,11 @@ class BatchMeta(NamedTuple):
     origin: Tuple[Tuple[int, int, int], ...]  # crop origins (z, y, x)
     symmetry: Tuple[int, ...]  # symmetry ids in [0, 48)
     sample: Tuple[int, ...]  # global sample indices within the epoch
+    # Tiled passes: the real slots (the batch size but in the last batch),
+    # and per slot (z, y, x, oz, oy, ox, nz, ny, nx): the tile's origin, the
+    # origin of the part it owns relative to the tile, that part's extent.
+    count: int = 0
+    tile: Optional[Tuple[Tuple[int, ...], ...]] = None
 
 
 class TorchBatch(NamedTuple):
@@ -111,12 +126,17 @@ class TorchLoader:
         """The underlying slabfeed.Loader."""
         self.device = torch.device("cpu") if self.loader.device < 0 else \
             torch.device("cuda", self.loader.device)
+        self.batch: Optional[Batch] = None
+        """The slabfeed.Batch of the last next() (what slabfeed.Writer.put
+        takes); stale, as its tensors, after the following next()."""
 
     def _convert(self, b: Batch) -> TorchBatch:
         x = torch.from_dlpack(b.input)
         t = b.target
         y = torch.from_dlpack(t) if t is not None else None
-        return TorchBatch(x, y, BatchMeta(b.epoch, b.step, b.origin, b.symmetry, b.sample))
+        self.batch = b
+        return TorchBatch(x, y, BatchMeta(b.epoch, b.step, b.origin, b.symmetry, b.sample,
+                                          b.count, b.tile))
 
     def next(self) -> TorchBatch:
         """The next batch (ready on the current stream of its device)."""

@@ -507,8 +507,16 @@ static PyMethodDef module_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "describe(path, dataset, layout='auto') -> dict\n\nslabfeed_describe; "
      "use slabfeed.tools.describe."},
+    {"field_stats", (PyCFunction)(void (*)(void))sfpy_field_stats,
+     METH_VARARGS | METH_KEYWORDS,
+     "field_stats(comm_f2c, path, dataset, layout='auto', log_a=None) -> "
+     "list\n\nslabfeed_field_stats (collective); use "
+     "slabfeed.tools.field_stats."},
     {NULL, NULL, 0, NULL},
 };
+
+/* The Writer type (py_writer.c). */
+extern PyType_Spec sfpy_writer_spec;
 
 static int add_type(PyObject *m, PyType_Spec *spec, PyTypeObject **out)
 {
@@ -522,13 +530,18 @@ static int add_type(PyObject *m, PyType_Spec *spec, PyTypeObject **out)
 static int module_exec(PyObject *m)
 {
   sfpy_state *st = PyModule_GetState(m);
+  PyTypeObject *writer_type = NULL; /* the module's attribute keeps it */
   if (add_errors(m, st) < 0 ||
       add_type(m, &sfpy_loader_spec, &st->loader_type) < 0 ||
       add_type(m, &sfpy_batch_spec, &st->batch_type) < 0 ||
       add_type(m, &sfpy_tensor_spec, &st->tensor_type) < 0 ||
       add_type(m, &sfpy_reader_spec, &st->reader_type) < 0 ||
-      sfpy_options_init(m, st) < 0)
+      add_type(m, &sfpy_writer_spec, &writer_type) < 0 ||
+      sfpy_options_init(m, st) < 0) {
+    Py_XDECREF(writer_type);
     return -1;
+  }
+  Py_DECREF(writer_type);
   if (PyModule_AddStringConstant(m, "__version__", slabfeed_version_string()) <
           0 ||
       PyModule_AddIntConstant(m, "version_number", (long)slabfeed_version()) <

@@ -18,15 +18,23 @@
  *            back: a tuple of 3
  *   vectors  a sequence of (k0, k1, k2) channel triples (or one flat
  *            triple); back: a tuple of tuples
+ *   regions  a sequence of (z, y, x, dz, dy, dx) boxes; back: a tuple of
+ *            tuples
+ *   norms    the text form ("0,2;log(1),0.5,3"), or a sequence of one
+ *            entry per channel, (shift, scale) or ("log", a, shift,
+ *            scale), numbers int or float (each written as repr(float(v)),
+ *            which the library reads back to the same double and rounds
+ *            to float32); back: a tuple of such tuples of floats, each the
+ *            float32 value exactly
  */
 #include "sfpy.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"string", "int",     "uint64",
-                                         "size",   "switch",  "choice",
-                                         "edge",   "vectors", "regions"};
+static const char *const kind_names[] = {
+    "string", "int",  "uint64",  "size",    "switch",
+    "choice", "edge", "vectors", "regions", "norms"};
 
 static const char *kind_name(slabfeed_option_kind k)
 {
@@ -136,6 +144,122 @@ done:
   return out;
 }
 
+/* A number of a normalisation entry as text: repr(float(o)), which
+ * strtod reads back to the same double; a bool, text or a non-number is
+ * a TypeError saying what `name` takes. */
+static PyObject *float_text(PyObject *o, const char *name, const char *takes)
+{
+  if (PyBool_Check(o) || PyUnicode_Check(o) || PyBytes_Check(o) ||
+      !PyNumber_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "slabfeed: %s must be %s, not %R", name,
+                 takes, o);
+    return NULL;
+  }
+  PyObject *f = PyNumber_Float(o);
+  if (f == NULL) {
+    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError, "slabfeed: %s must be %s, not %R", name,
+                   takes, o);
+    }
+    return NULL;
+  }
+  PyObject *r = PyObject_Repr(f);
+  Py_DECREF(f);
+  return r;
+}
+
+/* NORMS: the text form from a sequence of entries, (shift, scale) or
+ * ("log", a, shift, scale), joined by ";" (a str is the text form
+ * itself). An entry of another length becomes the text of its numbers,
+ * for the library to refuse naming the option. */
+static PyObject *norms_text(sfpy_state *st, PyObject *o, const char *name)
+{
+  static const char takes[] =
+      "a str or a sequence of (shift, scale) or ('log', a, shift, scale) "
+      "entries, one per channel";
+  if (PyUnicode_Check(o))
+    return Py_NewRef(o);
+  if (!is_sequence(o)) {
+    PyErr_Format(PyExc_TypeError, "slabfeed: %s must be %s, not %R", name,
+                 takes, o);
+    return NULL;
+  }
+  PyObject *t = PySequence_Tuple(o);
+  if (t == NULL)
+    return NULL;
+  PyObject *entries = PyList_New(0), *out = NULL;
+  if (entries == NULL)
+    goto done;
+  for (Py_ssize_t i = 0; i < PyTuple_Size(t); i++) {
+    PyObject *item = PyTuple_GetItem(t, i);
+    if (!is_sequence(item)) {
+      PyErr_Format(PyExc_TypeError, "slabfeed: %s must be %s, not %R", name,
+                   takes, o);
+      goto done;
+    }
+    PyObject *ent = PySequence_Tuple(item);
+    if (ent == NULL)
+      goto done;
+    const Py_ssize_t n = PyTuple_Size(ent);
+    if (n == 0) { /* would read as "" (none): refused here */
+      char m[256];
+      snprintf(m, sizeof m,
+               "%s: entry %zd is empty; give (shift, scale) or ('log', a, "
+               "shift, scale)",
+               name, i);
+      sfpy_raise(st, SLABFEED_ERR_ARG, m);
+      Py_DECREF(ent);
+      goto done;
+    }
+    PyObject *first = PyTuple_GetItem(ent, 0);
+    int is_log = 0;
+    if (first != NULL && PyUnicode_Check(first)) {
+      const char *w = PyUnicode_AsUTF8AndSize(first, NULL);
+      is_log = w != NULL && strcmp(w, "log") == 0;
+      if (!is_log) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "slabfeed: %s must be %s, not %R (an entry starts with "
+                     "a number or 'log')",
+                     name, takes, o);
+        Py_DECREF(ent);
+        goto done;
+      }
+    }
+    PyObject *parts = PyList_New(0);
+    int bad = parts == NULL;
+    for (Py_ssize_t k = is_log; k < n && !bad; k++) {
+      PyObject *v = float_text(PyTuple_GetItem(ent, k), name, takes);
+      if (v != NULL && k == 1 && is_log) { /* "log(A)" */
+        PyObject *w = PyUnicode_FromFormat("log(%U)", v);
+        Py_DECREF(v);
+        v = w;
+      }
+      bad = v == NULL || PyList_Append(parts, v) < 0;
+      Py_XDECREF(v);
+    }
+    Py_DECREF(ent);
+    PyObject *comma = bad ? NULL : PyUnicode_FromString(",");
+    PyObject *joined = comma != NULL ? PyUnicode_Join(comma, parts) : NULL;
+    Py_XDECREF(comma);
+    Py_XDECREF(parts);
+    if (joined == NULL || PyList_Append(entries, joined) < 0) {
+      Py_XDECREF(joined);
+      goto done;
+    }
+    Py_DECREF(joined);
+  }
+  PyObject *sep = PyUnicode_FromString(";");
+  if (sep != NULL)
+    out = PyUnicode_Join(sep, entries);
+  Py_XDECREF(sep);
+done:
+  Py_XDECREF(entries);
+  Py_DECREF(t);
+  return out;
+}
+
 /* The text form of value o (not None) of option `opt`, as a new str or
  * bytes object; NULL with an exception naming the option. */
 static PyObject *to_text(sfpy_state *st, const slabfeed_option *opt,
@@ -218,6 +342,8 @@ static PyObject *to_text(sfpy_state *st, const slabfeed_option *opt,
     return groups_text(o, name,
                        "a sequence of (z, y, x, dz, dy, dx) boxes, e.g. "
                        "[(56, 0, 0, 8, 0, 0)]");
+  case SLABFEED_OPTION_NORMS:
+    return norms_text(st, o, name);
   }
   PyErr_Format(PyExc_SystemError, "slabfeed: option %s has an unknown kind",
                name);
@@ -379,6 +505,63 @@ static PyObject *ints_of(const char *s, size_t n)
   return t;
 }
 
+/* The float32 value of the number at s (slabfeed_config_get's %.9g) as a
+ * Python float, exactly; *end past it. Python's own parser: the program's
+ * LC_NUMERIC does not matter. */
+static PyObject *float32_of(const char *s, const char **end)
+{
+  char *e = NULL;
+  const double d = PyOS_string_to_double(s, &e, NULL);
+  if (d == -1.0 && PyErr_Occurred())
+    return NULL;
+  *end = e;
+  return PyFloat_FromDouble((double)(float)d);
+}
+
+/* NORMS from slabfeed_config_get's text: a tuple of (shift, scale) and
+ * ("log", a, shift, scale) tuples. */
+static PyObject *norms_of(const char *s)
+{
+  PyObject *list = PyList_New(0);
+  if (list == NULL)
+    return NULL;
+  for (const char *p = s; *p != '\0';) {
+    const char *start = p;
+    PyObject *v[4] = {NULL, NULL, NULL, NULL};
+    int n = 0, bad = 0;
+    if (strncmp(p, "log(", 4) == 0) {
+      v[n++] = PyUnicode_FromString("log");
+      v[n++] = float32_of(p + 4, &p);
+      p += *p == ')';
+      p += *p == ',';
+    }
+    v[n++] = float32_of(p, &p);
+    p += *p == ',';
+    v[n++] = float32_of(p, &p);
+    p += *p == ';';
+    PyObject *t = PyTuple_New(n);
+    for (int k = 0; k < n; k++) {
+      if (v[k] == NULL || t == NULL) {
+        bad = 1;
+        Py_XDECREF(v[k]);
+      } else {
+        PyTuple_SetItem(t, k, v[k]); /* steals */
+      }
+    }
+    if (bad || PyList_Append(list, t) < 0) {
+      Py_XDECREF(t);
+      Py_DECREF(list);
+      return NULL;
+    }
+    Py_DECREF(t);
+    if (p == start) /* not the library's text: stop rather than loop */
+      break;
+  }
+  PyObject *out = PyList_AsTuple(list);
+  Py_DECREF(list);
+  return out;
+}
+
 /* The Python value of option `opt` from its text (slabfeed_config_get's). */
 static PyObject *from_text(const slabfeed_option *opt, const char *s)
 {
@@ -432,6 +615,8 @@ static PyObject *from_text(const slabfeed_option *opt, const char *s)
     Py_DECREF(groups);
     return t;
   }
+  case SLABFEED_OPTION_NORMS:
+    return norms_of(s);
   }
   PyErr_Format(PyExc_SystemError, "slabfeed: option %s has an unknown kind",
                opt->name);
@@ -490,7 +675,7 @@ static PyStructSequence_Field option_fields[] = {
     {"name", "the field of slabfeed_config and the keyword of Loader"},
     {"flag", "the command-line flag of the tools, without '--'"},
     {"kind", "how the value is written: string, int, uint64, size, switch, "
-             "choice, edge or vectors"},
+             "choice, edge, vectors, regions or norms"},
     {"min", "the smallest number (of each edge; of a switch, -1 allows "
             "auto), or None"},
     {"max", "the largest number (of each edge; the number of vector "

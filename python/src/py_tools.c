@@ -1,11 +1,12 @@
 /*
  * The tools of slabfeed_tools.h for Python: the parallel generator, the
- * dataset description and the independent serial reference reader (what
- * the tests compare every batch with). The GIL is held across their HDF5
- * calls (see below).
+ * dataset description, the field statistics and the independent serial
+ * reference reader (what the tests compare every batch with). The GIL is
+ * held across their HDF5 calls (see below).
  */
 #include "sfpy.h"
 
+#include <math.h>
 #include <string.h>
 
 /* The GIL stays held across every HDF5 call of these tools (generate,
@@ -148,6 +149,104 @@ PyObject *sfpy_describe(PyObject *module, PyObject *args, PyObject *kw)
       "chunk", (long long)info.chunk[0], (long long)info.chunk[1],
       (long long)info.chunk[2], (long long)info.chunk[3]);
 out:
+  Py_XDECREF(path);
+  return ret;
+}
+
+/* field_stats(comm_f2c, path, dataset, layout='auto', log_a=None) -> list:
+ * slabfeed_field_stats, collective over the communicator (GIL held, as
+ * for every HDF5 call here). One dict per channel: count, nonfinite,
+ * mean, std, min, max, and log_count, log_mean, log_std, log_min,
+ * log_max (None when log_a is None; NaN where no value is described). */
+PyObject *sfpy_field_stats(PyObject *module, PyObject *args, PyObject *kw)
+{
+  static char *kwlist[] = {"comm", "path", "dataset", "layout", "log_a", NULL};
+  sfpy_state *st = PyModule_GetState(module);
+  PyObject *comm_o, *path = NULL, *layout = NULL, *log_o = NULL;
+  const char *dataset;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&s|OO:field_stats", kwlist,
+                                   &comm_o, PyUnicode_FSConverter, &path,
+                                   &dataset, &layout, &log_o))
+    return NULL;
+  PyObject *ret = NULL;
+  slabfeed_field_stat small[SLABFEED_MAX_CHANNELS], *res = small;
+  int lay = 0;
+  double log_a = NAN;
+  if (sfpy_choice(layout, "layout", sfpy_file_layouts, NULL, &lay) < 0)
+    goto out;
+  if (log_o != NULL && log_o != Py_None) {
+    if (PyBool_Check(log_o) || !PyNumber_Check(log_o) ||
+        PyUnicode_Check(log_o)) {
+      PyErr_Format(PyExc_TypeError,
+                   "slabfeed: log_a must be a number or None, not %R", log_o);
+      goto out;
+    }
+    log_a = PyFloat_AsDouble(log_o);
+    if (log_a == -1.0 && PyErr_Occurred())
+      goto out;
+    if (isnan(log_a)) {
+      PyErr_SetString(PyExc_ValueError,
+                      "slabfeed: log_a is NaN; give None for no log "
+                      "statistics");
+      goto out;
+    }
+  }
+  const char *p = PyBytes_AsString(path);
+  MPI_Comm comm;
+  if (p == NULL || sfpy_comm_from_fint(st, comm_o, &comm) < 0)
+    goto out;
+  char err[2048] = "";
+  int channels = 0;
+  slabfeed_status s = slabfeed_field_stats(
+      comm, p, dataset, (slabfeed_file_layout)lay, (float)log_a, res,
+      SLABFEED_MAX_CHANNELS, &channels, err, sizeof err);
+  /* More channels than `small` holds: again with room for them (every
+   * rank got the same answer, so every rank calls again). */
+  if (s == SLABFEED_ERR_ARG && channels > SLABFEED_MAX_CHANNELS) {
+    res = PyMem_Calloc((size_t)channels, sizeof *res);
+    if (res == NULL) {
+      PyErr_NoMemory();
+      goto out;
+    }
+    s = slabfeed_field_stats(comm, p, dataset, (slabfeed_file_layout)lay,
+                             (float)log_a, res, channels, &channels, err,
+                             sizeof err);
+  }
+  if (s != SLABFEED_OK) {
+    sfpy_raise(st, s, err);
+    goto out;
+  }
+  const int with_log = !isnan(log_a);
+  PyObject *list = PyList_New(0);
+  for (int c = 0; list != NULL && c < channels; c++) {
+    const slabfeed_field_stat *f = &res[c];
+    PyObject *d = Py_BuildValue(
+        "{s:K,s:K,s:d,s:d,s:d,s:d}", "count", (unsigned long long)f->count,
+        "nonfinite", (unsigned long long)f->nonfinite, "mean", f->mean, "std",
+        f->std, "min", f->min, "max", f->max);
+    PyObject *lg =
+        d == NULL ? NULL
+        : with_log
+            ? Py_BuildValue("{s:K,s:d,s:d,s:d,s:d}", "log_count",
+                            (unsigned long long)f->log_count, "log_mean",
+                            f->log_mean, "log_std", f->log_std, "log_min",
+                            f->log_min, "log_max", f->log_max)
+            : Py_BuildValue("{s:O,s:O,s:O,s:O,s:O}", "log_count", Py_None,
+                            "log_mean", Py_None, "log_std", Py_None, "log_min",
+                            Py_None, "log_max", Py_None);
+    if (lg == NULL || PyDict_Update(d, lg) < 0 || PyList_Append(list, d) < 0) {
+      Py_XDECREF(lg);
+      Py_XDECREF(d);
+      Py_CLEAR(list);
+      break;
+    }
+    Py_DECREF(lg);
+    Py_DECREF(d);
+  }
+  ret = list;
+out:
+  if (res != small)
+    PyMem_Free(res);
   Py_XDECREF(path);
   return ret;
 }

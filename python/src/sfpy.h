@@ -165,5 +165,6 @@ extern PyType_Spec sfpy_reader_spec;
 /* Module-level functions of py_tools.c. */
 PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *sfpy_describe(PyObject *module, PyObject *args, PyObject *kw);
+PyObject *sfpy_field_stats(PyObject *module, PyObject *args, PyObject *kw);
 
 #endif /* SFPY_H */

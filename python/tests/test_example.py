@@ -1,12 +1,18 @@
-"""examples/train_unet.py on 2 ranks (mpirun -n 2 ... pytest): DDP with gloo
-on the CPU, or with NCCL on 2 GPUs when SLABFEED_TEST_BACKEND=nccl. The loss
-falls; a run stopped and resumed from its checkpoints (mid-epoch, then at
-an epoch boundary) sees the same batches and computes the same losses as
-one that never stopped."""
+"""examples/train_unet.py and examples/predict.py on 2 ranks (mpirun -n 2
+... pytest): DDP with gloo on the CPU, or with NCCL on 2 GPUs when
+SLABFEED_TEST_BACKEND=nccl. The loss falls; a run stopped and resumed from
+its checkpoints (mid-epoch, then at an epoch boundary) sees the same batches
+and computes the same losses as one that never stopped; the validation loss
+over the held-out band is printed beside the training loss and is finite.
+predict.py writes the band (and the whole box, under a pass symmetry) with
+slabfeed.Writer: the files have the region's shape and the printed errors
+and spectrum ratios are finite numbers."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -25,12 +31,30 @@ import slabfeed  # noqa: E402
 SOURCE = Path(os.environ.get("SLABFEED_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 
 
-@pytest.fixture(scope="module")
-def example():
-    spec = importlib.util.spec_from_file_location("train_unet", SOURCE / "examples" / "train_unet.py")
+def load_example(name: str):
+    spec = importlib.util.spec_from_file_location(name, SOURCE / "examples" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="module")
+def example():
+    return load_example("train_unet")
+
+
+@pytest.fixture(scope="module")
+def predict():
+    return load_example("predict")
+
+
+def device_args():
+    if BACKEND == "nccl":
+        return ["--device", "cuda", "--backend", "nccl", "--deterministic"]
+    return ["--device", "cpu", "--backend", "gloo"]
+
+
+NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)"
 
 
 @pytest.fixture(scope="module")
@@ -40,17 +64,16 @@ def field_volume(workdir):
     return path
 
 
-def test_train_resume_exact(example, workdir, field_volume):
-    """32^3 box, crops 16^3, batch 2 x 2 ranks: 2 steps per epoch."""
+def test_train_resume_exact(example, workdir, field_volume, capsys):
+    """32^3 box, the last 4 planes held out, crops 16^3, batch 2 x 2 ranks:
+    2 steps per epoch; the validation pass over the band every 10 steps
+    (tile 4, pad 4: 64 tiles) and at the end of every run."""
     common = ["--file", field_volume, "--crop", "16", "--batch", "2", "--base", "8",
               "--depth", "1", "--lr", "3e-3", "--log-every", "1", "--norm-batches", "2",
-              "--threads", "1"]
-    if BACKEND == "nccl":
-        common += ["--device", "cuda", "--backend", "nccl", "--deterministic"]
-    else:
-        common += ["--device", "cpu", "--backend", "gloo"]
+              "--threads", "1", "--val-every", "10"] + device_args()
     ck1, ck2 = os.path.join(workdir, "ck1.pt"), os.path.join(workdir, "ck2.pt")
     full = example.main(common + ["--steps", "40"])
+    printed = capsys.readouterr().out
     part1 = example.main(common + ["--steps", "3", "--ckpt", ck1])   # stops mid-epoch 1
     part2 = example.main(common + ["--steps", "6", "--resume", ck1, "--ckpt", ck2])
     part3 = example.main(common + ["--steps", "8", "--resume", ck2])  # from epoch 3, step 0
@@ -69,3 +92,51 @@ def test_train_resume_exact(example, workdir, field_volume):
     last = sum(r["loss"] for r in full[-5:]) / 5
     print(f"example ({BACKEND}): loss {first:.4f} (steps 1-5) -> {last:.4f} (steps 36-40)")
     assert last < 0.75 * first, (first, last)  # falls by a quarter in 40 steps
+    # The validation loss: at steps 10, 20, 30, 40, printed beside the loss.
+    val = {r["step"]: r["val_loss"] for r in full if "val_loss" in r}
+    assert sorted(val) == [10, 20, 30, 40] and all(math.isfinite(v) for v in val.values())
+    lines = re.findall(rf"^step +(\d+) epoch \d+ loss ({NUMBER}) val_loss ({NUMBER}) ",
+                       printed, re.M)
+    assert [int(st) for st, _, _ in lines] == [10, 20, 30, 40], printed
+    assert all(math.isfinite(float(v)) for _, _, v in lines)
+    assert "held out: z,y,x [28, 0, 0] extent [4, 0, 0]" in printed
+    print(f"example ({BACKEND}): val_loss {val[10]:.4f} (step 10) -> {val[40]:.4f} (step 40)")
+    assert all("val_loss" in r for r in (part1[-1], part2[-1], part3[-1]))
+
+
+def test_predict(example, predict, workdir, field_volume, capsys):
+    """A few training steps, then predict.py: the band (the default) and the
+    whole box under a pass symmetry, written with slabfeed.Writer; the
+    files' datasets have the region's shape, and every number printed (per
+    channel RMSE and relative RMSE, the spectrum ratios) is finite."""
+    ck = os.path.join(workdir, "predict-ck.pt")
+    example.main(["--file", field_volume, "--crop", "16", "--batch", "2", "--base", "8",
+                  "--depth", "1", "--steps", "6", "--log-every", "3", "--norm-batches", "2",
+                  "--threads", "1", "--ckpt", ck] + device_args())
+    capsys.readouterr()
+    dev = device_args()[:2]
+    cases = [(["--out", os.path.join(workdir, "band.h5")], (5, 4, 32, 32), "cf"),
+             (["--out", os.path.join(workdir, "whole.h5"), "--region", "whole",
+               "--pass-symmetry", "29", "--layout", "cl", "--out-dtype", "f16",
+               "--spectrum-channel", "4", "--tile", "8", "--pad", "4"], (32, 32, 32, 5), "cl")]
+    for extra, shape, layout in cases:
+        out = extra[1]
+        r = predict.main(["--ckpt", ck, "--threads", "1"] + dev + extra)
+        printed = capsys.readouterr().out
+        info = slabfeed.tools.describe(out, "prediction", layout)
+        assert tuple(info["dims"]) == shape and info["channels"] == 5
+        if COMM.rank != 0:
+            assert r == {}
+            continue
+        assert tuple(r["shape"]) == shape and r["out"] == out
+        c = r["compare"]
+        assert len(c["rmse"]) == len(c["rel"]) == 5 and len(c["spectrum"]) > 3
+        numbers = [*c["rmse"], *c["rel"], *(x for b in c["spectrum"] for x in b[:2])]
+        assert all(math.isfinite(v) for v in numbers), c
+        table = re.findall(rf"^  (\d):\w+ +({NUMBER}) +({NUMBER})$", printed, re.M)
+        assert [int(k) for k, _, _ in table] == list(range(5)), printed
+        ratios = re.findall(rf"^ +({NUMBER}) +({NUMBER}) +(\d+)$", printed, re.M)
+        assert len(ratios) == len(c["spectrum"]), printed
+        assert all(math.isfinite(float(x)) for row in table + ratios for x in row[1:3])
+        print(f"predict ({BACKEND}) {shape}: relative RMSE "
+              + ", ".join(f"{q:.3f}" for q in c["rel"]))

@@ -111,7 +111,18 @@ def text_value(kind: str, text: str) -> Any:
         return v[0] if len(v) == 1 else tuple(v)
     if kind in ("vectors", "regions"):
         return [tuple(int(c) for c in g.split(",")) for g in text.split(";")] if text else []
+    if kind == "norms":
+        return [norm_entry(e) for e in text.split(";")] if text else []
     return text  # size, switch, choice: the text itself is accepted
+
+
+def norm_entry(text: str) -> tuple:
+    """One normalisation entry of the text form as the Python value:
+    (shift, scale) or ("log", a, shift, scale)."""
+    parts = text.split(",")
+    if parts[0].startswith("log("):
+        return ("log", float(parts[0][4:-1]), float(parts[1]), float(parts[2]))
+    return (float(parts[0]), float(parts[1]))
 
 
 def test_table_follows_the_struct():
@@ -186,6 +197,10 @@ def bad_values(o) -> List[Any]:
     if o.kind == "regions":
         return [[(1, 2, 3)], [(0, 0, 0, -1, 0, 0)], [(0, 0, 0, 2 ** 31, 0, 0)],
                 [(0, 0, 0, 1, 1, 1)] * (o.max + 1)]
+    if o.kind == "norms":
+        return [[(0, 0)], [(0.5, 1e-50)], [(float("inf"), 1)], [(0, float("nan"))],
+                [("log", float("inf"), 0, 1)], [(1, 2, 3)], [("log", 1, 2)], [()],
+                "0,1;", "1,2x", [(0, 1)] * (o.max + 1)]
     if o.kind == "switch":
         return [2, "maybe"] + ([] if o.min == -1 else [-1, "auto"])
     if o.kind == "choice":
@@ -209,7 +224,9 @@ def test_wrong_types_name_the_option():
     wrong = {"string": [3], "int": ["2", 2.0, True], "uint64": ["2", True], "size": [1.5, True],
              "switch": [1.0, []], "choice": [1], "edge": ["8", 8.0, True, (8, "8", 8)],
              "vectors": ["1,2,3", [1.0, 2, 3], [(1, 2, 3.0)], [True, 1, 2]],
-             "regions": ["0,0,0,1,0,0", [(0, 0, 0, 1.0, 0, 0)], 7]}
+             "regions": ["0,0,0,1,0,0", [(0, 0, 0, 1.0, 0, 0)], 7],
+             "norms": [3, 1.5, [(0.0, 1.0), 2.0], [1.0, 2.0], [(True, 1.0)], [(0, "1")],
+                       [("exp", 1, 0, 1)], [(0, 1j)], b"0,1"]}
     for o in OPTIONS:
         # An int row with named values (device "local") takes text too.
         named = o.kind == "int" and o.choices
@@ -250,6 +267,8 @@ def other_value(o) -> Any:
         return [[1, 2, 3], (0, 4, 5)], ((1, 2, 3), (0, 4, 5))
     if o.kind == "regions":
         return [(56, 0, 0, 8, 0, 0)], ((56, 0, 0, 8, 0, 0),)
+    if o.kind == "norms":
+        return [(1.5, 2), ("log", 1, -0.25, 3)], ((1.5, 2.0), ("log", 1.0, -0.25, 3.0))
     raise AssertionError(o.kind)
 
 
@@ -271,6 +290,15 @@ def test_other_forms():
     assert r(dtype="bfloat16")["dtype"] == "bf16"  # an alias: the name back
     assert r(input_vectors=(1, 2, 3))["input_vectors"] == ((1, 2, 3),)  # one flat group
     assert r(input_vectors=[])["input_vectors"] == ()
+    # normalisations: the text form, numpy numbers, values back as float32
+    import numpy as np
+    got = r(input_norm=[(0.1, np.float32(3)), ["log", np.float64(1e-3), -1, 0.25]])
+    want = ((float(np.float32(0.1)), 3.0), ("log", float(np.float32(1e-3)), -1.0, 0.25))
+    assert got["input_norm"] == want
+    assert r(input_norm="0.1,3;log(0.001),-1,0.25")["input_norm"] == want
+    assert r(input_norm=(), target_norm="")["input_norm"] == ()
+    with pytest.raises(slabfeed.ArgumentError, match="input_norm: .*scale must be finite"):
+        r(input_norm=[(0, 1e-46)])  # 0 once rounded to float
     assert r(node_memory="2.5G")["node_memory"] == 5 << 29
     assert r(node_memory=1 << 40)["node_memory"] == 1 << 40
     for v, want in ((True, True), (0, False), ("on", True), ("auto", None), (-1, None)):

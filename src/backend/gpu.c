@@ -133,7 +133,7 @@ static slabfeed_status create_objects(sf__backend *g, sf__err *e)
       return e->status;
   for (int i = 0; i < SF_STAGES; i++)
     for (int d = 0; d < p->ndsets; d++) {
-      const size_t bytes = (size_t)sf__batch_sample_elems(p, d) * sizeof(float);
+      const size_t bytes = (size_t)sf__batch_stage_elems(p, d) * sizeof(float);
       if (sf__cudart_malloc((void **)&g->dstage[i][d], bytes, e))
         return e->status;
       mem.staging_bytes += bytes;
@@ -161,19 +161,26 @@ static slabfeed_status gpu_open(const sf__context *ctx, sf__backend **out,
 {
   const sf__batch_plan *p = ctx->plan;
   for (int d = 0; d < p->ndsets; d++)
-    if (sf__batch_sample_elems(p, d) >= ((int64_t)1 << 31))
+    if (sf__batch_stage_elems(p, d) >= ((int64_t)1 << 31))
       return sf__fail(e, SLABFEED_ERR_ARG,
                       "config: one sample of '%s' has %lld elements; device "
                       "batches need fewer than 2^31 per sample (smaller "
                       "crop)",
                       sf__config_dataset(ctx->cfg, d),
-                      (long long)sf__batch_sample_elems(p, d));
+                      (long long)sf__batch_stage_elems(p, d));
   const int rank = ctx->store->rank;
   sf__backend *g = calloc(1, sizeof *g);
   *out = g;
   if (g == NULL)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the GPU state");
   g->ctx = *ctx;
+  /* The datasets' normalisations go with their transforms (the kernel's
+   * parameters are made from them per launch). */
+  for (int d = 0; d < p->ndsets; d++) {
+    int n;
+    const slabfeed_norm *norm = sf__config_norm(ctx->cfg, d, &n);
+    sf__xform_set_norm(&ctx->plan->xf[d], n, norm);
+  }
   g->device = ctx->cfg->pub.device;
   g->K = p->K;
   pthread_mutex_init(&g->mu, NULL);
@@ -613,6 +620,11 @@ static slabfeed_status gpu_next(sf__backend *g, void *stream,
   g->have_last = 1;
   uint64_t epoch, step;
   sf__batch_position(p, g->start_epoch, g->start_step, n, &epoch, &step);
+  /* The last batch of a pass: the peers' last batches are served before
+   * the caller leaves the loader for other collectives. */
+  if (p->pass && step + 1 == p->steps_per_epoch &&
+      sf__fetch_serve(&g->fetch, n, e) != SLABFEED_OK)
+    return e->status;
   sf__batch_describe(p, slot, g->slot[slot], epoch, step, out);
   out->ready_event = g->ready[slot];
   g->next = n + 1;

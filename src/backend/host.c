@@ -57,7 +57,7 @@ static void host_close(sf__backend *h)
 static void host_sizes(const sf__batch_plan *p, int d, size_t *stage,
                        size_t *ring)
 {
-  *stage = (size_t)sf__batch_sample_elems(p, d) * sizeof(float);
+  *stage = (size_t)sf__batch_stage_elems(p, d) * sizeof(float);
   *ring = (size_t)p->K * (size_t)p->B * (size_t)sf__batch_sample_bytes(p, d);
 }
 
@@ -82,10 +82,16 @@ static slabfeed_status host_open(const sf__context *ctx, sf__backend **out,
   if (h == NULL)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the host loader");
   h->ctx = *ctx;
+  /* The datasets' normalisations go with their transforms. */
+  for (int d = 0; d < ctx->plan->ndsets; d++) {
+    int n;
+    const slabfeed_norm *norm = sf__config_norm(ctx->cfg, d, &n);
+    sf__xform_set_norm(&ctx->plan->xf[d], n, norm);
+  }
   const sf__batch_plan *p = ctx->plan;
   slabfeed_stats mem = {.staging_bytes = 0};
   for (int d = 0; d < p->ndsets; d++) {
-    const size_t stage = (size_t)sf__batch_sample_elems(p, d) * sizeof(float);
+    const size_t stage = (size_t)sf__batch_stage_elems(p, d) * sizeof(float);
     const size_t ring =
         (size_t)p->K * (size_t)p->B * (size_t)sf__batch_sample_bytes(p, d);
     h->staging[d] = malloc(stage);
@@ -162,6 +168,11 @@ static slabfeed_status host_next(sf__backend *h, void *stream,
    * uses landing slot n % K, as the ring. */
   if (sf__fetch_pump(&h->fetch, h->n + (uint64_t)p->K - 1, e) != SLABFEED_OK ||
       sf__fetch_wait(&h->fetch, h->n, e) != SLABFEED_OK)
+    return e->status;
+  /* The last batch of a pass: the peers' last batches are served before
+   * the caller leaves the loader for other collectives. */
+  if (p->pass && h->step + 1 == p->steps_per_epoch &&
+      sf__fetch_serve(&h->fetch, h->n, e) != SLABFEED_OK)
     return e->status;
   sf__fetch_take(&h->fetch, &delta);
   double now = sf__now();

@@ -37,6 +37,13 @@
 
 #include "slabfeed.h"
 
+/* IEEE arithmetic is the contract: no flush of subnormals, no reassociation
+ * or approximate division. */
+#if defined(__FAST_MATH__) || defined(__USE_FAST_MATH__)
+#error                                                                         \
+    "common/normf.h needs IEEE float arithmetic: no -ffast-math / --use_fast_math"
+#endif
+
 /* As in common/convert.h (the same definition, so both may be included). */
 #ifdef __CUDACC__
 #define SF_HD __host__ __device__ __forceinline__
@@ -104,8 +111,7 @@ SF_HD float sf__logf(float x)
   /* m in [2/3, 4/3): e = floor((ix - bits(2/3)) / 2^23), in unsigned
    * arithmetic with a bias of 128 (0x3f2aaaab is the first float above
    * 2/3); then m has the bits of x less e in the exponent. */
-  const int32_t e =
-      (int32_t)(((ix - 0x3f2aaaabu) + (128u << 23)) >> 23) - 128;
+  const int32_t e = (int32_t)(((ix - 0x3f2aaaabu) + (128u << 23)) >> 23) - 128;
   k += e;
   const float m = sf__norm_float(ix - ((uint32_t)e << 23));
   const float f = SF__SUB(m, 1.0f); /* exact (Sterbenz) */
@@ -189,7 +195,11 @@ SF_HD float sf__norm_invert(const slabfeed_norm *n, float y)
 {
   if (sf__norm_isnan(y))
     return y;
-  const float v = SF__FMA(y, n->scale, n->shift);
+  /* No shift: a product, not fma(y, scale, +0), which turns -0 into +0
+   * (vector channels hold -0 after a sign flip). */
+  const float v = sf__norm_bits(n->shift) == 0u
+                      ? SF__MUL(y, n->scale)
+                      : SF__FMA(y, n->scale, n->shift);
   const float x = n->log ? SF__SUB(sf__expf(v), n->a) : v;
   return sf__norm_isnan(x) ? sf__norm_float(SF__NORM_QNAN) : x;
 }

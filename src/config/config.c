@@ -47,6 +47,11 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
   if (c->n_target_vectors > 0 && c->target == NULL)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: target vector groups without a target dataset");
+  if (c->n_target_norm > 0 && c->target == NULL)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: target_norm (%d entries) without a target "
+                    "dataset",
+                    c->n_target_norm);
   if (c->tile > 0 && c->locality)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: a tiled pass (tile %d) and locality together "
@@ -206,8 +211,13 @@ static uint64_t config_hash(const sf__config *cc)
   h = fnv(h, &c->n_holdout, sizeof c->n_holdout);
   h = fnv(h, c->holdout, sizeof(int64_t) * 6 * (size_t)c->n_holdout);
   h = fnv(h, c->input_vectors, sizeof(int) * 3 * (size_t)c->n_input_vectors);
-  return fnv(h, c->target_vectors,
-             sizeof(int) * 3 * (size_t)c->n_target_vectors);
+  h = fnv(h, c->target_vectors, sizeof(int) * 3 * (size_t)c->n_target_vectors);
+  /* Normalisations: every field of every entry, bit for bit. */
+  const int norms[] = {c->n_input_norm, c->n_target_norm};
+  h = fnv(h, norms, sizeof norms);
+  h = fnv(h, c->input_norm, sizeof(slabfeed_norm) * (size_t)c->n_input_norm);
+  return fnv(h, c->target_norm,
+             sizeof(slabfeed_norm) * (size_t)c->n_target_norm);
 }
 
 slabfeed_status sf__config_agree(MPI_Comm comm, const sf__config *c, sf__err *e)
@@ -247,6 +257,45 @@ static slabfeed_status check_vectors(const char *what, int n, const int (*g)[3],
       if (used[k]++)
         return sf__fail(e, SLABFEED_ERR_ARG,
                         "config: %s vector channel %d is used twice", what, k);
+    }
+  return SLABFEED_OK;
+}
+
+/* A dataset's normalisation: none, or one entry per channel; the channels
+ * of a vector group share one scale and have no shift and no log (the
+ * vector is rotated after the normalisation, which must commute with it:
+ * (R v) / s = R (v / s) holds for one s and no offset only). */
+static slabfeed_status check_norms(const char *what, const char *option,
+                                   const char *dataset, int n,
+                                   const slabfeed_norm *norm, int64_t C,
+                                   int ngroups, const int (*g)[3], sf__err *e)
+{
+  if (n == 0)
+    return SLABFEED_OK;
+  if (n != C)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: %s has %d entries but %s dataset '%s' has %lld "
+                    "channels: give one entry per channel (or none)",
+                    option, n, what, dataset, (long long)C);
+  for (int v = 0; v < ngroups; v++)
+    for (int a = 0; a < 3; a++) {
+      const int k = g[v][a];
+      const slabfeed_norm *x = &norm[k], *first = &norm[g[v][0]];
+      char why[96] = "";
+      if (x->log)
+        snprintf(why, sizeof why, "a log");
+      else if (x->shift != 0.0f)
+        snprintf(why, sizeof why, "shift %g", (double)x->shift);
+      else if (x->scale != first->scale)
+        snprintf(why, sizeof why, "scale %g but channel %d has %g",
+                 (double)x->scale, g[v][0], (double)first->scale);
+      if (why[0] != '\0')
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: %s: channel %d of %s vector group %d "
+                        "(%d,%d,%d) has %s; the channels of a vector group "
+                        "need one scale, shift 0 and no log (rotation would "
+                        "not commute with normalisation)",
+                        option, k, what, v, g[v][0], g[v][1], g[v][2], why);
     }
   return SLABFEED_OK;
 }
@@ -337,10 +386,22 @@ slabfeed_status sf__config_check_data(const sf__config *c,
       return e->status;
   if (check_vectors("input", p->n_input_vectors,
                     (const int(*)[3])p->input_vectors, info[0].channels,
-                    e) != SLABFEED_OK)
+                    e) != SLABFEED_OK ||
+      check_norms("input", "input_norm", c->input, p->n_input_norm,
+                  p->input_norm, info[0].channels, p->n_input_vectors,
+                  (const int(*)[3])p->input_vectors, e) != SLABFEED_OK)
     return e->status;
-  if (c->ndsets == 2)
-    check_vectors("target", p->n_target_vectors,
-                  (const int(*)[3])p->target_vectors, info[1].channels, e);
+  if (c->ndsets == 2 && check_vectors("target", p->n_target_vectors,
+                                      (const int(*)[3])p->target_vectors,
+                                      info[1].channels, e) == SLABFEED_OK)
+    check_norms("target", "target_norm", c->target, p->n_target_norm,
+                p->target_norm, info[1].channels, p->n_target_vectors,
+                (const int(*)[3])p->target_vectors, e);
   return e->status;
+}
+
+const slabfeed_norm *sf__config_norm(const sf__config *c, int d, int *n)
+{
+  *n = d == 0 ? c->pub.n_input_norm : c->pub.n_target_norm;
+  return d == 0 ? c->pub.input_norm : c->pub.target_norm;
 }

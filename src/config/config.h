@@ -37,7 +37,9 @@ slabfeed_status sf__config_agree(MPI_Comm comm, const sf__config *c,
 
 /* Checks the options against the datasets found in the file (info[0] the
  * input, info[1] the target): same box, channel count, crop inside the
- * box, vector groups naming distinct channels. Local. */
+ * box, vector groups naming distinct channels, normalisations of one entry
+ * per channel whose vector groups share a scale and have no shift and no
+ * log. Local. */
 slabfeed_status sf__config_check_data(const sf__config *c,
                                       const slabfeed_dataset_info info[],
                                       sf__err *e);
@@ -53,5 +55,9 @@ void sf__config_region(const sf__config *c, const int64_t shape[3],
 
 /* Name of dataset d (0 input, 1 target). */
 const char *sf__config_dataset(const sf__config *c, int d);
+
+/* The normalisation of dataset d (0 input, 1 target): *n entries, 0 (none)
+ * or the dataset's channel count once sf__config_check_data passed. */
+const slabfeed_norm *sf__config_norm(const sf__config *c, int d, int *n);
 
 #endif

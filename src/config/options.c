@@ -1,9 +1,12 @@
 #include "config/options.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <locale.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +255,37 @@ const sf__option sf__options[] = {
       .help = "tiled pass: the symmetry id of every tile (test-time "
               "augmentation; 0 the identity)"},
      FIELD(pass_symmetry)},
+    {{.name = "input_norm",
+      .flag = "input-norm",
+      .kind = SLABFEED_OPTION_NORMS,
+      .max = SLABFEED_MAX_CHANNELS,
+      .default_value = "",
+      .metavar = "SHIFT,SCALE;...",
+      .help = "normalisation of the input, one entry per channel: SHIFT,SCALE "
+              "makes (x - SHIFT) / SCALE, log(A),SHIFT,SCALE makes "
+              "(log(x + A) - SHIFT) / SCALE; none when empty"},
+     FIELD(input_norm),
+     .count_at = offsetof(slabfeed_config, n_input_norm)},
+    {{.name = "target_norm",
+      .flag = "target-norm",
+      .kind = SLABFEED_OPTION_NORMS,
+      .max = SLABFEED_MAX_CHANNELS,
+      .default_value = "",
+      .metavar = "SHIFT,SCALE;...",
+      .help = "normalisation of the target, one entry per channel (as "
+              "input_norm); none when empty"},
+     FIELD(target_norm),
+     .count_at = offsetof(slabfeed_config, n_target_norm)},
+    {{.name = "target_pad",
+      .flag = "target-pad",
+      .kind = SLABFEED_OPTION_SWITCH,
+      .min = 0,
+      .max = 1,
+      .default_value = "0",
+      .metavar = "1|0",
+      .help = "tiled pass: the target crop padded like the input (edge T + 2 "
+              "pad) instead of the tile itself (edge T)"},
+     FIELD(target_pad)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);
@@ -549,6 +583,127 @@ static slabfeed_status parse_groups(const sf__option *o, const char *s,
   }
 }
 
+/* The "C" locale for this thread while numbers of the NORMS text form are
+ * read or written: a program's LC_NUMERIC (a decimal comma) must not
+ * change the text form. Does nothing where no locale object can be made. */
+typedef struct c_numeric {
+  locale_t c, old;
+} c_numeric;
+
+static void c_numeric_begin(c_numeric *l)
+{
+  l->c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+  l->old = l->c != (locale_t)0 ? uselocale(l->c) : (locale_t)0;
+}
+
+static void c_numeric_end(c_numeric *l)
+{
+  if (l->c != (locale_t)0) {
+    uselocale(l->old);
+    freelocale(l->c);
+  }
+}
+
+/* One number of a NORMS entry: the whole of s as strtod reads it in the
+ * "C" locale (no leading space), rounded to float. */
+static slabfeed_status parse_float(const sf__option *o, const char *s,
+                                   const char *entry, float *out, sf__err *e)
+{
+  char *end = NULL;
+  c_numeric loc;
+  c_numeric_begin(&loc);
+  const double v =
+      s[0] != '\0' && !isspace((unsigned char)s[0]) ? strtod(s, &end) : 0.0;
+  c_numeric_end(&loc);
+  if (end == NULL || *end != '\0')
+    return sf__fail(e, SLABFEED_ERR_ARG, "%s: '%s' in '%s' is not a number",
+                    o->pub.name, s, entry);
+  *out = (float)v;
+  return SLABFEED_OK;
+}
+
+/* What is wrong with a normalisation entry, or NULL: scale finite and not
+ * 0, shift and (for log) a finite. */
+static const char *norm_problem(const slabfeed_norm *n)
+{
+  if (n->log != 0 && n->log != 1)
+    return "log is neither 0 nor 1";
+  if (!isfinite(n->scale) || n->scale == 0.0f)
+    return "the scale must be finite and not 0";
+  if (!isfinite(n->shift))
+    return "the shift must be finite";
+  if (n->log && !isfinite(n->a))
+    return "the log offset A must be finite";
+  return NULL;
+}
+
+/* A list of normalisations ("" clears; ";" separates channels; each entry
+ * "SHIFT,SCALE" or "log(A),SHIFT,SCALE"). The value replaces the list;
+ * the entries past it are zeroed. */
+static slabfeed_status parse_norms(const sf__option *o, const char *s,
+                                   int *count, slabfeed_norm *field, sf__err *e)
+{
+  const int max = (int)o->pub.max;
+  memset(field, 0, sizeof(slabfeed_norm) * (size_t)max);
+  *count = 0;
+  if (*s == '\0')
+    return SLABFEED_OK;
+  int n = 0;
+  for (const char *p = s;; p++) {
+    const size_t len = strcspn(p, ";");
+    char one[256];
+    if (len >= sizeof one)
+      return sf__fail(e, SLABFEED_ERR_ARG, "%s: entry %d of '%s' is too long",
+                      o->pub.name, n, s);
+    if (n == max)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "%s: more than %d entries (one per channel)", o->pub.name,
+                      max);
+    memcpy(one, p, len);
+    one[len] = '\0';
+    /* The parts between commas, cut in place (up to 4, to see a 4th). */
+    char *part[4];
+    int k = 0;
+    for (char *q = one; k < 4;) {
+      part[k++] = q;
+      q = strchr(q, ',');
+      if (q == NULL)
+        break;
+      *q++ = '\0';
+    }
+    const size_t l0 = strlen(part[0]);
+    const int is_log = k == 3 && l0 > 5 && strncmp(part[0], "log(", 4) == 0 &&
+                       part[0][l0 - 1] == ')';
+    if (k != 2 && !is_log) {
+      memcpy(one, p, len);
+      one[len] = '\0';
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "%s: entry %d '%s' is not SHIFT,SCALE or "
+                      "log(A),SHIFT,SCALE",
+                      o->pub.name, n, one);
+    }
+    slabfeed_norm v = {0, 0.0f, 0.0f, 1.0f};
+    if (is_log) {
+      part[0][l0 - 1] = '\0';
+      v.log = 1;
+      if (parse_float(o, part[0] + 4, s, &v.a, e) != SLABFEED_OK)
+        return e->status;
+    }
+    if (parse_float(o, part[is_log], s, &v.shift, e) != SLABFEED_OK ||
+        parse_float(o, part[is_log + 1], s, &v.scale, e) != SLABFEED_OK)
+      return e->status;
+    const char *why = norm_problem(&v);
+    if (why != NULL)
+      return sf__fail(e, SLABFEED_ERR_ARG, "%s: channel %d of '%s': %s",
+                      o->pub.name, n, s, why);
+    field[n++] = v;
+    *count = n;
+    p += len;
+    if (*p == '\0')
+      return SLABFEED_OK;
+  }
+}
+
 /* Parses s into the field of o in *cfg (a struct that holds the field);
  * *cfg is unchanged on failure. */
 static slabfeed_status store(const sf__option *o, const char *s,
@@ -582,6 +737,9 @@ static slabfeed_status store(const sf__option *o, const char *s,
   case SLABFEED_OPTION_VECTORS:
   case SLABFEED_OPTION_REGIONS:
     return parse_groups(o, s, (int *)((char *)cfg + o->count_at), f, e);
+  case SLABFEED_OPTION_NORMS:
+    return parse_norms(o, s, (int *)((char *)cfg + o->count_at),
+                       (slabfeed_norm *)f, e);
   }
   return sf__fail(e, SLABFEED_ERR_ARG, "%s: unknown kind", o->pub.name);
 }
@@ -595,11 +753,12 @@ void sf__option_default(const sf__option *o, slabfeed_config *cfg)
   (void)s;
 }
 
-/* Rows with a count beside the field (vector groups, regions). */
+/* Rows with a count beside the field (vector groups, regions, norms). */
 static int is_list(const sf__option *o)
 {
   return o->pub.kind == SLABFEED_OPTION_VECTORS ||
-         o->pub.kind == SLABFEED_OPTION_REGIONS;
+         o->pub.kind == SLABFEED_OPTION_REGIONS ||
+         o->pub.kind == SLABFEED_OPTION_NORMS;
 }
 
 /* The part of *cfg a row needs lies inside the caller's struct. */
@@ -757,6 +916,23 @@ slabfeed_status slabfeed_config_get(const slabfeed_config *cfg,
                b[v][5]);
     break;
   }
+  case SLABFEED_OPTION_NORMS: {
+    /* %.9g: enough digits for strtod to give back the same float */
+    const int n = *(const int *)((const char *)cfg + o->count_at);
+    const slabfeed_norm *g = (const slabfeed_norm *)f;
+    c_numeric loc;
+    c_numeric_begin(&loc);
+    for (int v = 0; v < n && v < o->pub.max && rc == 0; v++) {
+      rc = put(buf, len, &used, "%s", v ? ";" : "");
+      if (rc == 0 && g[v].log)
+        rc = put(buf, len, &used, "log(%.9g),", (double)g[v].a);
+      if (rc == 0)
+        rc = put(buf, len, &used, "%.9g,%.9g", (double)g[v].shift,
+                 (double)g[v].scale);
+    }
+    c_numeric_end(&loc);
+    break;
+  }
   }
   return rc == 0 ? SLABFEED_OK : SLABFEED_ERR_NOMEM;
 }
@@ -837,6 +1013,24 @@ slabfeed_status sf__option_check(const sf__option *o,
                           "config: %s region %d: %lld is not in 0..2^31-1",
                           p->name, v, (long long)b[v][a]);
     return SLABFEED_OK; /* against the box at open */
+  }
+  case SLABFEED_OPTION_NORMS: {
+    const int n = *(const int *)((const char *)cfg + o->count_at);
+    if (n < 0 || n > p->max)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: %s: %d entries; at most %lld (one per channel)",
+                      p->name, n, (long long)p->max);
+    const slabfeed_norm *g = (const slabfeed_norm *)f;
+    for (int v = 0; v < n; v++) {
+      const char *why = norm_problem(&g[v]);
+      if (why != NULL)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: %s channel %d {log %d, a %g, shift %g, "
+                        "scale %g}: %s",
+                        p->name, v, g[v].log, (double)g[v].a,
+                        (double)g[v].shift, (double)g[v].scale, why);
+    }
+    return SLABFEED_OK; /* the count against the dataset at open */
   }
   }
   return sf__fail(e, SLABFEED_ERR_ARG, "config: %s: unknown kind", p->name);

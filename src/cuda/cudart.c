@@ -45,6 +45,22 @@ void sf__cudart_device_count(int *n)
   (void)cudaGetLastError(); /* do not leave a sticky "no driver" behind */
 }
 
+/* A query, like the device count: not one of the counted calls. */
+slabfeed_status sf__cudart_pci_bus_id(int device, char *buf, int len,
+                                      sf__err *e)
+{
+  if (buf == NULL || len < 1)
+    return sf__fail(e, SLABFEED_ERR_ARG, "sf__cudart_pci_bus_id: no buffer");
+  buf[0] = '\0';
+  const cudaError_t rc = cudaDeviceGetPCIBusId(buf, len, device);
+  if (rc != cudaSuccess) {
+    (void)cudaGetLastError(); /* leave no error for a later launch check */
+    buf[0] = '\0';
+    return sf__cudart_fail(e, rc, "cudaDeviceGetPCIBusId");
+  }
+  return SLABFEED_OK;
+}
+
 slabfeed_status sf__cudart_get_device(int *device, sf__err *e)
 {
   SF_CU_CHECK(cudaGetDevice(device), e);

@@ -33,6 +33,12 @@ slabfeed_status sf__cudart_fail(sf__err *e, cudaError_t rc, const char *what);
 
 /* Number of visible devices into *n (0 without a driver: not an error). */
 void sf__cudart_device_count(int *n);
+/* The PCI bus id of `device` ("0000:3B:00.0": domain:bus:device.function
+ * in hex) into buf of len bytes, NUL-terminated (13 bytes suffice; ""
+ * on failure). A query: not counted, and a failure leaves no error behind
+ * for a later cudaGetLastError. */
+slabfeed_status sf__cudart_pci_bus_id(int device, char *buf, int len,
+                                      sf__err *e);
 /* The calling thread's current device into *device. */
 slabfeed_status sf__cudart_get_device(int *device, sf__err *e);
 slabfeed_status sf__cudart_set_device(int device, sf__err *e);

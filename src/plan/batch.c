@@ -46,6 +46,8 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
            sizeof x->groups);
     x->dtype = p->dtype;
     x->layout = p->out_layout;
+    /* A pass's target is the tile itself unless asked padded. */
+    x->trim = d == 1 && p->tile > 0 && !p->target_pad ? p->pad : 0;
   }
   sf__sampler_init(&b->sampler, info[0].shape, p->seed, p->symmetries);
   int64_t boxes[SLABFEED_MAX_REGIONS][6];
@@ -258,6 +260,12 @@ int64_t sf__batch_sample_elems(const sf__batch_plan *b, int d)
   return sf__xform_elems(&b->xf[d]);
 }
 
+int64_t sf__batch_stage_elems(const sf__batch_plan *b, int d)
+{
+  const sf__xform *x = &b->xf[d];
+  return (int64_t)x->channels * x->ext[0] * x->ext[1] * x->ext[2];
+}
+
 int64_t sf__batch_sample_bytes(const sf__batch_plan *b, int d)
 {
   return sf__batch_sample_elems(b, d) *
@@ -281,7 +289,8 @@ void sf__batch_describe(const sf__batch_plan *b, int slot, void *const data[],
   for (int d = 0; d < b->ndsets; d++) {
     slabfeed_tensor *t = d == 0 ? &out->input : &out->target;
     const sf__xform *x = &b->xf[d];
-    const int64_t C = x->channels, D = x->ext[0], H = x->ext[1], W = x->ext[2];
+    const int64_t C = x->channels, D = x->ext[0] - 2 * x->trim,
+                  H = x->ext[1] - 2 * x->trim, W = x->ext[2] - 2 * x->trim;
     const int64_t sample = C * D * H * W;
     t->data = data[d];
     t->ndim = 5;

@@ -80,8 +80,11 @@ int sf__batch_pieces(sf__batch_plan *b, int slot, int i);
 /* Symmetry id of sample i of slot `slot`. */
 int32_t sf__batch_symmetry(const sf__batch_plan *b, int slot, int i);
 
-/* Output elements and bytes of one sample of dataset d. */
+/* Output elements and bytes of one sample of dataset d, and the elements
+ * of its staged crop (more than the output where the output is trimmed:
+ * the target of a tiled pass). */
 int64_t sf__batch_sample_elems(const sf__batch_plan *b, int d);
+int64_t sf__batch_stage_elems(const sf__batch_plan *b, int d);
 int64_t sf__batch_sample_bytes(const sf__batch_plan *b, int d);
 
 /* Position of the n-th batch counted from (epoch0, step0). */

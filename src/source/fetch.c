@@ -98,7 +98,7 @@ size_t sf__fetch_slot_bytes(const sf__batch_plan *b)
 {
   size_t n = 0;
   for (int d = 0; d < b->ndsets; d++)
-    n += (size_t)b->B * (size_t)sf__batch_sample_elems(b, d) * sizeof(float);
+    n += (size_t)b->B * (size_t)sf__batch_stage_elems(b, d) * sizeof(float);
   return n;
 }
 
@@ -441,6 +441,31 @@ slabfeed_status sf__fetch_wait(sf__fetch *f, uint64_t j, sf__err *e)
   while (f->landed <= j && e->status == SLABFEED_OK)
     if (!advance(f, j, 0, e) && e->status == SLABFEED_OK)
       advance(f, j, 1, e);
+  SF_RANGE_POP();
+  return e->status;
+}
+
+slabfeed_status sf__fetch_serve(sf__fetch *f, uint64_t j, sf__err *e)
+{
+  if (!f->active || f->mode != SF__FETCH_SEND)
+    return SLABFEED_OK;
+  SF_RANGE_PUSH("fetch serve");
+  const uint64_t K = (uint64_t)f->K;
+  /* Posted: every send of batches up to j (each waits for the sends K
+   * batches before it, which the peers' next calls receive). */
+  while (f->sent <= j && e->status == SLABFEED_OK)
+    if (!advance(f, j, 0, e) && e->status == SLABFEED_OK)
+      advance(f, j, 1, e);
+  /* Delivered: the last K of them, the older ones were completed before
+   * their slots were reused. */
+  for (uint64_t b = j + 1 > K ? j + 1 - K : 0;
+       b <= j && e->status == SLABFEED_OK; b++) {
+    const int slot = (int)(b % K);
+    int done;
+    if (complete(f->ns[slot], f->sreq + (size_t)slot * (size_t)f->plan->size, 1,
+                 &done, e) == SLABFEED_OK)
+      f->ns[slot] = 0;
+  }
   SF_RANGE_POP();
   return e->status;
 }

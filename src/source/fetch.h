@@ -117,6 +117,13 @@ slabfeed_status sf__fetch_pump(sf__fetch *f, uint64_t upto, sf__err *e);
 /* Waits until batch j has landed (posting it first when needed). */
 slabfeed_status sf__fetch_wait(sf__fetch *f, uint64_t j, sf__err *e);
 
+/* Blocks until this rank's messages for every batch up to j are posted and
+ * delivered (SEND mode; a no-op otherwise). For the last batch of a tiled
+ * pass: afterwards the caller may enter any other collective (a writer's
+ * close, a reduction of the validation loss) while the peers still wait
+ * for their last batch, which no longer needs this rank inside next. */
+slabfeed_status sf__fetch_serve(sf__fetch *f, uint64_t j, sf__err *e);
+
 /* Collective (every rank at the same point of the stream, as for seek and
  * close). Ends the generation: GET waits for its gets; SEND posts, on
  * every rank, every batch up to the furthest any rank posted, and waits

@@ -1,6 +1,7 @@
 #include "transform/transform.h"
 
 #include "common/convert.h"
+#include "common/normf.h"
 #include "common/symmetry.h"
 
 size_t slabfeed_dtype_size(slabfeed_dtype d)
@@ -17,7 +18,19 @@ size_t slabfeed_dtype_size(slabfeed_dtype d)
 
 int64_t sf__xform_elems(const sf__xform *x)
 {
-  return (int64_t)x->channels * x->ext[0] * x->ext[1] * x->ext[2];
+  const int64_t t = 2 * x->trim;
+  return (int64_t)x->channels * (x->ext[0] - t) * (x->ext[1] - t) *
+         (x->ext[2] - t);
+}
+
+void sf__xform_set_norm(sf__xform *x, int n, const slabfeed_norm *norm)
+{
+  int identity = 1;
+  for (int c = 0; c < n && c < SLABFEED_MAX_CHANNELS; c++) {
+    x->norm[c] = norm[c];
+    identity &= sf__norm_is_identity(&norm[c]);
+  }
+  x->nnorm = identity ? 0 : n;
 }
 
 /* One output row: n elements taken from src with stride `step`, sign bit
@@ -42,27 +55,70 @@ static void put_row(const float *src, int64_t step, int neg, int64_t n,
   }
 }
 
-/* out[k][i] = flip(in[src[k]][j(i)]) per the index and channel maps of g;
+/* put_row with the normalisation nm applied after the sign flip (a
+ * separate loop, so that the rows without one are not slowed down). */
+static void put_row_norm(const float *src, int64_t step, int neg, int64_t n,
+                         slabfeed_dtype d, void *out, int64_t at,
+                         int64_t ostride, const slabfeed_norm *nm)
+{
+  const slabfeed_norm v = *nm;
+  if (d == SLABFEED_DTYPE_F32) {
+    float *o = (float *)out + at;
+    for (int64_t i = 0; i < n; i++)
+      o[i * ostride] = sf__norm_apply(&v, sf__flip_sign(src[i * step], neg));
+  } else if (d == SLABFEED_DTYPE_F16) {
+    uint16_t *o = (uint16_t *)out + at;
+    for (int64_t i = 0; i < n; i++)
+      o[i * ostride] =
+          sf__f32_to_f16(sf__norm_apply(&v, sf__flip_sign(src[i * step], neg)));
+  } else {
+    uint16_t *o = (uint16_t *)out + at;
+    for (int64_t i = 0; i < n; i++)
+      o[i * ostride] = sf__f32_to_bf16(
+          sf__norm_apply(&v, sf__flip_sign(src[i * step], neg)));
+  }
+}
+
+/* out[k][i] = flip(in[src[k]][j(i)]) per the index and channel maps of g,
+ * normalised by the entry of channel src[k] when x has normalisations;
  * NCDHW rows are contiguous, NDHWC rows have stride C. */
+/* The index map of g on x's staged crop, shrunk to the centre when x
+ * trims: output i' is output i' + trim of the whole map. */
+static void index_map(const sf__xform *x, int g, int64_t e[3], int64_t *start,
+                      int64_t step[3])
+{
+  sf__sym_index_map(g, x->ext, e, start, step);
+  for (int a = 0; a < 3; a++) {
+    e[a] -= 2 * x->trim;
+    *start += x->trim * step[a];
+  }
+}
+
 void sf__transform_ref(const sf__xform *x, int g, const float *in, void *out)
 {
   int64_t e[3], start, step[3];
-  sf__sym_index_map(g, x->ext, e, &start, step);
+  index_map(x, g, e, &start, step);
   int src[64];
   float sign[64];
   sf__sym_channels(g, x->channels, x->ngroups, (const int(*)[3])x->groups, src,
                    sign);
   const int64_t vol = e[0] * e[1] * e[2];
+  const int64_t ivol = x->ext[0] * x->ext[1] * x->ext[2];
   const int64_t C = x->channels;
   const int ncdhw = x->layout == SLABFEED_OUT_NCDHW;
   for (int64_t k = 0; k < C; k++) {
-    const float *chan = in + src[k] * vol;
+    const float *chan = in + src[k] * ivol;
     for (int64_t i0 = 0; i0 < e[0]; i0++)
       for (int64_t i1 = 0; i1 < e[1]; i1++) {
         const int64_t row = start + i0 * step[0] + i1 * step[1];
         const int64_t o = (i0 * e[1] + i1) * e[2];
-        put_row(chan + row, step[2], sign[k] < 0, e[2], x->dtype, out,
-                ncdhw ? k * vol + o : o * C + k, ncdhw ? 1 : C);
+        if (x->nnorm > 0)
+          put_row_norm(chan + row, step[2], sign[k] < 0, e[2], x->dtype, out,
+                       ncdhw ? k * vol + o : o * C + k, ncdhw ? 1 : C,
+                       &x->norm[src[k]]);
+        else
+          put_row(chan + row, step[2], sign[k] < 0, e[2], x->dtype, out,
+                  ncdhw ? k * vol + o : o * C + k, ncdhw ? 1 : C);
       }
   }
 }
@@ -81,7 +137,7 @@ slabfeed_status slabfeed_transform_host(const float *in, const int64_t ext[3],
     return SLABFEED_ERR_ARG;
   if (symmetry != 0 && (ext[0] != ext[1] || ext[0] != ext[2]))
     return SLABFEED_ERR_ARG;
-  sf__xform x;
+  sf__xform x = {.trim = 0};
   for (int a = 0; a < 3; a++) {
     if (ext[a] < 1)
       return SLABFEED_ERR_ARG;
@@ -97,6 +153,7 @@ slabfeed_status slabfeed_transform_host(const float *in, const int64_t ext[3],
     }
   x.dtype = dtype;
   x.layout = out_layout;
+  x.nnorm = 0;
   sf__transform_ref(&x, symmetry, in, out);
   return SLABFEED_OK;
 }
@@ -106,8 +163,9 @@ slabfeed_status slabfeed_transform_host(const float *in, const int64_t ext[3],
 
 void sf__kparams_make(const sf__xform *x, int g, sf__kparams *k)
 {
-  sf__sym_index_map(g, x->ext, k->e, &k->start, k->step);
+  index_map(x, g, k->e, &k->start, k->step);
   k->vol = x->ext[0] * x->ext[1] * x->ext[2];
+  k->ovol = k->e[0] * k->e[1] * k->e[2];
   k->channels = x->channels;
   k->dtype = (int)x->dtype;
   k->layout = (int)x->layout;
@@ -117,5 +175,9 @@ void sf__kparams_make(const sf__xform *x, int g, sf__kparams *k)
   k->q = perm[0] == 2 ? 0 : perm[1] == 2 ? 1 : 2;
   k->t1 = k->q != 2 ? k->q : 1;
   k->r = 3 - k->t1 - 2;
+  /* Output channel c is normalised as its source channel. */
+  k->nnorm = x->nnorm > 0 ? x->channels : 0;
+  for (int c = 0; c < k->nnorm; c++)
+    k->norm[c] = x->norm[k->src[c]];
 }
 #endif

@@ -11,18 +11,35 @@
 
 typedef struct sf__xform {
   int64_t ext[3]; /* crop extents of the staged input (z,y,x) */
+  int64_t trim;   /* voxels of the output cut on both sides of every axis:
+                     the output is the centre, edge ext - 2 trim (the
+                     target of a tiled pass: the tile inside its padded
+                     crop; a rotation maps the centre onto itself) */
   int channels;
   int ngroups;
   int groups[SLABFEED_MAX_VECTORS][3];
   slabfeed_dtype dtype;
   slabfeed_out_layout layout;
+  /* Normalisation (0.5): nnorm 0 for none, else `channels` entries, one per
+   * input channel; output channel k takes the entry of the channel it is
+   * read from (src[k] of the vector groups), applied after the sign flip
+   * and before the conversion to dtype. Set it with sf__xform_set_norm. */
+  int nnorm;
+  slabfeed_norm norm[SLABFEED_MAX_CHANNELS];
 } sf__xform;
 
-/* Elements of one transformed sample (channels * crop volume). */
+/* Elements of one transformed sample (channels * output volume). */
 int64_t sf__xform_elems(const sf__xform *x);
 
+/* Sets the normalisation of x: n entries (0 or x->channels) of norm. When
+ * every entry is the identity {0, *, +0, 1}, which changes no bit, none is
+ * set (nnorm 0: the transform without normalisation). */
+void sf__xform_set_norm(sf__xform *x, int n, const slabfeed_norm *norm);
+
 /* Host reference. in: staged crop [channels][ext0][ext1][ext2] floats;
- * out: one sample of the batch in x->layout and x->dtype, for symmetry g. */
+ * out: one sample of the batch in x->layout and x->dtype, for symmetry g:
+ * out[k][i] = dtype(norm_src[k](sign[k] * in[src[k]][j(i)])), the norm
+ * only when x->nnorm > 0. */
 void sf__transform_ref(const sf__xform *x, int g, const float *in, void *out);
 
 #ifdef SF_HAVE_CUDA

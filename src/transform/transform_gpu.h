@@ -6,6 +6,17 @@
 
 #include <cuda_runtime_api.h>
 
+#ifdef __CUDACC__
+/* slabfeed.h includes mpi.h; the MPI C++ bindings are not wanted in a .cu */
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#endif
+#include "slabfeed.h" /* slabfeed_norm */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -19,13 +30,19 @@ extern "C" {
 typedef struct sf__kparams {
   int64_t e[3];
   int64_t start, step[3];
-  int64_t vol;
+  int64_t vol;  /* voxels of one channel of the staged crop */
+  int64_t ovol; /* voxels of one channel of the output (e[0]*e[1]*e[2]) */
   int channels;
   int dtype;  /* slabfeed_dtype */
   int layout; /* slabfeed_out_layout */
   int t1, r, q;
   int src[64];
   float sign[64];
+  /* Normalisation (0.5): nnorm 0 for none (the kernels of the transform
+   * without it), else `channels`: norm[c] is the entry of output channel
+   * c (that of its source channel src[c]), applied after the sign. */
+  int nnorm;
+  slabfeed_norm norm[64];
 } sf__kparams;
 
 /* Enqueues the transform of one staged crop `in` (device, [C][e..] floats
