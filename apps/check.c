@@ -148,6 +148,11 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int64_t steps = a.steps;
+  if (cfg.n_input_norm > 0 || cfg.n_target_norm > 0)
+    cli_usage_fail(&app, "--input-norm/--target-norm: the serial reference "
+                         "this check compares with has no normalisation "
+                         "(the normalised batches are checked by the tests "
+                         "mpi.norm and gpu.loader)");
 
   char err[CLI_ERRLEN], msg[CLI_ERRLEN] = "";
   check_run c = {.cfg = &cfg,
