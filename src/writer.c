@@ -1071,45 +1071,23 @@ static herr_t transfer(slabfeed_writer *w, hid_t dset, hid_t dxpl, int64_t q,
                        int64_t n, float *buf, int write)
 {
   const int64_t zq = planes_of(w, w->rank), pe = plane_elems(w);
-  const hid_t fspace = H5Dget_space(dset);
-  hid_t mspace = H5I_INVALID_HID;
-  herr_t rc = fspace < 0 ? -1 : 0;
-  if (rc >= 0 && n == 0) {
-    const hsize_t one = 1;
-    mspace = H5Screate_simple(1, &one, NULL);
-    rc = mspace < 0 || H5Sselect_none(mspace) < 0 || H5Sselect_none(fspace) < 0
-             ? -1
-             : 0;
-  } else if (rc >= 0) {
-    hsize_t start[4] = {0, 0, 0, 0}, count[4];
-    file_dims(w, count);
-    count[w->cl ? 0 : 1] = (hsize_t)n;
-    start[w->cl ? 0 : 1] = (hsize_t)(w->z0[w->rank] + q);
-    mspace = H5Screate_simple(4, count, NULL);
-    rc = mspace < 0 ? -1
-                    : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL,
-                                          count, NULL);
-    if (rc >= 0 && write) {
-      const int64_t pc = pe / w->C; /* one channel's plane */
-      if (w->cl)
-        memcpy(buf, w->slab + q * pe, (size_t)(n * pe) * sizeof *buf);
-      else
-        for (int64_t c = 0; c < w->C; c++)
-          memcpy(buf + c * n * pc, w->slab + (c * zq + q) * pc,
-                 (size_t)(n * pc) * sizeof *buf);
-      if (w->f16 && H5Tconvert(H5T_NATIVE_FLOAT, w->ftype, (size_t)(n * pe),
-                               buf, NULL, H5P_DEFAULT) < 0)
-        rc = -1;
+  if (write && n > 0) {
+    const int64_t pc = pe / w->C; /* one channel's plane */
+    if (w->cl)
+      memcpy(buf, w->slab + q * pe, (size_t)(n * pe) * sizeof *buf);
+    else
+      for (int64_t c = 0; c < w->C; c++)
+        memcpy(buf + c * n * pc, w->slab + (c * zq + q) * pc,
+               (size_t)(n * pc) * sizeof *buf);
+    if (w->f16 && H5Tconvert(H5T_NATIVE_FLOAT, w->ftype, (size_t)(n * pe), buf,
+                             NULL, H5P_DEFAULT) < 0) {
+      /* Still in the collective write, with nothing. */
+      sf__h5_transfer_planes(dset, !w->cl, 0, 0, dxpl, w->ftype, 1, buf);
+      return -1;
     }
   }
-  if (rc >= 0)
-    rc = write ? H5Dwrite(dset, w->ftype, mspace, fspace, dxpl, buf)
-               : H5Dread(dset, w->ftype, mspace, fspace, dxpl, buf);
-  if (mspace >= 0)
-    H5Sclose(mspace);
-  if (fspace >= 0)
-    H5Sclose(fspace);
-  return rc;
+  return sf__h5_transfer_planes(dset, !w->cl, w->z0[w->rank] + q, n, dxpl,
+                                w->ftype, write, buf);
 }
 
 /* Every rank's slab, in collective writes of at most SF_RUN_BYTES (a

@@ -334,7 +334,7 @@ static int join_streams(sfpy_state *st, sfpy_loader *L)
  * (the CUDA stream protocol: (version, handle)) or .cuda_stream
  * (torch.cuda.Stream), whose handle 0 (the NULL stream, torch's default
  * stream) means the legacy default stream, 1. */
-static int parse_stream(PyObject *o, void **out)
+int sfpy_parse_stream(PyObject *o, void **out)
 {
   /* None gives NULL: the caller takes the handoff stream once the loader is
    * known to be live (the conversion may run Python code). */
@@ -738,7 +738,7 @@ static PyObject *loader_next(sfpy_loader *self, PyObject *args, PyObject *kw)
   PyObject *so = Py_None;
   void *stream = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:next", kwlist, &so) ||
-      (self->device >= 0 && parse_stream(so, &stream) < 0))
+      (self->device >= 0 && sfpy_parse_stream(so, &stream) < 0))
     return NULL;
   /* Only now (the stream's conversion may run Python code that calls
    * next or close): the loader must be open, idle and not forked. */
@@ -776,7 +776,7 @@ static PyObject *loader_time_next(sfpy_loader *self, PyObject *args,
   void *stream = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "L|O:_time_next", kwlist, &n,
                                    &so) ||
-      (self->device >= 0 && parse_stream(so, &stream) < 0))
+      (self->device >= 0 && sfpy_parse_stream(so, &stream) < 0))
     return NULL;
   /* Only now (the stream's conversion may run Python code that calls
    * next or close): the loader must be open, idle and not forked. */

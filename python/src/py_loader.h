@@ -26,6 +26,14 @@ typedef struct {
   PyObject *options; /* dict: every option's value at open (strong) */
 } sfpy_loader;
 
+/* The cudaStream_t meant by a Python stream argument: None gives NULL (none
+ * given), an int is a handle (1 and 2: CUDA's legacy and per-thread
+ * default streams; 0 is ambiguous and refused, as in DLPack), a stream
+ * object is read through __cuda_stream__() or .cuda_stream, whose handle 0
+ * (torch's default stream) is the legacy default stream. Returns 0, or -1
+ * with a Python exception set. */
+int sfpy_parse_stream(PyObject *o, void **out);
+
 #define SFPY_BUSY_MESSAGE                                                      \
   "slabfeed: the loader is in use by another thread (a loader is not "         \
   "thread safe: use one per thread, or a lock)"

@@ -360,70 +360,17 @@ static int require_open(sfpy_state *st, const sfpy_writer *W, const char *op)
   return 0;
 }
 
-/* A stream argument as a cudaStream_t handle: an int (1: the legacy
- * default stream, 2: the per-thread default stream, else a cudaStream_t;
- * 0 is ambiguous and refused, as in DLPack), or a stream object with
- * __cuda_stream__() ((version, handle)) or .cuda_stream (torch.cuda.Stream),
- * whose handle 0 (torch's default stream) is the legacy default stream, 1.
- * None gives 0 (none given). */
+/* A stream argument as a cudaStream_t handle (sfpy_parse_stream); None
+ * gives 0 (none given). */
 static int stream_handle(PyObject *o, intptr_t *out)
 {
+  void *p = NULL;
   *out = 0;
-  if (o == NULL || o == Py_None)
+  if (o == NULL)
     return 0;
-  PyObject *h = NULL;
-  int object = 0;
-  if (PyIndex_Check(o)) {
-    h = Py_NewRef(o);
-  } else {
-    object = 1;
-    PyObject *f = PyObject_GetAttrString(o, "__cuda_stream__");
-    if (f != NULL) {
-      PyObject *t = PyObject_CallNoArgs(f);
-      Py_DECREF(f);
-      if (t == NULL)
-        return -1;
-      if (PyTuple_Check(t) && PyTuple_Size(t) == 2)
-        h = Py_NewRef(PyTuple_GetItem(t, 1));
-      Py_DECREF(t);
-      if (h == NULL) {
-        PyErr_SetString(PyExc_TypeError, "slabfeed: __cuda_stream__() must "
-                                         "return (version, handle)");
-        return -1;
-      }
-    } else if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-      return -1;
-    } else {
-      PyErr_Clear();
-      h = PyObject_GetAttrString(o, "cuda_stream");
-      if (h == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-          return -1;
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError,
-                     "slabfeed: stream must be None, an int (cudaStream_t) "
-                     "or a stream object (torch.cuda.Stream, "
-                     "__cuda_stream__), not %R",
-                     o);
-        return -1;
-      }
-    }
-  }
-  long long v = 0;
-  const int rc = sfpy_int(h, "stream", 0, INTPTR_MAX, &v);
-  Py_DECREF(h);
-  if (rc < 0)
+  if (sfpy_parse_stream(o, &p) < 0)
     return -1;
-  if (v == 0 && object)
-    v = 1;
-  if (v == 0) {
-    PyErr_SetString(PyExc_ValueError,
-                    "slabfeed: stream 0 is ambiguous: pass 1 for the legacy "
-                    "default stream, 2 for the per-thread default stream, or "
-                    "a cudaStream_t");
-    return -1;
-  }
-  *out = (intptr_t)v;
+  *out = (intptr_t)p;
   return 0;
 }
 

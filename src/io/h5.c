@@ -492,3 +492,36 @@ hid_t sf__h5_file_type(int float16)
   }
   return t;
 }
+
+herr_t sf__h5_transfer_planes(hid_t dset, int cf, int64_t z, int64_t n,
+                              hid_t dxpl, hid_t mtype, int write, void *buf)
+{
+  const hid_t fspace = H5Dget_space(dset);
+  hid_t mspace = H5I_INVALID_HID;
+  hsize_t start[4] = {0, 0, 0, 0}, count[4];
+  herr_t rc = fspace < 0 || H5Sget_simple_extent_dims(fspace, count, NULL) != 4
+                  ? -1
+                  : 0;
+  if (rc >= 0 && n == 0) {
+    const hsize_t one = 1;
+    mspace = H5Screate_simple(1, &one, NULL);
+    rc = mspace < 0 || H5Sselect_none(mspace) < 0 || H5Sselect_none(fspace) < 0
+             ? -1
+             : 0;
+  } else if (rc >= 0) {
+    start[cf ? 1 : 0] = (hsize_t)z;
+    count[cf ? 1 : 0] = (hsize_t)n;
+    mspace = H5Screate_simple(4, count, NULL);
+    rc = mspace < 0 ? -1
+                    : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL,
+                                          count, NULL);
+  }
+  if (rc >= 0)
+    rc = write ? H5Dwrite(dset, mtype, mspace, fspace, dxpl, buf)
+               : H5Dread(dset, mtype, mspace, fspace, dxpl, buf);
+  if (mspace >= 0)
+    H5Sclose(mspace);
+  if (fspace >= 0)
+    H5Sclose(fspace);
+  return rc;
+}

@@ -54,6 +54,14 @@ herr_t sf__h5_write_layout(hid_t dset, int cf);
  * caller closes it. */
 hid_t sf__h5_file_type(int float16);
 
+/* Writes (or reads) planes [z, z + n) of every channel of the 4-D dataset
+ * dset (channels-first when cf, else channels-last) from (into) buf, laid
+ * out contiguously as in the file, elements of type mtype. n == 0 is an
+ * empty transfer that still takes part in a collective one. Returns the
+ * HDF5 status. */
+herr_t sf__h5_transfer_planes(hid_t dset, int cf, int64_t z, int64_t n,
+                              hid_t dxpl, hid_t mtype, int write, void *buf);
+
 /* Opens dataset `name` of `file` and checks it: rank 4, floating point,
  * layout resolved from `want` (AUTO follows the "layout" attribute, else
  * decides from the shape and refuses ambiguous shapes). On success *dset

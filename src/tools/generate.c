@@ -185,39 +185,11 @@ static void fill_run(const slabfeed_gen_config *cfg, const field *f, int d,
  * in memory type mtype; n == 0 is an empty transfer that still takes part
  * in the collective call. */
 static herr_t transfer_run(hid_t dset, const slabfeed_gen_config *cfg,
-                           int64_t channels, int64_t z, int64_t n, hid_t dxpl,
-                           hid_t mtype, int write, float *buf)
+                           int64_t z, int64_t n, hid_t dxpl, hid_t mtype,
+                           int write, float *buf)
 {
-  const int cf = cfg->layout != SLABFEED_LAYOUT_CL;
-  const hid_t fspace = H5Dget_space(dset);
-  hsize_t start[4] = {0, 0, 0, 0}, count[4];
-  start[cf ? 1 : 0] = (hsize_t)z;
-  count[cf ? 0 : 3] = (hsize_t)channels;
-  count[cf ? 1 : 0] = (hsize_t)n;
-  count[cf ? 2 : 1] = (hsize_t)cfg->shape[1];
-  count[cf ? 3 : 2] = (hsize_t)cfg->shape[2];
-  hid_t mspace = H5I_INVALID_HID;
-  herr_t rc = fspace < 0 ? -1 : 0;
-  if (rc >= 0 && n == 0) {
-    const hsize_t one = 1;
-    mspace = H5Screate_simple(1, &one, NULL);
-    rc = mspace < 0 || H5Sselect_none(mspace) < 0 || H5Sselect_none(fspace) < 0
-             ? -1
-             : 0;
-  } else if (rc >= 0) {
-    mspace = H5Screate_simple(4, count, NULL);
-    rc = mspace < 0 ? -1
-                    : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL,
-                                          count, NULL);
-  }
-  if (rc >= 0)
-    rc = write ? H5Dwrite(dset, mtype, mspace, fspace, dxpl, buf)
-               : H5Dread(dset, mtype, mspace, fspace, dxpl, buf);
-  if (mspace >= 0)
-    H5Sclose(mspace);
-  if (fspace >= 0)
-    H5Sclose(fspace);
-  return rc;
+  return sf__h5_transfer_planes(dset, cfg->layout != SLABFEED_LAYOUT_CL, z, n,
+                                dxpl, mtype, write, buf);
 }
 
 /* Element counts of the chunks of one dataset (0 when contiguous). */
@@ -353,8 +325,7 @@ static slabfeed_status write_dataset(gen_run *g, hid_t dset, int d,
         n = 0;
       }
     }
-    if (transfer_run(dset, cfg, channels, z, n, dxpl, g->ftype, 1, g->buf) <
-            0 &&
+    if (transfer_run(dset, cfg, z, n, dxpl, g->ftype, 1, g->buf) < 0 &&
         e->status == SLABFEED_OK) {
       sf__fail(e, SLABFEED_ERR_IO,
                "generator: writing planes [%lld,%lld) of '%s' failed",
@@ -410,8 +381,7 @@ static slabfeed_status verify_dataset(gen_run *g, hid_t file, int d,
     int64_t z, n;
     run_of(g, i, &z, &n);
     n = e->status == SLABFEED_OK ? n : 0;
-    if (transfer_run(dset, cfg, channels, z, n, dxpl, g->ftype, 0, g->buf) <
-            0 &&
+    if (transfer_run(dset, cfg, z, n, dxpl, g->ftype, 0, g->buf) < 0 &&
         e->status == SLABFEED_OK) {
       sf__fail(e, SLABFEED_ERR_IO,
                "generator: reading back planes [%lld,%lld) of '%s' from '%s' "
