@@ -821,8 +821,12 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     make_windows(w, &e);
   if (sf__agree(w->comm, &e) == SLABFEED_OK)
     put_selfcheck(w, &e);
-  if (sf__agree(w->comm, &e) == SLABFEED_OK)
+  if (sf__agree(w->comm, &e) == SLABFEED_OK) {
+    sf__h5_quiet q; /* failures are reported in errbuf, not on stderr */
+    sf__h5_quiet_begin(&q);
     create_file(w, c.chunk, &e);
+    sf__h5_quiet_end(&q);
+  }
   if (e.status != SLABFEED_OK) {
     release(w);
     sf__err_copy(&e, errbuf, errlen);
@@ -1229,6 +1233,8 @@ static slabfeed_status finish(slabfeed_writer *w, int abort, char *errbuf,
   node_sync(w, into);
   if (sf__agree(w->comm, &e) == SLABFEED_OK)
     check_coverage(w, &e);
+  sf__h5_quiet q; /* failures are reported in errbuf, not on stderr */
+  sf__h5_quiet_begin(&q);
   if (sf__agree(w->comm, &e) == SLABFEED_OK)
     write_slabs(w, w->dset, 0, &e);
   /* Every rank closes the file (collective), whatever happened. */
@@ -1242,6 +1248,7 @@ static slabfeed_status finish(slabfeed_writer *w, int abort, char *errbuf,
   }
   w->file = H5I_INVALID_HID;
   sf__aside_commit(&w->as, e.status == SLABFEED_OK ? verify_file : NULL, w, &e);
+  sf__h5_quiet_end(&q);
   w->aside_live = 0;
   const slabfeed_status st = e.status;
   sf__err_copy(&e, errbuf, errlen);

@@ -19,6 +19,11 @@
 #                    the write fails part-way) exits 1 on every rank, the
 #                    earlier output unchanged, no partial file; one that
 #                    fits exits 0 and test_dumpfile verifies every row
+#   predict          slabfeed-predict (the writer of a pass) the same way:
+#                    the whole box does not fit (with and without the
+#                    reservation), the earlier output unchanged, no
+#                    partial file; a band that fits is verified bit for
+#                    bit
 #
 # usage: test_diskfull.sh CASE NP APPDIR TESTPROG PRELOAD VERIFY -- MPIEXEC
 #        NPFLAG [PREFLAGS...]
@@ -177,6 +182,36 @@ dump)
   timeout 60 "${mpi1[@]}" "$verify" "$vol" "$out" >"$work/verify" 2>&1
   tail -1 "$work/verify" | sed 's/^/  | /'
   grep -q "apps.dump.verify: PASS" "$work/verify" || fail "test_dumpfile"
+  ;;
+predict)
+  # The writer of a pass (slabfeed-predict, the identity as the model):
+  # the whole 64^3 x 4 box (4 MiB of float32) does not fit, a band does.
+  vol=$work/vol.h5
+  run 0 "$gen" --file "$vol" --shape 64 --quiet
+  expect_rc 0
+  pred=$appdir/slabfeed-predict
+  p=(--file "$vol" --input Nbody --input-vector 1,2,3 --tile 8 --pad 2
+    --batch 2 --pass-symmetry 5 --like input --overwrite)
+  out=$small/p.h5
+  run 1 "$pred" "${p[@]}" --region 0,0,0,8,0,0 --out "$out"
+  expect_rc 0
+  before=$(sum "$out")
+  for how in checked skipped; do
+    [ $how = skipped ] && export SLABFEED_TEST_NO_RESERVE=1
+    run 1 "$pred" "${p[@]}" --out "$out"
+    unset SLABFEED_TEST_NO_RESERVE
+    expect_rc 1
+    if [ $how = checked ]; then
+      [ $mode = tmpfs ] && expect_out "not enough space to write '$out'"
+      [ $mode = fsize ] && expect_out "file size limit"
+    fi
+    [ "$(sum "$out")" = "$before" ] || fail "reservation $how: $out changed"
+    only "$out"
+  done
+  run 1 "$pred" "${p[@]}" --region 24,0,0,16,0,0 --out "$out" --verify
+  expect_rc 0
+  expect_out "verify: OK, bit for bit"
+  only "$out"
   ;;
 *)
   fail "unknown case"
