@@ -1119,10 +1119,12 @@ static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
     if (transfer(w, dset, dxpl, q, n, buf, !readback) < 0 &&
         e->status == SLABFEED_OK) {
       sf__fail(e, SLABFEED_ERR_IO,
-               "writer: %s output planes [%lld,%lld) of '%s' in '%s' failed",
+               "writer: %s output planes [%lld,%lld) of '%s' in '%s' "
+               "(written aside as '%s') failed",
                readback ? "reading back" : "writing",
                (long long)(w->z0[w->rank] + q),
-               (long long)(w->z0[w->rank] + q + n), w->name, w->as.tmp);
+               (long long)(w->z0[w->rank] + q + n), w->name, w->path,
+               w->as.tmp);
       sf__h5_detail(e);
     } else if (n > 0) {
       sum += sf__aside_sum(buf, (size_t)(n * pe) * es, (uint64_t)(q * pe) * es);
@@ -1132,10 +1134,10 @@ static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
     w->sum = sum;
   else if (e->status == SLABFEED_OK && sum != w->sum)
     sf__fail(e, SLABFEED_ERR_IO,
-             "writer: output planes [%lld,%lld) read back from '%s' differ "
-             "from what was written: a write that MPI-IO reported as done "
-             "did not land (a full disk?)",
-             (long long)w->z0[w->rank], (long long)w->z0[w->rank + 1],
+             "writer: output planes [%lld,%lld) of '%s' read back from '%s' "
+             "differ from what was written: a write that MPI-IO reported as "
+             "done did not land (a full disk?)",
+             (long long)w->z0[w->rank], (long long)w->z0[w->rank + 1], w->path,
              w->as.tmp);
   if (dxpl >= 0)
     H5Pclose(dxpl);

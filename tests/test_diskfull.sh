@@ -123,6 +123,29 @@ only() {
 
 sum() { cksum <"$1"; }
 
+# too_big OUT PROG ARGS...: a writer whose output OUT does not fit, with
+# the reservation (checked: the error says why) and without it (the write
+# fails part-way): exit 1 on every rank, the message names OUT, the
+# earlier OUT unchanged, no partial file.
+too_big() {
+  local out=$1 before how
+  shift
+  before=$(sum "$out")
+  for how in checked skipped; do
+    [ $how = skipped ] && export SLABFEED_TEST_NO_RESERVE=1
+    run 1 "$@"
+    unset SLABFEED_TEST_NO_RESERVE
+    expect_rc 1
+    expect_out "'$out'"
+    if [ $how = checked ]; then
+      [ $mode = tmpfs ] && expect_out "not enough space to write '$out'"
+      [ $mode = fsize ] && expect_out "file size limit"
+    fi
+    [ "$(sum "$out")" = "$before" ] || fail "reservation $how: $out changed"
+    only "$out"
+  done
+}
+
 case $case_ in
 contig | chunked)
   run 1 "$prog" "$small" "$case_" $mode
@@ -162,20 +185,7 @@ dump)
   out=$small/d.h5
   run 1 "$dump" "${loader[@]}" --steps 1 --out "$out"
   expect_rc 0
-  before=$(sum "$out")
-  for how in checked skipped; do
-    [ $how = skipped ] && export SLABFEED_TEST_NO_RESERVE=1
-    run 1 "$dump" "${loader[@]}" --steps 30 --out "$out"
-    unset SLABFEED_TEST_NO_RESERVE
-    expect_rc 1
-    expect_out "'$out'"
-    if [ $how = checked ]; then
-      [ $mode = tmpfs ] && expect_out "not enough space to write '$out'"
-      [ $mode = fsize ] && expect_out "file size limit"
-    fi
-    [ "$(sum "$out")" = "$before" ] || fail "reservation $how: $out changed"
-    only "$out"
-  done
+  too_big "$out" "$dump" "${loader[@]}" --steps 30 --out "$out"
   run 1 "$dump" "${loader[@]}" --steps 4 --out "$out"
   expect_rc 0
   only "$out"
@@ -195,19 +205,7 @@ predict)
   out=$small/p.h5
   run 1 "$pred" "${p[@]}" --region 0,0,0,8,0,0 --out "$out"
   expect_rc 0
-  before=$(sum "$out")
-  for how in checked skipped; do
-    [ $how = skipped ] && export SLABFEED_TEST_NO_RESERVE=1
-    run 1 "$pred" "${p[@]}" --out "$out"
-    unset SLABFEED_TEST_NO_RESERVE
-    expect_rc 1
-    if [ $how = checked ]; then
-      [ $mode = tmpfs ] && expect_out "not enough space to write '$out'"
-      [ $mode = fsize ] && expect_out "file size limit"
-    fi
-    [ "$(sum "$out")" = "$before" ] || fail "reservation $how: $out changed"
-    only "$out"
-  done
+  too_big "$out" "$pred" "${p[@]}" --out "$out"
   run 1 "$pred" "${p[@]}" --region 24,0,0,16,0,0 --out "$out" --verify
   expect_rc 0
   expect_out "verify: OK, bit for bit"

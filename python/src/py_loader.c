@@ -493,22 +493,8 @@ static int setup_cuda(sfpy_state *st, sfpy_loader *L, MPI_Comm comm)
  * exception; every rank then raises that exception, its message prefixed
  * "rank R: " (as the library's agreed errors are). */
 
-enum { AGREE_STATUS = 1, AGREE_TYPE = 2, AGREE_OTHER = 3 };
-
-typedef struct {
-  int kind;   /* AGREE_*: a slabfeed status, a TypeError, anything else */
-  int status; /* AGREE_STATUS: the slabfeed_status */
-  char msg[1024];
-} agree_pkt;
-
-/* The pending exception (taken) as a packet; *exc holds it. */
-static void pack_exception(sfpy_state *st, agree_pkt *p, PyObject **exc)
+void sfpy_agree_classify(sfpy_state *st, PyObject *et, agree_pkt *p)
 {
-  PyObject *et = NULL, *ev = NULL, *tb = NULL;
-  PyErr_Fetch(&et, &ev, &tb);
-  PyErr_NormalizeException(&et, &ev, &tb);
-  if (ev != NULL && tb != NULL)
-    PyException_SetTraceback(ev, tb);
   p->kind = AGREE_OTHER;
   p->status = SLABFEED_OK;
   if (et != NULL && PyErr_GivenExceptionMatches(et, st->error)) {
@@ -528,6 +514,17 @@ static void pack_exception(sfpy_state *st, agree_pkt *p, PyObject **exc)
     p->kind = AGREE_STATUS;
     p->status = SLABFEED_ERR_NOMEM;
   }
+}
+
+/* The pending exception (taken) as a packet; *exc holds it. */
+static void pack_exception(sfpy_state *st, agree_pkt *p, PyObject **exc)
+{
+  PyObject *et = NULL, *ev = NULL, *tb = NULL;
+  PyErr_Fetch(&et, &ev, &tb);
+  PyErr_NormalizeException(&et, &ev, &tb);
+  if (ev != NULL && tb != NULL)
+    PyException_SetTraceback(ev, tb);
+  sfpy_agree_classify(st, et, p);
   /* The message: str(exception), with its class name where the class is
    * not kept. */
   const char *text = NULL;

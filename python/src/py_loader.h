@@ -34,6 +34,19 @@ typedef struct {
  * with a Python exception set. */
 int sfpy_parse_stream(PyObject *o, void **out);
 
+/* An exception as the ranks agree on it before a collective call (Loader
+ * and Writer): a slabfeed status, a TypeError, or anything else, and its
+ * message. */
+enum { AGREE_STATUS = 1, AGREE_TYPE = 2, AGREE_OTHER = 3 };
+typedef struct {
+  int kind;   /* AGREE_*: a slabfeed status, a TypeError, anything else */
+  int status; /* AGREE_STATUS: the slabfeed_status */
+  char msg[1024];
+} agree_pkt;
+
+/* Sets p->kind and p->status from the exception type et (NULL: other). */
+void sfpy_agree_classify(sfpy_state *st, PyObject *et, agree_pkt *p);
+
 #define SFPY_BUSY_MESSAGE                                                      \
   "slabfeed: the loader is in use by another thread (a loader is not "         \
   "thread safe: use one per thread, or a lock)"

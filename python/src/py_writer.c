@@ -54,39 +54,13 @@ static const char *const writer_likes[] = {"target", "input", "none", NULL};
  * and message of its exception; every rank raises it, prefixed "rank R: ".
  */
 
-enum { AGREE_STATUS = 1, AGREE_TYPE = 2, AGREE_OTHER = 3 };
-
-typedef struct {
-  int kind;   /* AGREE_* */
-  int status; /* AGREE_STATUS: the slabfeed_status */
-  char msg[1024];
-} agree_pkt;
-
 /* The pending exception (cleared) as a packet. */
 static void pack_exception(sfpy_state *st, agree_pkt *p)
 {
   PyObject *et = NULL, *ev = NULL, *tb = NULL;
   PyErr_Fetch(&et, &ev, &tb);
   PyErr_NormalizeException(&et, &ev, &tb);
-  p->kind = AGREE_OTHER;
-  p->status = SLABFEED_OK;
-  if (et != NULL && PyErr_GivenExceptionMatches(et, st->error)) {
-    for (int s = 1; s < SFPY_NSTATUS; s++)
-      if (st->errors[s] != NULL &&
-          PyErr_GivenExceptionMatches(et, st->errors[s])) {
-        p->kind = AGREE_STATUS;
-        p->status = s;
-        break;
-      }
-  } else if (et != NULL && PyErr_GivenExceptionMatches(et, PyExc_TypeError)) {
-    p->kind = AGREE_TYPE;
-  } else if (et != NULL && PyErr_GivenExceptionMatches(et, PyExc_ValueError)) {
-    p->kind = AGREE_STATUS;
-    p->status = SLABFEED_ERR_ARG;
-  } else if (et != NULL && PyErr_GivenExceptionMatches(et, PyExc_MemoryError)) {
-    p->kind = AGREE_STATUS;
-    p->status = SLABFEED_ERR_NOMEM;
-  }
+  sfpy_agree_classify(st, et, p);
   PyObject *str = ev != NULL ? PyObject_Str(ev) : NULL;
   const char *text = str != NULL ? PyUnicode_AsUTF8AndSize(str, NULL) : NULL;
   if (text == NULL)
