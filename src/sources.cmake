@@ -21,7 +21,7 @@ set(SLABFEED_SOURCES
   src/tools/generate.c src/tools/reference.c src/tools/stats.c) # tools
 if(SLABFEED_HAVE_CUDA)
   list(APPEND SLABFEED_SOURCES src/backend/gpu.c src/cuda/cudart.c
-       src/transform/transform.cu)
+       src/transform/transform.cu src/transform/inverse.cu)
 else()
   list(APPEND SLABFEED_SOURCES src/backend/gpu_none.c)
 endif()

@@ -1,13 +1,15 @@
 /* The writer of a tiled pass (slabfeed_writer_*): the mirror of the crop
  * gather. Each rank owns one z-slab of the output (the region's planes
  * split like slabfeed_slab_plan) in its node's shared-memory window. A put
- * undoes a tile's symmetry and normalisation on the host (device outputs
- * come through pinned staging on the writer's own stream) into a staging
- * part per owner, then copies the part into the owner's slab: memcpy when
- * the owner is on the node, MPI_Put + flush into the owner's window
- * across nodes. Close checks coverage (voxel counts and a hash of the
- * tiles per owner), then writes the slabs with collective parallel-HDF5
- * writes into a file written aside (io/aside.h). */
+ * undoes a tile's symmetry and normalisation into a staging of the part
+ * the tile owns, in the slab layout: on the host for host outputs, with a
+ * kernel on the writer's own stream for device outputs (only the owned
+ * part then crosses into pinned staging). It then copies each owner's
+ * share of that part into the owner's slab: memcpy when the owner is on
+ * the node, MPI_Put + flush into the owner's window across nodes. Close checks
+ * coverage (voxel counts and a hash of the tiles per owner), then writes the
+ * slabs with collective parallel-HDF5 writes into a file written aside
+ * (io/aside.h). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@
 #include "plan/tiles.h"
 #ifdef SF_HAVE_CUDA
 #include "cuda/cudart.h"
+#include "transform/inverse_gpu.h"
 #endif
 
 #define SF_RUN_BYTES ((int64_t)64 << 20) /* one collective write, at most */
@@ -56,21 +59,27 @@ struct slabfeed_writer {
   int shm_locked, world_locked;
   float *slab;  /* this rank's planes, [C][planes][Y][X] or [planes][Y][X][C] */
   float **peer; /* [size]: slab of each rank of this node, else NULL */
-  float *part;  /* staging of one owner's part of one tile */
+  float *part;  /* staging of one tile's owned part, in the slab layout */
+  struct view *views;             /* [B]: the slots of the put in progress */
+  struct inv_map *maps;           /* [B] */
   uint64_t *sent_vox, *sent_hash; /* [size]: what this rank put per owner */
   /* Device outputs. */
-  int device; /* the loader's device, or -1 */
-  void *pinned;
+  int device;   /* the loader's device, or -1 */
+  void *pinned; /* [B][C * T^3] floats: owned parts back from the device */
+  void *dpart;  /* the same on the device, written by the inverse kernel */
   size_t pinned_bytes;
 #ifdef SF_HAVE_CUDA
   cudaStream_t stream;
   cudaEvent_t ready;
+  cudaEvent_t *landed; /* [B]: slot s of the put in pinned staging */
 #endif
+  int *away;      /* [B]: slot s has shares for other nodes' owners */
+  int registered; /* the node's slabs are registered with CUDA */
+  int *reg;       /* [size]: rank q's slab is registered */
   /* The file. */
   sf__aside as;
   int aside_live;
   hid_t file, dset, ftype;
-  uint64_t sum; /* of what this rank wrote, as stored (read-back check) */
   char path[SF_ASIDE_PATH], name[256], input_path[SF_ASIDE_PATH];
 };
 
@@ -340,11 +349,14 @@ out:
  */
 
 /* A part: output planes [z, z + nz) of owner q, rows [y, y + ny), columns
- * [x, x + nx) of the output, all channels, staged in w->part in the slab
- * layout. */
+ * [x, x + nx) of the output, all channels. It is read from a staged tile
+ * `src` in the slab layout, [C][tz][ny][nx] or [tz][ny][nx][C], of which
+ * it is the planes [dz, dz + nz). */
 typedef struct part {
   int q;
   int64_t z, nz, y, ny, x, nx;
+  const float *src;
+  int64_t tz, dz;
 } part;
 
 /* The MPI datatype of a part inside owner q's slab. */
@@ -368,9 +380,34 @@ static int part_type(const slabfeed_writer *w, const part *p, MPI_Datatype *t)
   return rc;
 }
 
-/* Copies the staged part into its owner's slab: stores into the node's
- * shared memory, or MPI_Put completed by a flush (the staging is reused
- * when this returns). */
+/* The part inside its staged tile, as the origin of an MPI_Put: a count of
+ * floats from *at when it is contiguous there (channels-last, or all the
+ * tile's planes), else one subarray of the tile (*t committed). */
+static int part_origin(const slabfeed_writer *w, const part *p,
+                       const float **at, int *count, MPI_Datatype *t)
+{
+  const int64_t n = w->C * p->nz * p->ny * p->nx;
+  if (w->cl || p->nz == p->tz) {
+    *at = p->src + p->dz * p->ny * p->nx * (w->cl ? w->C : 1);
+    *count = (int)n;
+    *t = MPI_FLOAT;
+    return MPI_SUCCESS;
+  }
+  const int sizes[4] = {(int)w->C, (int)p->tz, (int)p->ny, (int)p->nx};
+  const int sub[4] = {(int)w->C, (int)p->nz, (int)p->ny, (int)p->nx};
+  const int start[4] = {0, (int)p->dz, 0, 0};
+  *at = p->src;
+  *count = 1;
+  int rc =
+      MPI_Type_create_subarray(4, sizes, sub, start, MPI_ORDER_C, MPI_FLOAT, t);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Type_commit(t);
+  return rc;
+}
+
+/* Copies a part from its staged tile into its owner's slab: stores into
+ * the node's shared memory, or MPI_Put completed by a flush (the staging
+ * is reused when this returns). */
 static slabfeed_status deliver(slabfeed_writer *w, const part *p, sf__err *e)
 {
   const int64_t Y = w->region[4], X = w->region[5], C = w->C;
@@ -378,41 +415,45 @@ static slabfeed_status deliver(slabfeed_writer *w, const part *p, sf__err *e)
   float *dst = w->peer[p->q];
   if (dst != NULL) {
     if (!w->cl) {
-      const float *src = w->part;
       for (int64_t c = 0; c < C; c++)
         for (int64_t z = 0; z < p->nz; z++)
-          for (int64_t y = 0; y < p->ny; y++, src += p->nx)
-            memcpy(dst + ((c * zq + dz + z) * Y + p->y + y) * X + p->x, src,
-                   (size_t)p->nx * sizeof *src);
+          for (int64_t y = 0; y < p->ny; y++)
+            memcpy(dst + ((c * zq + dz + z) * Y + p->y + y) * X + p->x,
+                   p->src + ((c * p->tz + p->dz + z) * p->ny + y) * p->nx,
+                   (size_t)p->nx * sizeof *dst);
     } else {
-      const float *src = w->part;
       for (int64_t z = 0; z < p->nz; z++)
-        for (int64_t y = 0; y < p->ny; y++, src += p->nx * C)
-          memcpy(dst + (((dz + z) * Y + p->y + y) * X + p->x) * C, src,
-                 (size_t)(p->nx * C) * sizeof *src);
+        for (int64_t y = 0; y < p->ny; y++)
+          memcpy(dst + (((dz + z) * Y + p->y + y) * X + p->x) * C,
+                 p->src + ((p->dz + z) * p->ny + y) * p->nx * C,
+                 (size_t)(p->nx * C) * sizeof *dst);
     }
     return SLABFEED_OK;
   }
-  MPI_Datatype t = MPI_DATATYPE_NULL;
+  MPI_Datatype t = MPI_DATATYPE_NULL, o = MPI_DATATYPE_NULL;
+  const float *at = NULL;
+  int count = 0;
   SF_MPI_GOTO(part_type(w, p, &t), e, out);
-  SF_MPI_GOTO(MPI_Put(w->part, (int)(C * p->nz * p->ny * p->nx), MPI_FLOAT,
-                      p->q, 0, 1, t, w->world),
-              e, out);
+  SF_MPI_GOTO(part_origin(w, p, &at, &count, &o), e, out);
+  SF_MPI_GOTO(MPI_Put(at, count, o, p->q, 0, 1, t, w->world), e, out);
   SF_MPI_GOTO(MPI_Win_flush(p->q, w->world), e, out);
 out:
   if (t != MPI_DATATYPE_NULL)
     MPI_Type_free(&t);
+  if (o != MPI_DATATYPE_NULL && o != MPI_FLOAT)
+    MPI_Type_free(&o);
   return e->status;
 }
 
 /* One model output as put reads it: slot base, element strides of the
  * channel and the three spatial axes (of the tile's symmetry frame), edge
  * and dtype. */
-typedef struct view {
+struct view {
   const char *base;
   int64_t sc, s[3], E;
   slabfeed_dtype dtype;
-} view;
+};
+typedef struct view view;
 
 /* n elements of v from element `at`, `step` apart, as floats into o
  * (every os-th float). The dtype branch sits outside the element loop. */
@@ -452,70 +493,106 @@ static void finish_row(const slabfeed_norm *norm, int neg, int64_t n, float *o,
       o[i * os] = sf__flip_sign(o[i * os], 1);
 }
 
+/* Where the owned part of a tile comes from in its model output: the
+ * element of unrotated position j (of the output's frame, edge E) and
+ * output channel c is at cst + sum_b coef[b] * j[b] + kofs[c], its sign
+ * flipped where neg[c]; the owned box starts at j0 and has extents n, and
+ * at r0 in the region's coordinates. */
+struct inv_map {
+  int64_t cst, coef[3], kofs[SLABFEED_MAX_CHANNELS];
+  int neg[SLABFEED_MAX_CHANNELS];
+  int64_t j0[3], r0[3], n[3];
+};
+typedef struct inv_map inv_map;
+
+/* The map of tile t (slabfeed_batch.tile layout) under symmetry g. */
+static void inv_map_make(const slabfeed_writer *w, const view *v, int g,
+                         const int64_t t[9], inv_map *m)
+{
+  /* Output i of the symmetry frame is input j with
+   * j[perm[a]] = flip_a ? E-1-i[a] : i[a]. */
+  const int *perm = sf__sym_perm(g);
+  const int flips = sf__sym_flips(g);
+  m->cst = 0;
+  for (int a = 0; a < 3; a++) {
+    const int flip = flips >> a & 1;
+    m->coef[perm[a]] = flip ? -v->s[a] : v->s[a];
+    m->cst += flip ? v->s[a] * (v->E - 1) : 0;
+  }
+  int src[SLABFEED_MAX_CHANNELS];
+  float sign[SLABFEED_MAX_CHANNELS];
+  sf__sym_channels(g, (int)w->C, w->ngroups, (const int(*)[3])w->groups, src,
+                   sign);
+  for (int k = 0; k < w->C; k++) {
+    m->kofs[src[k]] = k * v->sc;
+    m->neg[src[k]] = sign[k] < 0;
+  }
+  /* The owned part in the tile's frame (the output's centre when the
+   * model kept the pad) and in output coordinates. */
+  const int64_t off = (v->E - w->T) / 2;
+  for (int a = 0; a < 3; a++) {
+    m->j0[a] = off + t[3 + a];
+    m->r0[a] = sf__pmod(t[a] + t[3 + a] - w->region[a], w->shape[a]);
+    m->n[a] = t[6 + a];
+  }
+}
+
+/* The host path: the owned part of v under m into dst, float32 in the
+ * slab layout ([C][n0][n1][n2] or [n0][n1][n2][C]). */
+static void stage_host(const slabfeed_writer *w, const view *v,
+                       const inv_map *m, float *dst)
+{
+  const int64_t n0 = m->n[0], n1 = m->n[1], n2 = m->n[2];
+  const int64_t cs = w->cl ? 1 : n0 * n1 * n2, xs = w->cl ? w->C : 1;
+  for (int64_t c = 0; c < w->C; c++)
+    for (int64_t z = 0; z < n0; z++)
+      for (int64_t y = 0; y < n1; y++) {
+        const int64_t at = m->cst + m->coef[0] * (m->j0[0] + z) +
+                           m->coef[1] * (m->j0[1] + y) + m->coef[2] * m->j0[2] +
+                           m->kofs[c];
+        float *o = dst + c * cs + (z * n1 + y) * n2 * xs;
+        load_row(v, at, m->coef[2], n2, o, xs);
+        finish_row(w->norm_on ? &w->norm[c] : NULL, m->neg[c], n2, o, xs);
+      }
+}
+
 /* The hash a tile's voxels carry in the coverage check. */
 static uint64_t tile_hash(uint64_t g)
 {
   return sf__fmix64(g * 0x9e3779b97f4a7c15ull + 0xd1b54a32d192ed03ull);
 }
 
-/* Undoes symmetry g of tile `t` (slabfeed_batch.tile layout) read through
- * v and stores the part it owns into the slabs of its owners. */
-static slabfeed_status put_tile(slabfeed_writer *w, const view *v, int g,
-                                const int64_t t[9], uint64_t tile, sf__err *e)
+/* The part of the owned box of m that begins at output plane *zr (its
+ * owner's share), read from src; advances *zr past it. */
+static part next_part(const slabfeed_writer *w, const inv_map *m,
+                      const float *src, int64_t *zr)
 {
-  /* Output i of the symmetry frame is input j with
-   * j[perm[a]] = flip_a ? E-1-i[a] : i[a]: for an unrotated position j the
-   * element offset is cst + sum_b coef[b] * j[b]. */
-  const int *perm = sf__sym_perm(g);
-  const int flips = sf__sym_flips(g);
-  int64_t coef[3], cst = 0;
-  for (int a = 0; a < 3; a++) {
-    const int flip = flips >> a & 1;
-    coef[perm[a]] = flip ? -v->s[a] : v->s[a];
-    cst += flip ? v->s[a] * (v->E - 1) : 0;
-  }
-  int src[SLABFEED_MAX_CHANNELS];
-  float sign[SLABFEED_MAX_CHANNELS];
-  sf__sym_channels(g, (int)w->C, w->ngroups, (const int(*)[3])w->groups, src,
-                   sign);
-  int64_t kofs[SLABFEED_MAX_CHANNELS];
-  int neg[SLABFEED_MAX_CHANNELS];
-  for (int k = 0; k < w->C; k++) {
-    kofs[src[k]] = k * v->sc;
-    neg[src[k]] = sign[k] < 0;
-  }
-  /* The owned part in the tile's frame (the output's centre when the
-   * model kept the pad) and in output coordinates. */
-  const int64_t off = (v->E - w->T) / 2;
-  int64_t j0[3], r0[3];
-  for (int a = 0; a < 3; a++) {
-    j0[a] = off + t[3 + a];
-    r0[a] = sf__pmod(t[a] + t[3 + a] - w->region[a], w->shape[a]);
-  }
-  const int64_t ny = t[7], nx = t[8];
+  const int64_t zlast = m->r0[0] + m->n[0];
+  const int q = sf__split_owner(w->region[3], w->size, *zr);
+  const int64_t zend = w->z0[q + 1] < zlast ? w->z0[q + 1] : zlast;
+  const part p = {q,        *zr,     zend - *zr, m->r0[1], m->n[1],
+                  m->r0[2], m->n[2], src,        m->n[0],  *zr - m->r0[0]};
+  *zr = zend;
+  return p;
+}
+
+/* Stores the staged owned part of tile `tile` (box of m, staged at src)
+ * into the slabs of its owners, one part per owner, and counts it for the
+ * coverage check. remote_only: the parts of this node's owners were
+ * stored already (by the device's copies) and are counted only. */
+static slabfeed_status deliver_tile(slabfeed_writer *w, const inv_map *m,
+                                    const float *src, uint64_t tile,
+                                    int remote_only, sf__err *e)
+{
   const uint64_t h = tile_hash(tile);
-  for (int64_t zr = r0[0]; zr < r0[0] + t[6] && e->status == SLABFEED_OK;) {
-    const int q = sf__split_owner(w->region[3], w->size, zr);
-    const int64_t zend =
-        w->z0[q + 1] < r0[0] + t[6] ? w->z0[q + 1] : r0[0] + t[6];
-    const part p = {q, zr, zend - zr, r0[1], ny, r0[2], nx};
-    /* Staged in the slab's layout: (C, nz, ny, nx) or (nz, ny, nx, C). */
-    const int64_t cs = w->cl ? 1 : p.nz * ny * nx, xs = w->cl ? w->C : 1;
-    for (int64_t c = 0; c < w->C; c++)
-      for (int64_t z = 0; z < p.nz; z++)
-        for (int64_t y = 0; y < ny; y++) {
-          const int64_t jz = j0[0] + zr - r0[0] + z, jy = j0[1] + y;
-          const int64_t at =
-              cst + coef[0] * jz + coef[1] * jy + coef[2] * j0[2] + kofs[c];
-          float *o = w->part + c * cs + (z * ny + y) * nx * xs;
-          load_row(v, at, coef[2], nx, o, xs);
-          finish_row(w->norm_on ? &w->norm[c] : NULL, neg[c], nx, o, xs);
-        }
-    deliver(w, &p, e);
-    const uint64_t vox = (uint64_t)(p.nz * ny * nx);
-    w->sent_vox[q] += vox;
-    w->sent_hash[q] += h * vox;
-    zr = zend;
+  for (int64_t zr = m->r0[0];
+       zr < m->r0[0] + m->n[0] && e->status == SLABFEED_OK;) {
+    const part p = next_part(w, m, src, &zr);
+    if (!remote_only || w->peer[p.q] == NULL)
+      deliver(w, &p, e);
+    const uint64_t vox = (uint64_t)(p.nz * p.ny * p.nx);
+    w->sent_vox[p.q] += vox;
+    w->sent_hash[p.q] += h * vox;
   }
   return e->status;
 }
@@ -640,21 +717,56 @@ static slabfeed_status create_file(slabfeed_writer *w, const int64_t chunk[3],
 }
 
 #ifdef SF_HAVE_CUDA
-/* Pinned staging of one batch of outputs and the writer's stream. */
+/* The staging of device outputs (device and pinned: one owned part per
+ * slot), the writer's stream and its events. */
 static slabfeed_status open_device(slabfeed_writer *w, sf__err *e)
 {
-  const int64_t E = w->T + 2 * w->P;
-  w->pinned_bytes = (size_t)(w->B * w->C * E * E * E) * sizeof(float);
+  w->pinned_bytes = (size_t)(w->B * w->C * w->T * w->T * w->T) * sizeof(float);
+  w->landed = calloc((size_t)w->B, sizeof *w->landed);
+  if (w->landed == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "writer: event table");
   int caller = 0;
   if (sf__cudart_get_device(&caller, e) || sf__cudart_set_device(w->device, e))
     return e->status;
   if (sf__cudart_host_alloc(&w->pinned, w->pinned_bytes, e) == SLABFEED_OK &&
+      sf__cudart_malloc(&w->dpart, w->pinned_bytes, e) == SLABFEED_OK &&
       sf__cudart_stream_create(&w->stream, e) == SLABFEED_OK)
     sf__cudart_event_create(&w->ready, e);
+  for (int64_t s = 0; s < w->B && e->status == SLABFEED_OK; s++)
+    sf__cudart_event_create(&w->landed[s], e);
   sf__err restore;
   sf__err_clear(&restore);
   sf__cudart_set_device(caller, e->status == SLABFEED_OK ? e : &restore);
   return e->status;
+}
+
+/* Registers the slabs of this node's ranks with CUDA so that device puts
+ * copy into them directly. Where registration is refused the puts go
+ * through pinned staging instead (slower, not an error). */
+static void register_slabs(slabfeed_writer *w)
+{
+  sf__err probe;
+  sf__err_clear(&probe);
+  int caller = 0;
+  if (sf__cudart_get_device(&caller, &probe) ||
+      sf__cudart_set_device(w->device, &probe))
+    return;
+  int ok = 1;
+  for (int q = 0; q < w->size && ok; q++) {
+    const size_t bytes =
+        (size_t)(planes_of(w, q) * plane_elems(w)) * sizeof(float);
+    if (w->peer[q] != NULL && bytes > 0) {
+      ok = sf__cudart_host_register(w->peer[q], bytes, &probe) == SLABFEED_OK;
+      w->reg[q] = ok;
+    }
+  }
+  w->registered = ok;
+  for (int q = 0; q < w->size && !ok; q++)
+    if (w->reg[q]) {
+      sf__cudart_host_unregister(w->peer[q]);
+      w->reg[q] = 0;
+    }
+  sf__cudart_set_device(caller, &probe);
 }
 #endif
 
@@ -690,9 +802,15 @@ static slabfeed_status put_selfcheck(slabfeed_writer *w, sf__err *e)
   if (rc != MPI_SUCCESS)
     sf__fail_mpi(e, rc, "writer self-check");
   if (to >= 0 && e->status == SLABFEED_OK) {
+    /* Staged as the second plane of a 2-plane tile (the other plane is
+     * -1): the origin of a put is a subarray of its tile, as in a pass. */
+    const int64_t pl = n / w->C; /* one channel of one plane */
+    for (int64_t i = 0; i < 2 * n; i++)
+      w->part[i] = -1.0f;
     for (int64_t i = 0; i < n; i++)
-      w->part[i] = (float)(i * 7 + 1);
-    const part p = {to, w->z0[to], 1, 0, ny, 0, nx};
+      w->part[w->cl ? n + i : (i / pl * 2 + 1) * pl + i % pl] =
+          (float)(i * 7 + 1);
+    const part p = {to, w->z0[to], 1, 0, ny, 0, nx, w->part, 2, 1};
     deliver(w, &p, e);
   }
   int *got = calloc((size_t)w->size, sizeof *got);
@@ -804,9 +922,16 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     w->z0 = malloc((size_t)(w->size + 1) * sizeof *w->z0);
     w->sent_vox = calloc((size_t)w->size, sizeof *w->sent_vox);
     w->sent_hash = calloc((size_t)w->size, sizeof *w->sent_hash);
-    w->part = malloc((size_t)(w->C * w->T * w->T * w->T) * sizeof *w->part);
+    /* The self-check stages a part of 2 planes of up to 4 x 16. */
+    const int64_t tile = w->C * w->T * w->T * w->T, check = w->C * 2 * 4 * 16;
+    w->part = malloc((size_t)(tile > check ? tile : check) * sizeof *w->part);
+    w->views = calloc((size_t)w->B, sizeof *w->views);
+    w->maps = calloc((size_t)w->B, sizeof *w->maps);
+    w->away = calloc((size_t)w->B, sizeof *w->away);
+    w->reg = calloc((size_t)w->size, sizeof *w->reg);
     if (w->z0 == NULL || w->sent_vox == NULL || w->sent_hash == NULL ||
-        w->part == NULL)
+        w->part == NULL || w->views == NULL || w->maps == NULL ||
+        w->away == NULL || w->reg == NULL)
       sf__fail(&e, SLABFEED_ERR_NOMEM,
                "writer: cannot allocate %lld bytes of staging",
                (long long)(w->C * w->T * w->T * w->T * 4));
@@ -821,6 +946,10 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     make_windows(w, &e);
   if (sf__agree(w->comm, &e) == SLABFEED_OK)
     put_selfcheck(w, &e);
+#ifdef SF_HAVE_CUDA
+  if (e.status == SLABFEED_OK && w->device >= 0)
+    register_slabs(w);
+#endif
   if (sf__agree(w->comm, &e) == SLABFEED_OK) {
     sf__h5_quiet q; /* failures are reported in errbuf, not on stderr */
     sf__h5_quiet_begin(&q);
@@ -949,6 +1078,122 @@ static slabfeed_status check_batch(const slabfeed_writer *w,
   return SLABFEED_OK;
 }
 
+#ifdef SF_HAVE_CUDA
+/* Enqueues the copy of part p from the device staging d (the slot's
+ * owned part, in the slab layout) straight into its owner's slab, which is
+ * registered with CUDA: one 3-D copy per channel (channels-first) or one
+ * in all (channels-last). */
+static slabfeed_status copy_part(const slabfeed_writer *w, const part *p,
+                                 const float *d, sf__err *e)
+{
+  const int64_t Y = w->region[4], X = w->region[5], C = w->C;
+  const int64_t zq = planes_of(w, p->q), dz = p->z - w->z0[p->q];
+  const int64_t row = w->cl ? C : 1; /* floats per voxel in a row */
+  for (int64_t c = 0; c < (w->cl ? 1 : C) && e->status == SLABFEED_OK; c++) {
+    struct cudaMemcpy3DParms k;
+    memset(&k, 0, sizeof k);
+    k.srcPtr.ptr = (void *)(d + c * p->tz * p->ny * p->nx);
+    k.srcPtr.pitch = (size_t)(p->nx * row) * sizeof(float);
+    k.srcPtr.xsize = (size_t)(p->nx * row) * sizeof(float);
+    k.srcPtr.ysize = (size_t)p->ny;
+    k.srcPos.z = (size_t)p->dz;
+    k.dstPtr.ptr = w->peer[p->q] + c * zq * Y * X;
+    k.dstPtr.pitch = (size_t)(X * row) * sizeof(float);
+    k.dstPtr.xsize = (size_t)(X * row) * sizeof(float);
+    k.dstPtr.ysize = (size_t)Y;
+    k.dstPos.x = (size_t)(p->x * row) * sizeof(float);
+    k.dstPos.y = (size_t)p->y;
+    k.dstPos.z = (size_t)dz;
+    k.extent.width = (size_t)(p->nx * row) * sizeof(float);
+    k.extent.height = (size_t)p->ny;
+    k.extent.depth = (size_t)p->nz;
+    k.kind = cudaMemcpyDeviceToHost;
+    sf__cudart_copy3d(&k, w->stream, e);
+  }
+  return e->status;
+}
+
+/* The device path of put. Each slot's owned part is brought back to the
+ * volume's frame by the inverse kernel into device staging; the shares of
+ * this node's owners are copied from there straight into their slabs
+ * (registered at open), those of other nodes' owners through pinned
+ * staging and MPI_Put, delivered while later slots are still copying.
+ * Everything is ordered after the caller's stream by an event, and put
+ * returns once the copies are done; nothing is allocated and the default
+ * stream is not used. */
+static slabfeed_status put_device(slabfeed_writer *w, const slabfeed_batch *b,
+                                  const view *v, const inv_map *m, void *stream,
+                                  sf__err *e)
+{
+  int caller = 0;
+  if (sf__cudart_get_device(&caller, e) || sf__cudart_set_device(w->device, e))
+    return e->status;
+  const int64_t slot = w->C * w->T * w->T * w->T; /* floats */
+  int s = 0;
+  if (sf__cudart_record(w->ready, stream, e) == SLABFEED_OK)
+    sf__cudart_wait(w->stream, w->ready, e);
+  for (; s < b->valid && e->status == SLABFEED_OK; s++) {
+    sf__ikparams k = {.channels = (int)w->C,
+                      .dtype = (int)v[s].dtype,
+                      .cl = w->cl,
+                      .nnorm = w->norm_on ? (int)w->C : 0,
+                      .cst = m[s].cst};
+    for (int a = 0; a < 3; a++)
+      k.n[a] = m[s].n[a], k.j0[a] = m[s].j0[a], k.coef[a] = m[s].coef[a];
+    for (int c = 0; c < w->C; c++) {
+      k.kofs[c] = m[s].kofs[c];
+      k.neg[c] = m[s].neg[c];
+      if (w->norm_on)
+        k.norm[c] = w->norm[c];
+    }
+    float *d = (float *)w->dpart + s * slot;
+    const cudaError_t rc =
+        sf__inverse_launch(&k, v[s].base, d, (cudaStream_t)w->stream);
+    if (rc != cudaSuccess) {
+      sf__cudart_fail(e, rc, "writer put: inverse-transform launch");
+      break;
+    }
+    if (sf__cudart_launched("writer put: inverse transform", e) != SLABFEED_OK)
+      break;
+    int away = !w->registered; /* a share for another node's owner */
+    for (int64_t zr = m[s].r0[0]; w->registered &&
+                                  zr < m[s].r0[0] + m[s].n[0] &&
+                                  e->status == SLABFEED_OK;) {
+      const part p = next_part(w, &m[s], d, &zr);
+      if (w->peer[p.q] != NULL)
+        copy_part(w, &p, d, e);
+      else
+        away = 1;
+    }
+    if (away && e->status == SLABFEED_OK &&
+        sf__cudart_copy((float *)w->pinned + s * slot, d,
+                        (size_t)(w->C * m[s].n[0] * m[s].n[1] * m[s].n[2]) *
+                            sizeof(float),
+                        cudaMemcpyDeviceToHost, w->stream, e) == SLABFEED_OK)
+      sf__cudart_record(w->landed[s], w->stream, e);
+    w->away[s] = away;
+  }
+  /* The other nodes' shares of each slot as it lands, from pinned staging
+   * (all shares when the slabs are not registered). */
+  for (int i = 0; i < s && e->status == SLABFEED_OK; i++)
+    if (!w->away[i])
+      deliver_tile(w, &m[i], NULL, (uint64_t)b->sample[i], 1, e);
+    else if (sf__cudart_event_sync(w->landed[i], e) == SLABFEED_OK)
+      deliver_tile(w, &m[i], (float *)w->pinned + i * slot,
+                   (uint64_t)b->sample[i], w->registered, e);
+  /* The copies into the slabs are done when put returns (and after a
+   * failure, whatever was enqueued: the staging is reused). */
+  sf__err mine;
+  sf__err_clear(&mine);
+  sf__cudart_stream_sync(w->stream, e->status == SLABFEED_OK ? e : &mine);
+  sf__err restore;
+  sf__err_clear(&restore);
+  sf__cudart_set_device(caller, e->status == SLABFEED_OK ? e : &restore);
+  return e->status;
+}
+
+#endif
+
 slabfeed_status slabfeed_writer_put(slabfeed_writer *w, const slabfeed_batch *b,
                                     const slabfeed_tensor *out,
                                     slabfeed_out_layout layout, int device,
@@ -969,35 +1214,32 @@ slabfeed_status slabfeed_writer_put(slabfeed_writer *w, const slabfeed_batch *b,
     return writer_error(w, &e); /* refused: nothing stored, not sticky */
   if (sf__inject("writer.put", w->rank))
     sf__fail(&e, SLABFEED_ERR_IO, "injected failure at stage 'writer.put'");
-  const char *base = out->data;
+  const int nc = layout == SLABFEED_OUT_NCDHW;
+  const size_t es = slabfeed_dtype_size(out->dtype);
+  view *v = w->views;
+  inv_map *m = w->maps;
+  for (int s = 0; s < b->valid; s++) {
+    v[s] = (view){.base = (const char *)out->data +
+                          (size_t)(s * out->strides[0]) * es,
+                  .sc = out->strides[nc ? 1 : 4],
+                  .s = {out->strides[nc ? 2 : 1], out->strides[nc ? 3 : 2],
+                        out->strides[nc ? 4 : 3]},
+                  .E = out->shape[nc ? 2 : 1],
+                  .dtype = out->dtype};
+    inv_map_make(w, &v[s], b->symmetry[s], b->tile + 9 * s, &m[s]);
+  }
   if (device >= 0 && e.status == SLABFEED_OK) {
 #ifdef SF_HAVE_CUDA
-    size_t span = slabfeed_dtype_size(out->dtype);
-    for (int a = 0; a < 5; a++)
-      span *= (size_t)out->shape[a];
-    if (sf__cudart_record(w->ready, stream, &e) == SLABFEED_OK &&
-        sf__cudart_wait(w->stream, w->ready, &e) == SLABFEED_OK &&
-        sf__cudart_copy(w->pinned, out->data, span, cudaMemcpyDeviceToHost,
-                        w->stream, &e) == SLABFEED_OK)
-      sf__cudart_stream_sync(w->stream, &e);
-    base = w->pinned;
+    put_device(w, b, v, m, stream, &e);
 #else
     (void)stream;
     sf__fail(&e, SLABFEED_ERR_UNSUPPORTED,
              "writer put: device memory in a build without CUDA");
 #endif
   }
-  const int nc = layout == SLABFEED_OUT_NCDHW;
-  const size_t es = slabfeed_dtype_size(out->dtype);
-  for (int s = 0; s < b->valid && e.status == SLABFEED_OK; s++) {
-    const view v = {.base = base + (size_t)(s * out->strides[0]) * es,
-                    .sc = out->strides[nc ? 1 : 4],
-                    .s = {out->strides[nc ? 2 : 1], out->strides[nc ? 3 : 2],
-                          out->strides[nc ? 4 : 3]},
-                    .E = out->shape[nc ? 2 : 1],
-                    .dtype = out->dtype};
-    put_tile(w, &v, b->symmetry[s], b->tile + 9 * s, (uint64_t)b->sample[s],
-             &e);
+  for (int s = 0; device < 0 && s < b->valid && e.status == SLABFEED_OK; s++) {
+    stage_host(w, &v[s], &m[s], w->part);
+    deliver_tile(w, &m[s], w->part, (uint64_t)b->sample[s], 0, &e);
   }
   if (e.status != SLABFEED_OK) {
     w->failed = e;
@@ -1069,55 +1311,90 @@ static int64_t run_planes(const slabfeed_writer *w)
   return cap < 1 ? 1 : cap;
 }
 
-/* One run of planes [q, q + n) of this rank's slab: staged contiguous in
- * the file's type (into buf), then written (or read back into buf). */
-static herr_t transfer(slabfeed_writer *w, hid_t dset, hid_t dxpl, int64_t q,
-                       int64_t n, float *buf, int write)
+/* Planes [q, q + n) of this rank's slab into buf, contiguous as in the
+ * file and in its element type (float16 converted in place). */
+static herr_t stage_run(const slabfeed_writer *w, int64_t q, int64_t n,
+                        float *buf)
 {
   const int64_t zq = planes_of(w, w->rank), pe = plane_elems(w);
-  if (write && n > 0) {
-    const int64_t pc = pe / w->C; /* one channel's plane */
-    if (w->cl)
-      memcpy(buf, w->slab + q * pe, (size_t)(n * pe) * sizeof *buf);
-    else
-      for (int64_t c = 0; c < w->C; c++)
-        memcpy(buf + c * n * pc, w->slab + (c * zq + q) * pc,
-               (size_t)(n * pc) * sizeof *buf);
-    if (w->f16 && H5Tconvert(H5T_NATIVE_FLOAT, w->ftype, (size_t)(n * pe), buf,
-                             NULL, H5P_DEFAULT) < 0) {
-      /* Still in the collective write, with nothing. */
-      sf__h5_transfer_planes(dset, !w->cl, 0, 0, dxpl, w->ftype, 1, buf);
-      return -1;
-    }
+  const int64_t pc = pe / w->C; /* one channel's plane */
+  if (w->cl)
+    memcpy(buf, w->slab + q * pe, (size_t)(n * pe) * sizeof *buf);
+  else
+    for (int64_t c = 0; c < w->C; c++)
+      memcpy(buf + c * n * pc, w->slab + (c * zq + q) * pc,
+             (size_t)(n * pc) * sizeof *buf);
+  if (w->f16)
+    sf__f32_to_f16_n(buf, (size_t)(n * pe));
+  return 0;
+}
+
+/* Writes planes [q, q + n) of this rank's slab: float32 straight from the
+ * slab (the file's layout is the slab's), float16 staged and converted
+ * into buf. n == 0 (or a failed conversion) takes part with nothing. */
+static herr_t write_run(slabfeed_writer *w, hid_t dset, hid_t dxpl, int64_t q,
+                        int64_t n, float *buf)
+{
+  const int64_t z = w->z0[w->rank] + q, zq = planes_of(w, w->rank);
+  if (n > 0 && !w->f16)
+    return sf__h5_transfer_planes_in(dset, !w->cl, z, n, zq, q, dxpl, w->ftype,
+                                     1, w->slab);
+  if (n > 0 && stage_run(w, q, n, buf) < 0) {
+    sf__h5_transfer_planes(dset, !w->cl, 0, 0, dxpl, w->ftype, 1, buf);
+    return -1;
   }
-  return sf__h5_transfer_planes(dset, !w->cl, w->z0[w->rank] + q, n, dxpl,
-                                w->ftype, write, buf);
+  return sf__h5_transfer_planes(dset, !w->cl, z, n, dxpl, w->ftype, 1, buf);
+}
+
+/* Whether the run [q, q + n) read back into got (file type, contiguous)
+ * holds what the slab holds (staged again into ref for float16). */
+static int run_matches(const slabfeed_writer *w, int64_t q, int64_t n,
+                       const float *got, float *ref)
+{
+  const int64_t zq = planes_of(w, w->rank), pe = plane_elems(w);
+  const int64_t pc = pe / w->C;
+  if (w->f16)
+    return stage_run(w, q, n, ref) >= 0 &&
+           memcmp(got, ref, (size_t)(n * pe) * 2) == 0;
+  if (w->cl)
+    return memcmp(got, w->slab + q * pe, (size_t)(n * pe) * sizeof *got) == 0;
+  for (int64_t c = 0; c < w->C; c++)
+    if (memcmp(got + c * n * pc, w->slab + (c * zq + q) * pc,
+               (size_t)(n * pc) * sizeof *got) != 0)
+      return 0;
+  return 1;
 }
 
 /* Every rank's slab, in collective writes of at most SF_RUN_BYTES (a
  * rank with nothing left, or after a local failure, makes empty ones).
- * With `readback` the runs are read back instead and their sum compared
- * with that of the writes. */
+ * With `readback` the runs are read back instead and compared with the
+ * slab, which close still holds. */
 static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
                                    sf__err *e)
 {
   const int64_t cap = run_planes(w), zq = planes_of(w, w->rank);
   const int64_t most = planes_of(w, 0), runs = (most + cap - 1) / cap;
-  const size_t es = w->f16 ? 2 : 4;
   const int64_t pe = plane_elems(w);
-  float *buf = malloc((size_t)((zq < cap ? zq : cap) * pe + 1) * sizeof *buf);
+  const size_t bytes = (size_t)((zq < cap ? zq : cap) * pe + 1) * sizeof(float);
+  const int need = readback || w->f16; /* a staging buffer */
+  float *buf = need ? malloc(bytes) : NULL;
+  float *ref = readback && w->f16 ? malloc(bytes) : NULL;
   const hid_t dxpl = collective_dxpl();
-  if (buf == NULL || dxpl < 0)
+  if ((need && buf == NULL) || (readback && w->f16 && ref == NULL) || dxpl < 0)
     sf__fail(e, SLABFEED_ERR_NOMEM, "writer: write buffer");
   if (!readback && sf__inject("writer.write", w->rank))
     sf__fail(e, SLABFEED_ERR_IO, "injected failure at stage 'writer.write'");
-  uint64_t sum = 0;
+  float none = 0.0f; /* the buffer of empty transfers */
   for (int64_t i = 0; i < runs && dxpl >= 0; i++) {
     const int64_t q = i * cap;
     int64_t n = q >= zq ? 0 : (zq - q < cap ? zq - q : cap);
-    n = e->status == SLABFEED_OK && buf != NULL ? n : 0;
-    if (transfer(w, dset, dxpl, q, n, buf, !readback) < 0 &&
-        e->status == SLABFEED_OK) {
+    n = e->status == SLABFEED_OK ? n : 0;
+    float *b = buf != NULL ? buf : &none;
+    const herr_t rc =
+        readback ? sf__h5_transfer_planes(dset, !w->cl, w->z0[w->rank] + q, n,
+                                          dxpl, w->ftype, 0, b)
+                 : write_run(w, dset, dxpl, q, n, b);
+    if (rc < 0 && e->status == SLABFEED_OK) {
       sf__fail(e, SLABFEED_ERR_IO,
                "writer: %s output planes [%lld,%lld) of '%s' in '%s' "
                "(written aside as '%s') failed",
@@ -1126,22 +1403,20 @@ static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
                (long long)(w->z0[w->rank] + q + n), w->name, w->path,
                w->as.tmp);
       sf__h5_detail(e);
-    } else if (n > 0) {
-      sum += sf__aside_sum(buf, (size_t)(n * pe) * es, (uint64_t)(q * pe) * es);
+    } else if (readback && n > 0 && e->status == SLABFEED_OK &&
+               !run_matches(w, q, n, buf, ref)) {
+      sf__fail(e, SLABFEED_ERR_IO,
+               "writer: output planes [%lld,%lld) of '%s' read back from '%s' "
+               "differ from what was written: a write that MPI-IO reported "
+               "as done did not land (a full disk?)",
+               (long long)(w->z0[w->rank] + q),
+               (long long)(w->z0[w->rank] + q + n), w->path, w->as.tmp);
     }
   }
-  if (!readback)
-    w->sum = sum;
-  else if (e->status == SLABFEED_OK && sum != w->sum)
-    sf__fail(e, SLABFEED_ERR_IO,
-             "writer: output planes [%lld,%lld) of '%s' read back from '%s' "
-             "differ from what was written: a write that MPI-IO reported as "
-             "done did not land (a full disk?)",
-             (long long)w->z0[w->rank], (long long)w->z0[w->rank + 1], w->path,
-             w->as.tmp);
   if (dxpl >= 0)
     H5Pclose(dxpl);
   free(buf);
+  free(ref);
   return e->status;
 }
 
@@ -1183,6 +1458,11 @@ static void release(slabfeed_writer *w)
   if (w->aside_live)
     sf__aside_abort(&w->as);
   w->aside_live = 0;
+#ifdef SF_HAVE_CUDA
+  for (int q = 0; w->reg != NULL && q < w->size; q++)
+    if (w->reg[q])
+      sf__cudart_host_unregister(w->peer[q]);
+#endif
   if (w->world_locked)
     MPI_Win_unlock_all(w->world);
   if (w->shm_locked)
@@ -1207,10 +1487,20 @@ static void release(slabfeed_writer *w)
     sf__cudart_stream_destroy(w->stream);
   if (w->ready != NULL)
     sf__cudart_event_destroy(w->ready);
+  for (int64_t s = 0; w->landed != NULL && s < w->B; s++)
+    if (w->landed[s] != NULL)
+      sf__cudart_event_destroy(w->landed[s]);
+  free(w->landed);
+  if (w->dpart != NULL)
+    sf__cudart_free(w->dpart);
 #endif
   free(w->z0);
   free(w->peer);
   free(w->part);
+  free(w->views);
+  free(w->maps);
+  free(w->away);
+  free(w->reg);
   free(w->sent_vox);
   free(w->sent_hash);
   free(w);

@@ -3,9 +3,16 @@
  *    and f32 NDHWC with a symmetry and vector channels) put as device
  *    tensors on a stream of the test's own give back the input's region
  *    bit for bit, read independently with plain HDF5.
+ *  - Device puts give the same file, bit for bit, as host puts of the
+ *    same outputs copied to host memory (the inverse kernel against the
+ *    host path), for all 48 symmetries, f32/f16/bf16 outputs, NCDHW and
+ *    NDHWC, with and without a log normalisation, channels-first and
+ *    channels-last files, outputs of edge T + 2P and of edge T.
  *  - After the writer's open, put allocates and frees nothing on the
  *    device or in pinned memory and puts no work on the legacy default
  *    stream (the library's CUDA call counters).
+ *  - Run with every rank its own node (gpu.writer.rpn), the shares of
+ *    other ranks go through pinned staging and MPI_Put.
  *  - A device output of a host loader and a device output on another
  *    device than the loader's are refused. */
 #include "cuda/cudart.h"
@@ -15,12 +22,13 @@
 #include <unistd.h>
 
 static int rank, size;
+static const char *tag = ""; /* argv[1]: keeps the files of variants apart */
 
 static void round_trip(const char *input, int symmetry, slabfeed_out_layout lay,
-                       const char *tag)
+                       const char *name)
 {
   char out[256];
-  snprintf(out, sizeof out, "gpu_writer_%s.%d.h5", tag, size);
+  snprintf(out, sizeof out, "gpu_writer_%s%s.%d.h5", tag, name, size);
   slabfeed_config c;
   slabfeed_config_init(&c);
   c.path = input;
@@ -90,8 +98,8 @@ static void round_trip(const char *input, int symmetry, slabfeed_out_layout lay,
       n *= in.dims[a];
     for (int64_t i = 0; i < n && got.v != NULL; i++)
       bad += memcmp(&in.v[i], &got.v[i], sizeof(float)) != 0;
-    CHECK_EQ(bad, (int64_t)0, "%s: voxels differing from the input", tag);
-    printf("  %-12s symmetry %2d %s: %s\n", tag, symmetry,
+    CHECK_EQ(bad, (int64_t)0, "%s: voxels differing from the input", name);
+    printf("  %-12s symmetry %2d %s: %s\n", name, symmetry,
            lay == SLABFEED_OUT_NCDHW ? "NCDHW" : "NDHWC",
            bad == 0 ? "bit for bit" : "DIFFERS");
     whole_free(&in);
@@ -99,6 +107,152 @@ static void round_trip(const char *input, int symmetry, slabfeed_out_layout lay,
     unlink(out);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* One pass whose every batch is put twice: as the device tensor into one
+ * writer, and copied to host memory into another. The two files must be
+ * equal bit for bit. `centre`: the "model" keeps the tile only (edge T:
+ * the target of the pass, which is the tile of the input here). */
+static int64_t device_vs_host(const char *input, int g, slabfeed_out_layout lay,
+                              slabfeed_dtype dt, int norm, int file_cl,
+                              int centre)
+{
+  char out[2][256];
+  for (int k = 0; k < 2; k++)
+    snprintf(out[k], sizeof out[k], "gpu_writer_%sdh%d.%d.h5", tag, k, size);
+  slabfeed_config c;
+  slabfeed_config_init(&c);
+  c.path = input;
+  c.input = "Nbody";
+  c.target = centre ? "Nbody" : NULL;
+  c.batch = 2;
+  c.tile = 5;
+  c.pad = 2;
+  c.pass_symmetry = g;
+  c.out_layout = lay;
+  c.dtype = dt;
+  c.device = rank % gpu_count();
+  c.n_input_vectors = 1;
+  c.input_vectors[0][0] = 1, c.input_vectors[0][1] = 2,
+  c.input_vectors[0][2] = 3;
+  if (norm) {
+    c.n_input_norm = 4;
+    c.input_norm[0] = (slabfeed_norm){1, 1100.0f, 7.0f, 0.5f};
+    for (int ch = 1; ch < 4; ch++)
+      c.input_norm[ch] = (slabfeed_norm){0, 0.0f, 0.0f, 3.0f};
+  }
+  if (centre) { /* the target is the input's tile: the same groups, norm */
+    c.n_target_vectors = 1;
+    memcpy(c.target_vectors, c.input_vectors, sizeof c.input_vectors);
+    c.n_target_norm = c.n_input_norm;
+    memcpy(c.target_norm, c.input_norm, sizeof c.input_norm);
+  }
+  char err[1024] = "";
+  slabfeed_loader *l = NULL;
+  slabfeed_writer *w[2] = {NULL, NULL};
+  slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
+  CHECK(st == SLABFEED_OK, "open: %s", err);
+  if (st != SLABFEED_OK)
+    return -1;
+  for (int k = 0; k < 2; k++) {
+    slabfeed_writer_config wc;
+    slabfeed_writer_config_init(&wc);
+    wc.path = out[k];
+    wc.like = SLABFEED_LIKE_INPUT;
+    wc.layout = file_cl ? SLABFEED_LAYOUT_CL : SLABFEED_LAYOUT_CF;
+    wc.overwrite = 1;
+    st = slabfeed_writer_open(l, &wc, &w[k], err, sizeof err);
+    CHECK(st == SLABFEED_OK, "writer open: %s", err);
+  }
+  cudaStream_t s;
+  CUDA_CHECK(cudaSetDevice(c.device));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void *host = NULL;
+  const uint64_t steps = slabfeed_steps_per_epoch(l);
+  for (uint64_t i = 0; i < steps && w[0] != NULL && w[1] != NULL; i++) {
+    slabfeed_batch b = SLABFEED_BATCH_INIT;
+    st = slabfeed_next(l, &b, s);
+    CHECK(st == SLABFEED_OK, "next: %s", slabfeed_last_error(l));
+    if (st != SLABFEED_OK)
+      break;
+    const slabfeed_tensor *t = centre ? &b.target : &b.input;
+    size_t bytes = slabfeed_dtype_size(t->dtype);
+    for (int a = 0; a < 5; a++)
+      bytes *= (size_t)t->shape[a];
+    if (host == NULL)
+      CUDA_CHECK(cudaMallocHost(&host, bytes));
+    CUDA_CHECK(
+        cudaMemcpyAsync(host, t->data, bytes, cudaMemcpyDeviceToHost, s));
+    st = slabfeed_writer_put(w[0], &b, t, lay, b.device, s);
+    CHECK(st == SLABFEED_OK, "device put: %s",
+          slabfeed_writer_last_error(w[0]));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    slabfeed_tensor h = *t;
+    h.data = host;
+    st = slabfeed_writer_put(w[1], &b, &h, lay, -1, NULL);
+    CHECK(st == SLABFEED_OK, "host put: %s", slabfeed_writer_last_error(w[1]));
+  }
+  for (int k = 0; k < 2; k++)
+    if (w[k] != NULL) {
+      st = slabfeed_writer_close(w[k], err, sizeof err);
+      CHECK(st == SLABFEED_OK, "writer close: %s", err);
+    }
+  slabfeed_close(l);
+  CUDA_CHECK(cudaStreamDestroy(s));
+  if (host != NULL)
+    CUDA_CHECK(cudaFreeHost(host));
+  int64_t bad = -1;
+  if (rank == 0) {
+    whole a, b;
+    const int ra = whole_read(out[0], "prediction", file_cl, &a);
+    const int rb = whole_read(out[1], "prediction", file_cl, &b);
+    CHECK(ra == 0 && rb == 0, "read the two outputs");
+    if (ra == 0 && rb == 0) {
+      int64_t n = 1;
+      for (int d = 0; d < 4; d++)
+        n *= a.dims[d];
+      bad = memcmp(a.dims, b.dims, sizeof a.dims) != 0 ? n : 0;
+      for (int64_t i = 0; i < n && bad == 0; i++)
+        bad += memcmp(&a.v[i], &b.v[i], sizeof(float)) != 0;
+    }
+    whole_free(&a);
+    whole_free(&b);
+    unlink(out[0]);
+    unlink(out[1]);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return bad;
+}
+
+/* All 48 symmetries, each with another combination of output dtype,
+ * layout, normalisation, file layout and output edge. */
+static void device_equals_host(const char *input)
+{
+  static const char *dts[3] = {"f32", "f16", "bf16"};
+  int64_t total = 0;
+  for (int g = 0; g < 48; g++) {
+    const slabfeed_out_layout lay =
+        g % 2 ? SLABFEED_OUT_NDHWC : SLABFEED_OUT_NCDHW;
+    const slabfeed_dtype dt = (slabfeed_dtype)(g % 3);
+    const int norm = g % 4 >= 2, file_cl = g % 5 == 0, centre = g % 7 == 3;
+    const int64_t bad =
+        device_vs_host(input, g, lay, dt, norm, file_cl, centre);
+    if (rank == 0) {
+      CHECK_EQ(bad, (int64_t)0,
+               "symmetry %d: voxels where device and host "
+               "puts differ",
+               g);
+      if (bad != 0 || g % 8 == 0)
+        printf("  device = host, symmetry %2d %s %s%s%s%s: %lld differ\n", g,
+               lay == SLABFEED_OUT_NCDHW ? "NCDHW" : "NDHWC", dts[dt],
+               norm ? " log-norm" : "", file_cl ? " cl-file" : "",
+               centre ? " edge-T" : "", (long long)bad);
+      total += bad > 0 ? bad : 0;
+    }
+  }
+  if (rank == 0)
+    printf("  device = host over 48 symmetries: %lld voxels differ\n",
+           (long long)total);
 }
 
 /* A host loader's writer takes host memory only. */
@@ -117,7 +271,9 @@ static void host_loader_refuses_device(const char *input)
     return;
   slabfeed_writer_config wc;
   slabfeed_writer_config_init(&wc);
-  wc.path = "gpu_writer_host.h5";
+  char host_out[96];
+  snprintf(host_out, sizeof host_out, "gpu_writer_%shost.%d.h5", tag, size);
+  wc.path = host_out;
   wc.overwrite = 1;
   wc.like = SLABFEED_LIKE_INPUT;
   CHECK(slabfeed_writer_open(l, &wc, &w, err, sizeof err) == SLABFEED_OK,
@@ -142,13 +298,15 @@ int main(int argc, char **argv)
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  tag = argc > 1 ? argv[1] : "";
   if (gpu_count() == 0)
     return check_skip("gpu.writer", "no CUDA device");
   char input[64];
-  snprintf(input, sizeof input, "gpu_writer_in.%d.h5", size);
+  snprintf(input, sizeof input, "gpu_writer_%sin.%d.h5", tag, size);
   make_file(input, 20, 18, 16, SLABFEED_LAYOUT_CF, 0, 0, 0);
   round_trip(input, 0, SLABFEED_OUT_NCDHW, "identity");
   round_trip(input, 23, SLABFEED_OUT_NDHWC, "g23_ndhwc");
+  device_equals_host(input);
   host_loader_refuses_device(input);
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0)

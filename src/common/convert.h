@@ -106,4 +106,21 @@ SF_HD float sf__f16_to_f32(uint16_t h)
   return f;
 }
 
+#ifndef __CUDACC__
+/* n floats at buf converted to float16 in place: the first 2n bytes of
+ * buf become the halves (sf__f32_to_f16, round to nearest even). HDF5
+ * 1.10's own conversion to a user-defined 16-bit float type runs about
+ * 30x slower. */
+static inline void sf__f32_to_f16_n(void *buf, size_t n)
+{
+  unsigned char *b = buf;
+  for (size_t i = 0; i < n; i++) {
+    float f;
+    memcpy(&f, b + 4 * i, sizeof f);
+    const uint16_t h = sf__f32_to_f16(f);
+    memcpy(b + 2 * i, &h, sizeof h);
+  }
+}
+#endif
+
 #endif

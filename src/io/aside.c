@@ -250,18 +250,32 @@ static slabfeed_status sync_file(const sf__aside *a, sf__err *e)
  * (the estimate of the metadata was generous) go back to the filesystem.
  * A truncation to the size the file has releases them (ext4, XFS, tmpfs);
  * the size is read from a descriptor opened after the writers closed and
- * synced (close-to-open consistency on network filesystems). */
-static void release_reserve(const sf__aside *a)
+ * synced (close-to-open consistency on network filesystems). Returns 1
+ * when every byte of the file lies in blocks that were reserved before
+ * the first write (no write could then fail for space), else 0. */
+static int release_reserve(const sf__aside *a)
 {
   struct stat st;
   const int fd = a->reserved > 0 ? open(a->tmp, O_WRONLY) : -1;
   if (fd < 0)
-    return;
-  if (fstat(fd, &st) == 0 &&
-      (uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size)
-    if (ftruncate(fd, st.st_size) == 0)
+    return 0;
+  int covered = 0;
+  if (fstat(fd, &st) == 0) {
+    covered = (uint64_t)st.st_size <= a->reserved;
+    if ((uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size &&
+        ftruncate(fd, st.st_size) == 0)
       fsync(fd);
+  }
   close(fd);
+  return covered;
+}
+
+/* Whether the caller's read-back runs: always with SF_ENV_VERIFY=1, else
+ * only when the reservation did not cover the file. */
+static int want_verify(int covered)
+{
+  const char *force = getenv(SF_ENV_VERIFY);
+  return !covered || (force != NULL && strcmp(force, "1") == 0);
 }
 
 slabfeed_status sf__aside_commit(sf__aside *a, sf__aside_verify verify,
@@ -269,10 +283,16 @@ slabfeed_status sf__aside_commit(sf__aside *a, sf__aside_verify verify,
 {
   if (sf__agree(a->comm, e) == SLABFEED_OK && a->writes)
     sync_file(a, e);
+  int covered = 0;
   if (sf__agree(a->comm, e) == SLABFEED_OK && a->rank == 0)
-    release_reserve(a);
+    covered = release_reserve(a);
   if (e->status == SLABFEED_OK && verify != NULL) {
-    verify(ctx, a->tmp, e);
+    /* Rank 0's answer for every rank: the read-back is collective. */
+    const int rc = MPI_Bcast(&covered, 1, MPI_INT, 0, a->comm);
+    if (rc != MPI_SUCCESS)
+      sf__fail_mpi(e, rc, "MPI_Bcast (reservation of the written file)");
+    else if (want_verify(covered))
+      verify(ctx, a->tmp, e);
     sf__agree(a->comm, e);
   }
   if (e->status == SLABFEED_OK && a->rank == 0) {

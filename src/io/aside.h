@@ -28,7 +28,8 @@
  *   sf__aside_commit   collective, agreed: every writing rank syncs the
  *                      file (a deferred write error surfaces here), rank
  *                      0 releases reserved blocks past the end, the
- *                      caller's verify step reads back what it wrote,
+ *                      caller's verify step reads back what it wrote
+ *                      (where the reservation did not cover the file),
  *                      rank 0 renames the file over the final name and
  *                      syncs the directory. A failure anywhere, also one
  *                      the caller brings in *e, removes the file
@@ -38,7 +39,11 @@
  * The verify step exists because MPI-IO may report success for a write
  * that did not land (Open MPI 4.1's collective write on a full disk): the
  * writer keeps a sum of what it wrote (sf__aside_sum) and compares it with
- * what it reads back after the sync. */
+ * what it reads back after the sync. It runs only where that can happen:
+ * when the blocks reserved before the first write did not cover the whole
+ * file (a filesystem that cannot reserve, metadata past the estimate, the
+ * test switch below); then no write could fail for space. SF_ENV_VERIFY=1
+ * makes it run always. */
 #ifndef SF_ASIDE_H
 #define SF_ASIDE_H
 
@@ -51,6 +56,10 @@
  * it fails, and HDF5 1.10 then crashes at exit), so that tests can make
  * the bulk write itself fail on a full disk. */
 #define SF_ENV_NO_RESERVE "SLABFEED_TEST_NO_RESERVE"
+
+/* Set to 1, the read-back check runs even when the reservation covered
+ * the file (for users who want it, and for tests of the check itself). */
+#define SF_ENV_VERIFY "SLABFEED_VERIFY_WRITES"
 
 #define SF_ASIDE_PATH 4160
 
@@ -85,7 +94,8 @@ typedef slabfeed_status (*sf__aside_verify)(void *ctx, const char *tmp,
 /* Collective over the communicator, agreed (see above). *e: this rank's
  * outcome of the writes and the close; on return the agreed outcome, the
  * file renamed on success, removed on failure. verify may be NULL (a
- * writer whose every write reports its failure, as POSIX write does). */
+ * writer whose every write reports its failure, as POSIX write does); it
+ * is called on every rank or on none. */
 slabfeed_status sf__aside_commit(sf__aside *a, sf__aside_verify verify,
                                  void *ctx, sf__err *e);
 

@@ -493,12 +493,13 @@ hid_t sf__h5_file_type(int float16)
   return t;
 }
 
-herr_t sf__h5_transfer_planes(hid_t dset, int cf, int64_t z, int64_t n,
-                              hid_t dxpl, hid_t mtype, int write, void *buf)
+herr_t sf__h5_transfer_planes_in(hid_t dset, int cf, int64_t z, int64_t n,
+                                 int64_t mz, int64_t mq, hid_t dxpl,
+                                 hid_t mtype, int write, void *buf)
 {
   const hid_t fspace = H5Dget_space(dset);
   hid_t mspace = H5I_INVALID_HID;
-  hsize_t start[4] = {0, 0, 0, 0}, count[4];
+  hsize_t start[4] = {0, 0, 0, 0}, count[4], mdims[4];
   herr_t rc = fspace < 0 || H5Sget_simple_extent_dims(fspace, count, NULL) != 4
                   ? -1
                   : 0;
@@ -509,12 +510,21 @@ herr_t sf__h5_transfer_planes(hid_t dset, int cf, int64_t z, int64_t n,
              ? -1
              : 0;
   } else if (rc >= 0) {
-    start[cf ? 1 : 0] = (hsize_t)z;
-    count[cf ? 1 : 0] = (hsize_t)n;
-    mspace = H5Screate_simple(4, count, NULL);
+    const int za = cf ? 1 : 0;
+    start[za] = (hsize_t)z;
+    count[za] = (hsize_t)n;
+    memcpy(mdims, count, sizeof mdims);
+    mdims[za] = (hsize_t)mz;
+    mspace = H5Screate_simple(4, mdims, NULL);
     rc = mspace < 0 ? -1
                     : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL,
                                           count, NULL);
+    if (rc >= 0 && mz != n) {
+      hsize_t mstart[4] = {0, 0, 0, 0};
+      mstart[za] = (hsize_t)mq;
+      rc = H5Sselect_hyperslab(mspace, H5S_SELECT_SET, mstart, NULL, count,
+                               NULL);
+    }
   }
   if (rc >= 0)
     rc = write ? H5Dwrite(dset, mtype, mspace, fspace, dxpl, buf)
@@ -524,4 +534,11 @@ herr_t sf__h5_transfer_planes(hid_t dset, int cf, int64_t z, int64_t n,
   if (fspace >= 0)
     H5Sclose(fspace);
   return rc;
+}
+
+herr_t sf__h5_transfer_planes(hid_t dset, int cf, int64_t z, int64_t n,
+                              hid_t dxpl, hid_t mtype, int write, void *buf)
+{
+  return sf__h5_transfer_planes_in(dset, cf, z, n, n, 0, dxpl, mtype, write,
+                                   buf);
 }

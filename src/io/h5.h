@@ -62,6 +62,13 @@ hid_t sf__h5_file_type(int float16);
 herr_t sf__h5_transfer_planes(hid_t dset, int cf, int64_t z, int64_t n,
                               hid_t dxpl, hid_t mtype, int write, void *buf);
 
+/* The same with a buffer that holds mz planes in the file's layout
+ * (channels-first: [C][mz][Y][X]) of which the transfer takes planes
+ * [mq, mq + n): a rank's whole slab, written run by run in place. */
+herr_t sf__h5_transfer_planes_in(hid_t dset, int cf, int64_t z, int64_t n,
+                                 int64_t mz, int64_t mq, hid_t dxpl,
+                                 hid_t mtype, int write, void *buf);
+
 /* Opens dataset `name` of `file` and checks it: rank 4, floating point,
  * layout resolved from `want` (AUTO follows the "layout" attribute, else
  * decides from the shape and refuses ambiguous shapes). On success *dset

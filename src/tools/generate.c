@@ -7,6 +7,7 @@
 
 #include <hdf5.h>
 
+#include "common/convert.h"
 #include "common/errors.h"
 #include "common/geometry.h"
 #include "common/inject.h"
@@ -317,13 +318,8 @@ static slabfeed_status write_dataset(gen_run *g, hid_t dset, int d,
     n = e->status == SLABFEED_OK ? n : 0;
     if (n > 0) {
       fill_run(cfg, g->f, d, channels, z, n, g->buf);
-      if (H5Tconvert(H5T_NATIVE_FLOAT, g->ftype, (size_t)(n * plane), g->buf,
-                     NULL, H5P_DEFAULT) < 0) {
-        sf__fail(e, SLABFEED_ERR_IO,
-                 "generator: converting planes [%lld,%lld) of '%s' failed",
-                 (long long)z, (long long)(z + n), name);
-        n = 0;
-      }
+      if (cfg->float16)
+        sf__f32_to_f16_n(g->buf, (size_t)(n * plane));
     }
     if (transfer_run(dset, cfg, z, n, dxpl, g->ftype, 1, g->buf) < 0 &&
         e->status == SLABFEED_OK) {
