@@ -14,6 +14,9 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#ifdef __linux__
+#include <sys/vfs.h>
+#endif
 #include <unistd.h>
 
 /* ---- Stop signals -----------------------------------------------------------
@@ -246,13 +249,38 @@ static slabfeed_status sync_file(const sf__aside *a, sf__err *e)
   return SLABFEED_OK;
 }
 
+/* Whether the filesystem of fd writes into the blocks fallocate reserved
+ * (ext2/3/4, XFS, tmpfs). Copy-on-write filesystems (btrfs, ZFS,
+ * bcachefs) take new blocks for every write, so a reservation does not
+ * make a write safe there; nor is it known for the others. */
+static int in_place(int fd)
+{
+#ifdef __linux__
+  struct statfs fs;
+  if (fstatfs(fd, &fs) != 0)
+    return 0;
+  switch ((unsigned long)fs.f_type) {
+  case 0xEF53ul:     /* ext2, ext3, ext4 */
+  case 0x58465342ul: /* XFS */
+  case 0x01021994ul: /* tmpfs */
+    return 1;
+  default:
+    return 0;
+  }
+#else
+  (void)fd;
+  return 0;
+#endif
+}
+
 /* Rank 0, after every rank synced: reserved blocks past the file's end
  * (the estimate of the metadata was generous) go back to the filesystem.
  * A truncation to the size the file has releases them (ext4, XFS, tmpfs);
  * the size is read from a descriptor opened after the writers closed and
  * synced (close-to-open consistency on network filesystems). Returns 1
  * when every byte of the file lies in blocks that were reserved before
- * the first write (no write could then fail for space), else 0. */
+ * the first write on a filesystem that writes in place (no write could
+ * then fail for space), else 0. */
 static int release_reserve(const sf__aside *a)
 {
   struct stat st;
@@ -261,7 +289,7 @@ static int release_reserve(const sf__aside *a)
     return 0;
   int covered = 0;
   if (fstat(fd, &st) == 0) {
-    covered = (uint64_t)st.st_size <= a->reserved;
+    covered = (uint64_t)st.st_size <= a->reserved && in_place(fd);
     if ((uint64_t)st.st_blocks * 512 > (uint64_t)st.st_size &&
         ftruncate(fd, st.st_size) == 0)
       fsync(fd);

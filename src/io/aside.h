@@ -39,11 +39,14 @@
  * The verify step exists because MPI-IO may report success for a write
  * that did not land (Open MPI 4.1's collective write on a full disk): the
  * writer keeps a sum of what it wrote (sf__aside_sum) and compares it with
- * what it reads back after the sync. It runs only where that can happen:
- * when the blocks reserved before the first write did not cover the whole
- * file (a filesystem that cannot reserve, metadata past the estimate, the
- * test switch below); then no write could fail for space. SF_ENV_VERIFY=1
- * makes it run always. */
+ * what it reads back after the sync (the writer compares with the slab
+ * it still holds). It is skipped only where a write cannot fail for
+ * space: when blocks reserved before the first write cover the whole
+ * file on a filesystem that writes in place (ext4, XFS, tmpfs). It runs
+ * on any other filesystem (copy-on-write ones such as btrfs and ZFS take
+ * new blocks for every write; network filesystems), where the filesystem
+ * cannot reserve, where the metadata outgrew the estimate, and under the
+ * test switch below. SF_ENV_VERIFY=1 makes it run always. */
 #ifndef SF_ASIDE_H
 #define SF_ASIDE_H
 
