@@ -683,7 +683,7 @@ static slabfeed_status create_file(slabfeed_writer *w, const int64_t chunk[3],
   sf__h5_preflight(w->as.tmp, 1, e);
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
 #ifdef H5_HAVE_PARALLEL
-  if (fapl < 0 || H5Pset_fapl_mpio(fapl, w->comm, MPI_INFO_NULL) < 0 ||
+  if (fapl < 0 || sf__h5_set_mpio(fapl, w->comm) < 0 ||
       H5Pset_coll_metadata_write(fapl, 1) < 0)
     sf__fail(e, SLABFEED_ERR_IO, "writer: cannot set the MPI-IO driver");
 #endif

@@ -153,6 +153,31 @@ slabfeed_status sf__h5_check_size(hid_t dset, const char *path,
   return SLABFEED_OK;
 }
 
+#ifdef H5_HAVE_PARALLEL
+herr_t sf__h5_set_mpio(hid_t fapl, MPI_Comm comm)
+{
+  /* Users who give ROMIO hints of their own (a hints file, Cray's
+   * variable) get exactly theirs: an info key would take precedence. */
+  if (getenv("ROMIO_HINTS") != NULL || getenv("MPICH_MPIIO_HINTS") != NULL)
+    return H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
+  MPI_Info info = MPI_INFO_NULL;
+  if (MPI_Info_create(&info) != MPI_SUCCESS)
+    return -1;
+  /* slabfeed reads and writes runs of whole planes, contiguous per
+   * channel: ROMIO's data sieving only adds a staging buffer (on one
+   * H200 node under MPICH 4.0 a 512^3 x 9 open did not finish in 75 s
+   * with it; 604 MB on the 2-core machine: 5.9 s with it, 0.37 s without,
+   * as fast as Open MPI). OMPIO ignores these keys. */
+  herr_t rc =
+      MPI_Info_set(info, "romio_ds_read", "disable") == MPI_SUCCESS &&
+              MPI_Info_set(info, "romio_ds_write", "disable") == MPI_SUCCESS
+          ? H5Pset_fapl_mpio(fapl, comm, info)
+          : -1;
+  MPI_Info_free(&info);
+  return rc;
+}
+#endif
+
 slabfeed_status sf__h5_open(MPI_Comm comm, const char *path, hid_t *file,
                             sf__err *e)
 {
@@ -161,7 +186,7 @@ slabfeed_status sf__h5_open(MPI_Comm comm, const char *path, hid_t *file,
   if (fapl < 0)
     return sf__fail(e, SLABFEED_ERR_IO, "H5Pcreate(FILE_ACCESS) failed");
 #ifdef H5_HAVE_PARALLEL
-  if (H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0 ||
+  if (sf__h5_set_mpio(fapl, comm) < 0 ||
       H5Pset_all_coll_metadata_ops(fapl, 1) < 0) {
     H5Pclose(fapl);
     return sf__fail(e, SLABFEED_ERR_IO, "cannot set the MPI-IO driver for '%s'",

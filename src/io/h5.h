@@ -54,6 +54,14 @@ herr_t sf__h5_write_layout(hid_t dset, int cf);
  * caller closes it. */
 hid_t sf__h5_file_type(int float16);
 
+#ifdef H5_HAVE_PARALLEL
+/* H5Pset_fapl_mpio on fapl over comm with slabfeed's MPI-IO hints: ROMIO's
+ * data sieving off for reads and writes (unless the user gives ROMIO
+ * hints through ROMIO_HINTS or MPICH_MPIIO_HINTS). Every file slabfeed
+ * opens or creates goes through it. */
+herr_t sf__h5_set_mpio(hid_t fapl, MPI_Comm comm);
+#endif
+
 /* Writes (or reads) planes [z, z + n) of every channel of the 4-D dataset
  * dset (channels-first when cf, else channels-last) from (into) buf, laid
  * out contiguously as in the file, elements of type mtype. n == 0 is an

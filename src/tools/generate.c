@@ -581,7 +581,7 @@ slabfeed_status slabfeed_generate(MPI_Comm comm,
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   hid_t file = H5I_INVALID_HID;
 #ifdef H5_HAVE_PARALLEL
-  if (fapl < 0 || H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0 ||
+  if (fapl < 0 || sf__h5_set_mpio(fapl, comm) < 0 ||
       H5Pset_coll_metadata_write(fapl, 1) < 0)
     sf__fail(&e, SLABFEED_ERR_IO, "generator: cannot set the MPI-IO driver");
   g.size = size;
