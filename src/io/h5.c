@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/convert.h"
 #include "common/geometry.h"
 #include "common/mpilib.h"
 
@@ -391,6 +392,34 @@ static herr_t select_mem(hid_t space, const hsize_t mdims[4], int64_t c,
   return H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
 }
 
+/* The dataset's element type when it is IEEE binary16 little endian (the
+ * halves slabfeed reads itself), else H5I_INVALID_HID. */
+static hid_t half_type(hid_t dset)
+{
+  const hid_t t = H5Dget_type(dset);
+  size_t spos, epos, esize, mpos, msize;
+  const int half = t >= 0 && H5Tget_class(t) == H5T_FLOAT &&
+                   H5Tget_size(t) == 2 && H5Tget_order(t) == H5T_ORDER_LE &&
+                   H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) >= 0 &&
+                   spos == 15 && epos == 10 && esize == 5 && mpos == 0 &&
+                   msize == 10 && H5Tget_ebias(t) == 15;
+  if (!half && t >= 0)
+    H5Tclose(t);
+  return half ? t : H5I_INVALID_HID;
+}
+
+/* n halves at the start of buf widened in place to floats (from the end,
+ * so that no half is overwritten before it is read). */
+static void widen_halves(float *buf, size_t n)
+{
+  const unsigned char *h = (const unsigned char *)buf;
+  for (size_t i = n; i-- > 0;) {
+    uint16_t x;
+    memcpy(&x, h + 2 * i, sizeof x);
+    buf[i] = sf__f16_to_f32(x);
+  }
+}
+
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
@@ -411,6 +440,8 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
     sf__fail(e, SLABFEED_ERR_IO, "cannot set the transfer mode of '%s'", name);
 #endif
   const int can_read = fspace >= 0 && mspace >= 0 && dxpl >= 0;
+  const hid_t half = half_type(dset);
+  const int64_t plane = info->shape[1] * info->shape[2];
   /* Every rank makes n_runs * channels calls; after a local failure they
    * transfer nothing, so that collective calls keep matching. Independent
    * reads of a failed rank are simply skipped. */
@@ -422,9 +453,25 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
       if (n == 0 && !collective)
         continue;
       herr_t rc = select_file(fspace, info, c, r->z, n);
-      rc = rc < 0 ? rc : select_mem(mspace, mdims, c, r->off, n);
-      if (rc >= 0)
-        rc = H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, dst);
+      if (half >= 0) {
+        /* The halves as stored, into the start of the planes' floats,
+         * then widened: HDF5 1.10's conversion of a user-defined half
+         * type runs at about 30 MB/s. */
+        float *at = dst + (c * (int64_t)planes + r->off) * plane;
+        const hsize_t cnt = (hsize_t)(n * plane);
+        const hid_t hs = H5Screate_simple(1, &cnt, NULL);
+        rc = rc < 0 || hs < 0 ? -1 : n == 0 ? H5Sselect_none(hs) : 0;
+        if (rc >= 0)
+          rc = H5Dread(dset, half, hs, fspace, dxpl, at);
+        if (rc >= 0)
+          widen_halves(at, (size_t)cnt);
+        if (hs >= 0)
+          H5Sclose(hs);
+      } else {
+        rc = rc < 0 ? rc : select_mem(mspace, mdims, c, r->off, n);
+        if (rc >= 0)
+          rc = H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, dst);
+      }
       if (rc < 0 && e->status == SLABFEED_OK) {
         sf__fail(e, SLABFEED_ERR_IO,
                  "reading planes [%lld, %lld) of channel %lld of '%s' in "
@@ -435,6 +482,8 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
       }
     }
   }
+  if (half >= 0)
+    H5Tclose(half);
   if (dxpl >= 0)
     H5Pclose(dxpl);
   if (mspace >= 0)
