@@ -146,6 +146,37 @@ int cli_parse_triple(const char *s, int64_t out[3], char *err, size_t errlen)
 
 /* ---- Storing one option -------------------------------------------------- */
 
+/* "a\nb": the path spec of repeated --file flags. The joined strings live
+ * until exit (the config points at them). */
+static char **joined;
+static int njoined;
+
+static void free_joined(void)
+{
+  for (int i = 0; i < njoined; i++)
+    free(joined[i]);
+  free(joined);
+}
+
+static const char *join_paths(const char *a, const char *b)
+{
+  const size_t n = strlen(a) + strlen(b) + 2;
+  char *j = malloc(n);
+  char **grown = realloc(joined, (size_t)(njoined + 1) * sizeof *joined);
+  if (j == NULL || grown == NULL) {
+    free(j);
+    if (grown != NULL)
+      joined = grown;
+    return NULL;
+  }
+  if (joined == NULL)
+    atexit(free_joined);
+  joined = grown;
+  joined[njoined++] = j;
+  snprintf(j, n, "%s\n%s", a, b);
+  return j;
+}
+
 /* Whether the option is followed by a value. */
 static int takes_value(const cli_option *o)
 {
@@ -270,6 +301,13 @@ static int store(const cli_option *o, void *base, const char *value, char *err,
     return o->set(base, value, err, errlen);
   case CLI_OPTION: {
     char msg[512];
+    /* --file repeated: the entries of a dataset of several volumes, one
+     * per line of the path spec. */
+    if (value != NULL && strcmp(o->option->name, "path") == 0 &&
+        ((slabfeed_config *)base)->path != NULL &&
+        ((slabfeed_config *)base)->path[0] != '\0' &&
+        (value = join_paths(((slabfeed_config *)base)->path, value)) == NULL)
+      return reason(err, errlen, "out of memory joining --file entries");
     if (slabfeed_config_set(base, o->option->name, value ? value : "1", msg,
                             sizeof msg) == SLABFEED_OK)
       return 0;

@@ -249,6 +249,18 @@ typedef struct slabfeed_config {
   /* Added in 0.5: the target crop of a tiled pass is the tile itself, edge
    * T (0, the default), or padded like the input, edge T + 2 pad (1). */
   int target_pad;
+  /* Added in 0.6: datasets of several volumes. `path` may then name many
+   * files: entries separated by newlines, each a path, a glob pattern or
+   * @MANIFEST (a text file of absolute paths, one per line); the volumes
+   * must agree in channels, element type, layout, y and x extents
+   * (docs/CONVENTIONS.md, "Datasets of several volumes"). */
+  const char *volume_weights;  /* how a sample picks its volume: "voxels"
+                                  (default: by voxel count, every origin of
+                                  the dataset equally likely), "equal", or
+                                  W0,W1,... one non-negative weight per
+                                  volume */
+  const char *holdout_volumes; /* volumes kept out of training, by index:
+                                  "3,7,10-12"; "" none (the default) */
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -407,6 +419,11 @@ typedef struct slabfeed_batch {
                           (z,y,x) in the box, the origin of the part it
                           owns relative to the tile, that part's extent;
                           NULL for random crops. Host memory */
+  /* Added in 0.6: */
+  const int32_t *volume; /* [B] the volume of each sample (index in the
+                            dataset's list, slabfeed_volume_path; 0 for a
+                            one-volume dataset); `origin` is in that
+                            volume's own coordinates. Host memory */
 } slabfeed_batch;
 
 #define SLABFEED_BATCH_INIT SLABFEED_SIZED_INIT(slabfeed_batch)
@@ -522,6 +539,24 @@ SLABFEED_API slabfeed_status slabfeed_seek(slabfeed_loader *l, uint64_t epoch,
  * Failure: SLABFEED_ERR_ARG for NULL arguments. Lifetime: values. */
 SLABFEED_API slabfeed_status slabfeed_tell(const slabfeed_loader *l,
                                            uint64_t *epoch, uint64_t *step);
+
+/* slabfeed_volume_count - the number of volumes of the loader's dataset
+ * (1 for one file; several when `path` named a list, patterns or a
+ * manifest).
+ * Collective no. Threads safe. Device none.
+ * Failure: returns 0 for NULL l. Lifetime: a value. */
+SLABFEED_API int slabfeed_volume_count(const slabfeed_loader *l);
+
+/* slabfeed_volume_info - volume i of the dataset: its file's path (NUL
+ * terminated, truncated to len - 1 bytes) and its box (z,y,x) into
+ * shape, either may be NULL. The order is the one of slabfeed_batch.volume:
+ * the path spec's entries in order, patterns expanded and sorted.
+ * Collective no. Threads safe. Device none.
+ * Failure: SLABFEED_ERR_ARG for NULL l or i out of range.
+ * Lifetime: path and shape are the caller's. */
+SLABFEED_API slabfeed_status slabfeed_volume_info(const slabfeed_loader *l,
+                                                  int i, char *path, size_t len,
+                                                  int64_t shape[3]);
 
 /* slabfeed_placement - one line saying how the volume was placed at
  * open: nodes, replication groups, the slab store of the fullest node

@@ -140,7 +140,9 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
   sf__volume v;
   slabfeed_dataset_info info[2];
   memset(info, 0, sizeof info);
-  if (sf__volume_open(&v, l->comm, l->rank, &l->cfg, e) == SLABFEED_OK) {
+  if (sf__volume_open(&v, l->comm, l->rank, &l->cfg, e) == SLABFEED_OK &&
+      (sf__suite_copy(&l->suite, &v.suite, e), sf__agree(l->comm, e)) ==
+          SLABFEED_OK) {
     memcpy(info, v.info, sizeof info);
     const int64_t ch[2] = {info[0].channels, info[1].channels};
     const slabfeed_config *p = &l->cfg.pub;
@@ -163,7 +165,7 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
   if (e->status != SLABFEED_OK)
     return e->status;
 
-  sf__batch_init(&l->plan, &l->cfg, info, &l->store, e);
+  sf__batch_init(&l->plan, &l->cfg, info, &l->suite, &l->store, e);
   injected(l, "plan", e);
   l->ops = l->cfg.pub.device != -1 ? &sf__gpu_backend : &sf__host_backend;
   const sf__context ctx = {&l->cfg, &l->store, &l->plan, &l->stats,
@@ -183,6 +185,7 @@ static void free_loader(slabfeed_loader *l)
   if (l->ops != NULL && l->backend != NULL)
     l->ops->close(l->backend);
   sf__batch_free(&l->plan);
+  sf__suite_free(&l->suite);
   sf__store_close(&l->store);
   sf__stats_destroy(&l->stats);
   if (l->comm != MPI_COMM_NULL)
@@ -308,6 +311,23 @@ slabfeed_status slabfeed_stats_get(const slabfeed_loader *l,
   slabfeed_stats s;
   sf__stats_read((sf__stats *)&l->stats, &s);
   sf__sized_write(out, &s, sizeof s, SF_STATS_MIN);
+  return SLABFEED_OK;
+}
+
+int slabfeed_volume_count(const slabfeed_loader *l)
+{
+  return l != NULL ? l->suite.n : 0;
+}
+
+slabfeed_status slabfeed_volume_info(const slabfeed_loader *l, int i,
+                                     char *path, size_t len, int64_t shape[3])
+{
+  if (l == NULL || i < 0 || i >= l->suite.n)
+    return SLABFEED_ERR_ARG;
+  if (path != NULL && len > 0)
+    snprintf(path, len, "%s", l->suite.path[i]);
+  if (shape != NULL)
+    memcpy(shape, l->suite.shape[i], 3 * sizeof *shape);
   return SLABFEED_OK;
 }
 

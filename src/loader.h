@@ -11,6 +11,7 @@ struct slabfeed_loader {
   MPI_Comm comm; /* duplicate of the caller's */
   int rank, thread_level;
   sf__store store;
+  sf__suite suite; /* the volumes of the dataset (io/suite.h) */
   sf__batch_plan plan;
   sf__stats stats;
   const sf__backend_ops *ops;

@@ -12,7 +12,7 @@ set(SLABFEED_SOURCES
   src/plan/batch.c src/plan/placement.c src/plan/sampler.c
   src/plan/tiles.c                                      # plans
   src/store/store.c                                     # slab store (windows)
-  src/io/volume.c src/io/slab.c src/io/h5.c src/io/aside.c # file access
+  src/io/volume.c src/io/suite.c src/io/slab.c src/io/h5.c src/io/aside.c # file access
   src/config/config.c src/config/options.c              # options
   src/transform/transform.c                             # host reference
   src/common/errors.c src/common/stats.c src/common/inject.c src/common/sys.c

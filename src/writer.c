@@ -190,7 +190,9 @@ static slabfeed_status import_options(slabfeed_writer *w,
                     (long long)w->C, (long long)w->T);
   snprintf(w->path, sizeof w->path, "%s", c->path);
   snprintf(w->name, sizeof w->name, "%s", c->dataset);
-  snprintf(w->input_path, sizeof w->input_path, "%s", lc->path);
+  /* A pass loader has one volume (a dataset of several is refused). */
+  snprintf(w->input_path, sizeof w->input_path, "%s",
+           l->suite.n > 0 ? l->suite.path[0] : "");
   return SLABFEED_OK;
 }
 

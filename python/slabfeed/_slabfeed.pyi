@@ -43,6 +43,7 @@ class Batch:
     origin: Tuple[Tuple[int, int, int], ...]
     sample: Tuple[int, ...]
     symmetry: Tuple[int, ...]
+    volume: Tuple[int, ...]
     count: int
     tile: Optional[Tuple[Tuple[int, ...], ...]]
     device: int
@@ -62,7 +63,10 @@ class Loader:
     # the C library; tests/test_options.py checks that they agree). None is
     # "not given": the library default.
     def __init__(self, comm: int, /, *,
-                 path: Union[str, bytes, os.PathLike[str]],
+                 # one file, or a dataset of several volumes: a list of
+                 # paths, glob patterns and "@manifest" files
+                 path: Union[str, bytes, os.PathLike[str],
+                             Sequence[Union[str, bytes, os.PathLike[str]]]],
                  input: Union[str, bytes, os.PathLike[str]],
                  target: Union[str, bytes, os.PathLike[str], None] = ...,
                  layout: Optional[str] = ...,
@@ -91,12 +95,17 @@ class Loader:
                  # or the text "0,1;log(1),0.5,2"
                  input_norm: Union[str, Sequence[Sequence[Any]], None] = ...,
                  target_norm: Union[str, Sequence[Sequence[Any]], None] = ...,
-                 target_pad: Optional[bool] = ...) -> None: ...
+                 target_pad: Optional[bool] = ...,
+                 # "voxels", "equal", "w0,w1,..." or a list of weights
+                 volume_weights: Union[str, Sequence[float], None] = ...,
+                 # "3,7,10-12" or a list of volume indices
+                 holdout_volumes: Union[str, Sequence[int], None] = ...) -> None: ...
     def next(self, stream: Any = ...) -> Batch: ...
     def _time_next(self, n: int, stream: Any = ...) -> float: ...
     def seek(self, epoch: int, step: int) -> None: ...
     def tell(self) -> Tuple[int, int]: ...
     def close(self) -> None: ...
+    def volumes(self) -> List[Tuple[str, Tuple[int, int, int]]]: ...
     def stats(self) -> Dict[str, Any]: ...
     def placement(self) -> str: ...
 

@@ -38,8 +38,8 @@ static PyObject *batch_new(sfpy_state *st, sfpy_loader *L,
   if (B == NULL)
     return NULL;
   const int nb = L->batch;
-  /* origin [3], sample, symmetry, tile [9] per slot */
-  B->meta = PyMem_Malloc(sizeof(int64_t) * 14 * (size_t)nb);
+  /* origin [3], sample, symmetry, tile [9], volume per slot */
+  B->meta = PyMem_Malloc(sizeof(int64_t) * 15 * (size_t)nb);
   if (B->meta == NULL) {
     Py_DECREF(B);
     return PyErr_NoMemory();
@@ -50,6 +50,8 @@ static PyObject *batch_new(sfpy_state *st, sfpy_loader *L,
     B->meta[4 * nb + i] = b->symmetry[i];
   if (b->tile != NULL)
     memcpy(B->meta + 5 * nb, b->tile, sizeof(int64_t) * 9 * (size_t)nb);
+  for (int i = 0; i < nb; i++)
+    B->meta[14 * nb + i] = b->volume != NULL ? b->volume[i] : 0;
   Py_INCREF(L);
   B->loader = L;
   B->generation = L->generation;
@@ -166,6 +168,13 @@ static PyObject *batch_get_symmetry(sfpy_batch *self, void *c)
   return int_tuple(self->meta + 4 * nb, nb, 1);
 }
 
+static PyObject *batch_get_volume(sfpy_batch *self, void *c)
+{
+  (void)c;
+  const int nb = self->nb;
+  return int_tuple(self->meta + 14 * nb, nb, 1);
+}
+
 static PyObject *batch_get_count(sfpy_batch *self, void *c)
 {
   (void)c;
@@ -230,6 +239,10 @@ static PyGetSetDef batch_getset[] = {
      "Global sample indices within the epoch of the B samples (a copy).", NULL},
     {"symmetry", (getter)batch_get_symmetry, NULL,
      "Symmetry ids in [0, 48) of the B samples (a copy).", NULL},
+    {"volume", (getter)batch_get_volume, NULL,
+     "The volume of each of the B samples: its index in Loader.volumes(); "
+     "origin is in that volume's coordinates (a copy).",
+     NULL},
     {"count", (getter)batch_get_count, NULL,
      "Slots holding real samples: the batch size, or fewer in the last "
      "batch of a tiled pass (the others have sample -1).",
@@ -915,6 +928,34 @@ static PyObject *loader_placement(sfpy_loader *self, PyObject *noargs)
   return PyUnicode_FromString(line);
 }
 
+/* volumes() -> list of (path, (z, y, x)): the dataset's volumes */
+static PyObject *loader_volumes(sfpy_loader *self, PyObject *noargs)
+{
+  (void)noargs;
+  sfpy_state *st = sfpy_state_of(Py_TYPE(self));
+  if (require_open(st, self) < 0)
+    return NULL;
+  const int n = slabfeed_volume_count(self->l);
+  PyObject *out = PyList_New(n);
+  for (int i = 0; out != NULL && i < n; i++) {
+    char path[4200];
+    int64_t shape[3];
+    slabfeed_volume_info(self->l, i, path, sizeof path, shape);
+    PyObject *item = Py_BuildValue("(N(LLL))", PyUnicode_DecodeFSDefault(path),
+                                   (long long)shape[0], (long long)shape[1],
+                                   (long long)shape[2]);
+    if (item == NULL) {
+      Py_CLEAR(out);
+      break;
+    }
+    if (PyList_SetItem(out, i, item) < 0) {
+      Py_CLEAR(out);
+      break;
+    }
+  }
+  return out;
+}
+
 static PyObject *loader_get_steps(sfpy_loader *self, void *c)
 {
   (void)c;
@@ -973,6 +1014,9 @@ static PyMethodDef loader_methods[] = {
      "become stale. Idempotent; a no-op in a forked child."},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS,
      "stats() -> dict\n\nThis rank's counters and times (slabfeed_stats)."},
+    {"volumes", (PyCFunction)loader_volumes, METH_NOARGS,
+     "volumes() -> list of (path, (z, y, x))\n\nThe volumes of the dataset, "
+     "in the order of Batch.volume (slabfeed_volume_info)."},
     {"placement", (PyCFunction)loader_placement, METH_NOARGS,
      "placement() -> str\n\nHow the volume was placed at open "
      "(slabfeed_placement)."},

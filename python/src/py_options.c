@@ -260,6 +260,53 @@ done:
   return out;
 }
 
+/* A list or tuple given for a string option: for path, the volumes of a
+ * dataset (each a path, a pattern or "@manifest"), one per line; for
+ * volume_weights and holdout_volumes, the numbers joined with commas. A
+ * new bytes object, or NULL with an exception. */
+static PyObject *list_text(const slabfeed_option *opt, PyObject *o)
+{
+  const int paths = strcmp(opt->name, "path") == 0;
+  const Py_ssize_t n = PySequence_Size(o);
+  if (n == 0) {
+    PyErr_Format(PyExc_ValueError, "slabfeed: %s is an empty list", opt->name);
+    return NULL;
+  }
+  PyObject *parts = PyList_New(n);
+  if (parts == NULL)
+    return NULL;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *x = PySequence_GetItem(o, i), *b = NULL;
+    if (x == NULL) {
+      Py_DECREF(parts);
+      return NULL;
+    }
+    if (paths) {
+      if (!PyUnicode_FSConverter(x, &b))
+        b = NULL;
+    } else if (!PyLong_Check(x) && !PyFloat_Check(x)) {
+      PyErr_Format(PyExc_TypeError,
+                   "slabfeed: %s entries must be numbers, not %R", opt->name,
+                   x);
+    } else {
+      PyObject *t = PyObject_Str(x);
+      b = t != NULL ? PyUnicode_AsUTF8String(t) : NULL;
+      Py_XDECREF(t);
+    }
+    Py_DECREF(x);
+    if (b == NULL || PyList_SetItem(parts, i, b) < 0) {
+      Py_DECREF(parts);
+      return NULL;
+    }
+  }
+  PyObject *sep = PyBytes_FromString(paths ? "\n" : ",");
+  PyObject *out =
+      sep != NULL ? PyObject_CallMethod(sep, "join", "O", parts) : NULL;
+  Py_XDECREF(sep);
+  Py_DECREF(parts);
+  return out;
+}
+
 /* The text form of value o (not None) of option `opt`, as a new str or
  * bytes object; NULL with an exception naming the option. */
 static PyObject *to_text(sfpy_state *st, const slabfeed_option *opt,
@@ -269,6 +316,8 @@ static PyObject *to_text(sfpy_state *st, const slabfeed_option *opt,
   switch (opt->kind) {
   case SLABFEED_OPTION_STRING: {
     PyObject *b = NULL;
+    if (PyList_Check(o) || PyTuple_Check(o))
+      return list_text(opt, o);
     if (PyUnicode_FSConverter(o, &b))
       return b;
     if (PyErr_ExceptionMatches(PyExc_TypeError)) {

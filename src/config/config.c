@@ -30,8 +30,16 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
     if (sf__option_check(&sf__options[i], c, e) != SLABFEED_OK)
       return e->status;
   if (strlen(c->path) >= SF_PATH_MAX)
-    return sf__fail(e, SLABFEED_ERR_ARG, "config: path is longer than %d bytes",
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: path is longer than %d bytes (for many volumes "
+                    "give a glob pattern or an @manifest)",
                     SF_PATH_MAX - 1);
+  if ((c->volume_weights != NULL && strlen(c->volume_weights) >= SF_LIST_MAX) ||
+      (c->holdout_volumes != NULL && strlen(c->holdout_volumes) >= SF_LIST_MAX))
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: volume_weights and holdout_volumes are limited "
+                    "to %d bytes",
+                    SF_LIST_MAX - 1);
   if (strlen(c->input) >= SF_NAME_MAX ||
       (c->target != NULL && strlen(c->target) >= SF_NAME_MAX))
     return sf__fail(e, SLABFEED_ERR_ARG,
@@ -94,6 +102,12 @@ slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
     snprintf(c->target, sizeof c->target, "%s", c->pub.target);
     c->pub.target = c->target;
   }
+  snprintf(c->weights, sizeof c->weights, "%s",
+           c->pub.volume_weights != NULL ? c->pub.volume_weights : "");
+  snprintf(c->holdout_volumes, sizeof c->holdout_volumes, "%s",
+           c->pub.holdout_volumes != NULL ? c->pub.holdout_volumes : "");
+  c->pub.volume_weights = c->weights;
+  c->pub.holdout_volumes = c->holdout_volumes;
   c->ndsets = c->pub.target != NULL ? 2 : 1;
   c->rank_per_node = c->pub.rank_per_node;
   if (c->rank_per_node < 0) {
@@ -183,6 +197,8 @@ static uint64_t config_hash(const sf__config *cc)
   h = fnv(h, cc->path, strlen(cc->path) + 1);
   h = fnv(h, cc->input, strlen(cc->input) + 1);
   h = fnv(h, cc->ndsets == 2 ? cc->target : "", strlen(cc->target) + 1);
+  h = fnv(h, cc->weights, strlen(cc->weights) + 1);
+  h = fnv(h, cc->holdout_volumes, strlen(cc->holdout_volumes) + 1);
   const int64_t nums[] = {c->layout,
                           c->crop[0],
                           c->crop[1],

@@ -8,7 +8,8 @@
 #include "common/errors.h"
 #include "slabfeed_tools.h"
 
-#define SF_PATH_MAX 4096
+#define SF_PATH_MAX 65536 /* the path spec: one path, or many volumes */
+#define SF_LIST_MAX 4096  /* volume_weights, holdout_volumes */
 #define SF_NAME_MAX 256
 #define SF_MAX_CHANNELS 64
 
@@ -16,6 +17,7 @@
 typedef struct sf__config {
   slabfeed_config pub; /* this library's full struct; strings point below */
   char path[SF_PATH_MAX], input[SF_NAME_MAX], target[SF_NAME_MAX];
+  char weights[SF_LIST_MAX], holdout_volumes[SF_LIST_MAX];
   int ndsets;        /* 1, or 2 with a target */
   int rank_per_node; /* resolved: the option, else the environment */
   int group_nodes;   /* resolved: the option when not 0, else the

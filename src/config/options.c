@@ -29,7 +29,10 @@ const sf__option sf__options[] = {
       .kind = SLABFEED_OPTION_STRING,
       .default_value = "",
       .metavar = "F",
-      .help = "the HDF5 file holding the volume",
+      .help = "the HDF5 file holding the volume; or several volumes: "
+              "entries separated by newlines (the flag repeated), each a "
+              "path, a glob pattern or @MANIFEST (absolute paths, one per "
+              "line)",
       .flags = SLABFEED_OPTION_REQUIRED},
      FIELD(path)},
     {{.name = "input",
@@ -286,6 +289,23 @@ const sf__option sf__options[] = {
       .help = "tiled pass: the target crop padded like the input (edge T + 2 "
               "pad) instead of the tile itself (edge T)"},
      FIELD(target_pad)},
+    {{.name = "volume_weights",
+      .flag = "volume-weights",
+      .kind = SLABFEED_OPTION_STRING,
+      .default_value = "",
+      .metavar = "voxels|equal|W,...",
+      .help = "how each training sample picks its volume in a dataset of "
+              "several: by voxel count (voxels, the default: every origin "
+              "equally likely), equal, or one weight per volume"},
+     FIELD(volume_weights)},
+    {{.name = "holdout_volumes",
+      .flag = "holdout-volumes",
+      .kind = SLABFEED_OPTION_STRING,
+      .default_value = "",
+      .metavar = "I,J-K,...",
+      .help = "volumes of the dataset kept out of training, by index "
+              "(validate on them with a loader of their own path)"},
+     FIELD(holdout_volumes)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);

@@ -5,23 +5,26 @@
 #include "common/geometry.h"
 #include "io/h5.h"
 
-/* The planes of rank r's core that it reads itself (placement.h), in
- * runs cut every `cap` planes, placed at their index in r's segment.
+/* The planes of rank r's core that it reads itself (placement.h) inside
+ * the volume of stacked planes [z0, z0 + nz), in runs cut every `cap`
+ * planes, z counted in the volume, placed at their index in r's segment.
  * Writes up to max runs into runs (when not NULL); returns the count. */
-static int store_runs(const sf__store *s, int r, int64_t cap, sf__h5_run *runs,
-                      int max)
+static int store_runs(const sf__store *s, int r, int64_t cap, int64_t z0,
+                      int64_t nz, sf__h5_run *runs, int max)
 {
   const sf__placement *L = &s->L;
+  const int64_t lo = L->core0[r] > z0 ? L->core0[r] : z0;
+  const int64_t hi = L->core1[r] < z0 + nz ? L->core1[r] : z0 + nz;
   int n = 0;
-  for (int64_t z = L->core0[r]; z < L->core1[r];) {
+  for (int64_t z = lo; z < hi;) {
     int64_t end;
     const int reader = sf__placement_reader(L, z, &end);
-    if (end > L->core1[r])
-      end = L->core1[r];
+    if (end > hi)
+      end = hi;
     for (int64_t a = z; reader == r && a < end; a += cap) {
       const int64_t len = end - a < cap ? end - a : cap;
       if (runs != NULL && n < max)
-        runs[n] = (sf__h5_run){a, len, a - L->core0[r] + L->lo[r]};
+        runs[n] = (sf__h5_run){a - z0, len, a - L->core0[r] + L->lo[r]};
       n++;
     }
     z = end;
@@ -31,7 +34,8 @@ static int store_runs(const sf__store *s, int r, int64_t cap, sf__h5_run *runs,
 
 slabfeed_status sf__slab_read(sf__store *s, int d, hid_t dset, const char *path,
                               const char *name,
-                              const slabfeed_dataset_info *info, sf__err *e)
+                              const slabfeed_dataset_info *info, int64_t z0,
+                              int64_t nz, sf__err *e)
 {
   /* One channel's read stays below 1 GiB: large MPI-IO requests overflow
    * int counts in some MPI-IO stacks. */
@@ -40,16 +44,17 @@ slabfeed_status sf__slab_read(sf__store *s, int d, hid_t dset, const char *path,
     cap = 1;
   int max_runs = 0;
   for (int r = 0; r < s->size; r++) {
-    const int n = store_runs(s, r, cap, NULL, 0);
+    const int n = store_runs(s, r, cap, z0, nz, NULL, 0);
     max_runs = n > max_runs ? n : max_runs;
   }
   /* Without a plan (no memory) this rank still makes its collective calls,
    * with nothing to transfer. */
-  sf__h5_run *runs = calloc((size_t)max_runs, sizeof *runs);
+  sf__h5_run *runs = calloc((size_t)max_runs + 1, sizeof *runs);
   if (runs == NULL)
     sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the read plan");
   else
-    store_runs(s, s->rank, cap, runs, max_runs); /* the rest stay empty */
+    store_runs(s, s->rank, cap, z0, nz, runs,
+               max_runs); /* the rest stay empty */
   float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d));
   sf__h5_read(dset, path, name, info, runs, max_runs, dst,
               sf__store_planes(s, s->rank), e);

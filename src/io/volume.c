@@ -1,5 +1,7 @@
 #include "io/volume.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/inject.h"
@@ -14,6 +16,90 @@ static void injected(const sf__volume *v, const char *stage, sf__err *e)
              stage);
 }
 
+/* One volume's file and datasets. */
+typedef struct one {
+  hid_t file, dsets[2];
+  slabfeed_dataset_info info[2];
+} one;
+
+static void one_close(one *o)
+{
+  for (int d = 0; d < 2; d++)
+    if (o->dsets[d] >= 0)
+      H5Dclose(o->dsets[d]);
+  if (o->file >= 0)
+    H5Fclose(o->file);
+  o->dsets[0] = o->dsets[1] = o->file = H5I_INVALID_HID;
+}
+
+/* Collective: opens volume i's file and datasets into *o (checked
+ * locally first, agreed before the collective open). */
+static slabfeed_status one_open(sf__volume *v, int i, one *o, sf__err *e)
+{
+  const sf__config *c = v->cfg;
+  const char *path = v->suite.path[i];
+  memset(o, 0, sizeof *o);
+  o->file = o->dsets[0] = o->dsets[1] = H5I_INVALID_HID;
+  sf__h5_preflight(path, 0, e);
+  if (sf__agree(v->comm, e) != SLABFEED_OK)
+    return e->status;
+  sf__h5_open(v->comm, path, &o->file, e);
+  injected(v, "open", e);
+  if (sf__agree(v->comm, e) != SLABFEED_OK)
+    return e->status;
+  for (int d = 0; d < c->ndsets; d++)
+    sf__h5_dataset(o->file, path, sf__config_dataset(c, d), c->pub.layout,
+                   &o->dsets[d], &o->info[d], e);
+  injected(v, "dataset", e);
+  return e->status;
+}
+
+/* Volume i against the options (with its own path in the messages) and
+ * against volume 0. Local. */
+static slabfeed_status one_check(const sf__volume *v, int i, const one *o,
+                                 sf__err *e)
+{
+  const sf__config *c = v->cfg;
+  sf__config *named = malloc(sizeof *named); /* big: not on the stack */
+  if (named == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: checking volume %d", i);
+  *named = *c;
+  snprintf(named->path, sizeof named->path, "%s", v->suite.path[i]);
+  named->pub.path = named->path;
+  sf__config_check_data(named, o->info, e);
+  free(named);
+  if (e->status != SLABFEED_OK || i == 0)
+    return e->status;
+  for (int d = 0; d < c->ndsets; d++) {
+    const slabfeed_dataset_info *a = &v->info[d], *b = &o->info[d];
+    char how[160] = "";
+    if (b->channels != a->channels)
+      snprintf(how, sizeof how, "%lld channels, not %lld",
+               (long long)b->channels, (long long)a->channels);
+    else if (b->type_bits != a->type_bits)
+      snprintf(how, sizeof how, "%d-bit floats, not %d-bit", b->type_bits,
+               a->type_bits);
+    else if (b->layout != a->layout)
+      snprintf(
+          how, sizeof how, "layout %s, not %s",
+          b->layout == SLABFEED_LAYOUT_CL ? "channels-last" : "channels-first",
+          a->layout == SLABFEED_LAYOUT_CL ? "channels-last" : "channels-first");
+    else if (b->shape[1] != a->shape[1] || b->shape[2] != a->shape[2])
+      snprintf(how, sizeof how,
+               "y,x extents %lld,%lld, not %lld,%lld (volumes of a dataset "
+               "are stacked along z and share y and x)",
+               (long long)b->shape[1], (long long)b->shape[2],
+               (long long)a->shape[1], (long long)a->shape[2]);
+    if (how[0] != '\0')
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "dataset: volume %d '%s' differs from volume 0 '%s': "
+                      "'%s' has %s",
+                      i, v->suite.path[i], v->suite.path[0],
+                      sf__config_dataset(c, d), how);
+  }
+  return SLABFEED_OK;
+}
+
 slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
                                 const sf__config *c, sf__err *e)
 {
@@ -21,52 +107,77 @@ slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
   v->cfg = c;
   v->comm = comm;
   v->rank = rank;
-  v->file = H5I_INVALID_HID;
-  v->dsets[0] = v->dsets[1] = H5I_INVALID_HID;
   sf__h5_quiet_begin(&v->quiet);
-  sf__h5_preflight(c->path, 0, e);
+  if (rank == 0)
+    sf__suite_expand(c->path, &v->suite, e);
+  if (sf__suite_bcast(&v->suite, comm, 0, e) != SLABFEED_OK)
+    return e->status;
+  if (v->suite.n > 1 && c->pub.tile > 0)
+    sf__fail(e, SLABFEED_ERR_ARG,
+             "dataset: a tiled pass runs over one volume; '%s' names %d "
+             "(open the pass with the path of the volume to pass over)",
+             v->suite.path[0], v->suite.n);
   if (sf__agree(comm, e) != SLABFEED_OK)
     return e->status;
-  sf__h5_open(comm, c->path, &v->file, e);
-  injected(v, "open", e);
-  if (sf__agree(comm, e) != SLABFEED_OK)
+  int64_t z = 0;
+  for (int i = 0; i < v->suite.n && e->status == SLABFEED_OK; i++) {
+    one o;
+    if (one_open(v, i, &o, e) == SLABFEED_OK &&
+        one_check(v, i, &o, e) == SLABFEED_OK && i == 0)
+      memcpy(v->info, o.info, sizeof v->info);
+    one_close(&o);
+    if (sf__agree(comm, e) != SLABFEED_OK)
+      break;
+    v->suite.z0[i] = z;
+    memcpy(v->suite.shape[i], o.info[0].shape, sizeof v->suite.shape[i]);
+    z += o.info[0].shape[0];
+  }
+  if (e->status != SLABFEED_OK)
     return e->status;
-  for (int d = 0; d < c->ndsets; d++)
-    sf__h5_dataset(v->file, c->path, sf__config_dataset(c, d), c->pub.layout,
-                   &v->dsets[d], &v->info[d], e);
-  injected(v, "dataset", e);
-  if (e->status == SLABFEED_OK)
-    sf__config_check_data(c, v->info, e);
-  return sf__agree(comm, e);
+  v->suite.z0[v->suite.n] = z;
+  /* The stacked box: every volume's planes, one after the other. */
+  for (int d = 0; d < c->ndsets; d++) {
+    slabfeed_dataset_info *in = &v->info[d];
+    in->shape[0] = z;
+    in->dims[in->layout == SLABFEED_LAYOUT_CL ? 0 : 1] = z;
+  }
+  return SLABFEED_OK;
 }
 
 slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e)
 {
   const sf__config *c = v->cfg;
   SF_RANGE_PUSH("read");
-  const uint64_t before = sf__h5_file_bytes(c->path);
-  for (int d = 0; d < c->ndsets; d++) {
-    injected(v, d == 0 ? "read.input" : "read.target", e);
-    sf__slab_read(s, d, v->dsets[d], c->path, sf__config_dataset(c, d),
-                  &v->info[d], e);
+  for (int i = 0; i < v->suite.n; i++) {
+    const char *path = v->suite.path[i];
+    const uint64_t before = sf__h5_file_bytes(path);
+    one o;
+    one_open(v, i, &o, e);
+    if (sf__agree(v->comm, e) != SLABFEED_OK) {
+      one_close(&o);
+      break;
+    }
+    const int64_t z0 = v->suite.z0[i], nz = v->suite.z0[i + 1] - z0;
+    for (int d = 0; d < c->ndsets; d++) {
+      injected(v, d == 0 ? "read.input" : "read.target", e);
+      sf__slab_read(s, d, o.dsets[d], path, sf__config_dataset(c, d),
+                    &o.info[d], z0, nz, e);
+    }
+    for (int d = 0; d < c->ndsets && e->status == SLABFEED_OK; d++)
+      sf__h5_check_size(o.dsets[d], path, sf__config_dataset(c, d), before, e);
+    one_close(&o);
+    if (sf__agree(v->comm, e) != SLABFEED_OK)
+      break;
   }
-  for (int d = 0; d < c->ndsets && e->status == SLABFEED_OK; d++)
-    sf__h5_check_size(v->dsets[d], c->path, sf__config_dataset(c, d), before,
-                      e);
   SF_RANGE_POP();
-  return sf__agree(v->comm, e);
+  return e->status;
 }
 
 void sf__volume_close(sf__volume *v)
 {
   if (v->cfg == NULL)
     return;
-  for (int d = 0; d < 2; d++)
-    if (v->dsets[d] >= 0)
-      H5Dclose(v->dsets[d]);
-  if (v->file >= 0)
-    H5Fclose(v->file);
-  v->dsets[0] = v->dsets[1] = v->file = H5I_INVALID_HID;
+  sf__suite_free(&v->suite);
   sf__h5_quiet_end(&v->quiet);
   v->cfg = NULL;
 }

@@ -10,31 +10,37 @@
 
 #include "config/config.h"
 #include "io/h5.h"
+#include "io/suite.h"
 #include "store/store.h"
 
-/* One opened volume. Fields are this module's; the caller reads info. */
+/* The opened dataset: the list of its volumes and the stacked box. Fields
+ * are this module's; the caller reads info and suite. */
 typedef struct sf__volume {
   const sf__config *cfg;
   MPI_Comm comm;
   int rank;
-  hid_t file;
-  hid_t dsets[2];
-  slabfeed_dataset_info info[2]; /* input, target: valid after open */
+  sf__suite suite;               /* the volumes, stacked along z */
+  slabfeed_dataset_info info[2]; /* input, target of the stacked box (z:
+                                    the sum of the volumes' planes), valid
+                                    after open */
   sf__h5_quiet quiet;            /* HDF5's error stack, silenced while open */
 } sf__volume;
 
-/* Collective over comm. Checks the file locally (agreed, so that a file
- * missing on one rank is found before any collective HDF5 call), opens it
- * with MPI-IO and every dataset (every rank opens every dataset, failed
- * or not) and checks them against the options. Every rank returns the
- * same status; call sf__volume_close in any case. */
+/* Collective over comm. Expands the path spec (io/suite.h) on rank 0 and
+ * shares the list; then, for every volume in turn, checks the file
+ * locally (agreed, so that a file missing on one rank is found before any
+ * collective HDF5 call), opens it with MPI-IO and every dataset, checks
+ * them against the options and against the first volume (channels,
+ * element type, layout, y and x extents; z may differ), and closes it.
+ * Every rank returns the same status, naming the file; call
+ * sf__volume_close in any case. */
 slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
                                 const sf__config *c, sf__err *e);
 
 /* Collective over comm. Reads every dataset's slab into this rank's segment
- * of s (every rank takes part in every read, with empty transfers after a
- * local failure), then checks that the file did not shrink meanwhile.
- * Every rank returns the same status. */
+ * of s, volume by volume (every rank opens every file and takes part in
+ * every read, with empty transfers after a local failure), then checks
+ * that no file shrank meanwhile. Every rank returns the same status. */
 slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e);
 
 /* Closes what open opened (any state; idempotent). Local. */

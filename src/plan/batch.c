@@ -23,12 +23,125 @@ int sf__batch_max_pieces(const sf__batch_plan *b)
   return sf__batch_max_zruns(b) * 4;
 }
 
+/* The weight of each volume of a training stream from the options
+ * volume_weights and holdout_volumes into w[n]. */
+static slabfeed_status volume_weights(const sf__config *c, const sf__suite *s,
+                                      uint64_t *w, sf__err *e)
+{
+  const char *how = c->weights;
+  const int n = s->n;
+  const int64_t plane = s->shape[0][1] * s->shape[0][2];
+  if (how[0] == '\0' || strcmp(how, "voxels") == 0) {
+    for (int i = 0; i < n; i++)
+      w[i] = (uint64_t)((s->z0[i + 1] - s->z0[i]) * plane);
+  } else if (strcmp(how, "equal") == 0) {
+    for (int i = 0; i < n; i++)
+      w[i] = 1;
+  } else {
+    /* Weights as given, scaled to integers below 2^62 / n in total. */
+    double max = 0;
+    const char *p = how;
+    double *x = malloc((size_t)n * sizeof *x);
+    if (x == NULL)
+      return sf__fail(e, SLABFEED_ERR_NOMEM, "volume weights");
+    int k = 0;
+    for (; *p != '\0' && e->status == SLABFEED_OK; k++) {
+      char *end;
+      const double d = strtod(p, &end);
+      if (end == p || !(d >= 0) || d > 1e300 || (*end != ',' && *end != '\0'))
+        sf__fail(e, SLABFEED_ERR_ARG,
+                 "config: volume_weights '%s': entry %d is not a "
+                 "non-negative number (voxels, equal, or W0,W1,...)",
+                 how, k);
+      else if (k >= n)
+        sf__fail(e, SLABFEED_ERR_ARG,
+                 "config: volume_weights '%s' has more entries than the %d "
+                 "volumes of the dataset",
+                 how, n);
+      else {
+        x[k] = d;
+        max = d > max ? d : max;
+      }
+      p = *end == ',' ? end + 1 : end;
+    }
+    if (e->status == SLABFEED_OK && k != n)
+      sf__fail(e, SLABFEED_ERR_ARG,
+               "config: volume_weights '%s' has %d entries for %d volumes", how,
+               k, n);
+    for (int i = 0; e->status == SLABFEED_OK && i < n; i++)
+      w[i] = max > 0 ? (uint64_t)(x[i] / max * 1099511627776.0 + 0.5) : 0;
+    free(x);
+    if (e->status != SLABFEED_OK)
+      return e->status;
+  }
+  /* Held-out volumes: "3,7,10-12". */
+  for (const char *p = c->holdout_volumes; *p != '\0';) {
+    char *end;
+    const long a = strtol(p, &end, 10);
+    long z = a;
+    if (end != p && *end == '-') {
+      const char *q = end + 1;
+      z = strtol(q, &end, 10);
+      if (end == q)
+        z = -1;
+    }
+    if (end == p || a < 0 || z < a || z >= n || (*end != ',' && *end != '\0'))
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: holdout_volumes '%s': '%.*s' is not a volume "
+                      "index or range I-J of the %d volumes (0..%d)",
+                      c->holdout_volumes, (int)strcspn(p, ","), p, n, n - 1);
+    for (long i = a; i <= z; i++)
+      w[i] = 0;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return SLABFEED_OK;
+}
+
+/* A dataset of several volumes: the volume table of the sampler, after
+ * the checks that involve the volumes. */
+static slabfeed_status init_volumes(sf__batch_plan *b, const sf__config *c,
+                                    sf__err *e)
+{
+  const sf__suite *s = b->suite;
+  const slabfeed_config *p = &c->pub;
+  if (s == NULL || s->n < 2) {
+    if (c->holdout_volumes[0] != '\0' ||
+        (c->weights[0] != '\0' && strcmp(c->weights, "voxels") != 0 &&
+         strcmp(c->weights, "equal") != 0 && strcmp(c->weights, "1") != 0))
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: volume_weights/holdout_volumes name volumes, "
+                      "but '%s' is one volume",
+                      c->path);
+    return SLABFEED_OK;
+  }
+  if (p->n_holdout > 0)
+    for (int i = 1; i < s->n; i++)
+      if (memcmp(s->shape[i], s->shape[0], sizeof s->shape[0]) != 0)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: held-out regions apply inside every volume, "
+                        "which needs volumes of one shape; volume %d '%s' is "
+                        "%lldx%lldx%lld, volume 0 '%s' %lldx%lldx%lld",
+                        i, s->path[i], (long long)s->shape[i][0],
+                        (long long)s->shape[i][1], (long long)s->shape[i][2],
+                        s->path[0], (long long)s->shape[0][0],
+                        (long long)s->shape[0][1], (long long)s->shape[0][2]);
+  uint64_t *w = malloc((size_t)s->n * sizeof *w);
+  if (w == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "volume weights");
+  if (volume_weights(c, s, w, e) == SLABFEED_OK)
+    sf__sampler_volumes(&b->sampler, s->n, s->z0, w, e);
+  free(w);
+  return e->status;
+}
+
 slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
                                const slabfeed_dataset_info info[],
-                               const sf__store *store, sf__err *e)
+                               const sf__suite *suite, const sf__store *store,
+                               sf__err *e)
 {
   const slabfeed_config *p = &c->pub;
   memset(b, 0, sizeof *b);
+  b->suite = suite;
   b->store = store;
   b->rank = store->rank;
   b->size = store->size;
@@ -50,13 +163,23 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
     x->trim = d == 1 && p->tile > 0 && !p->target_pad ? p->pad : 0;
   }
   sf__sampler_init(&b->sampler, info[0].shape, p->seed, p->symmetries);
+  if (init_volumes(b, c, e) != SLABFEED_OK)
+    return e->status;
+  /* Held-out regions in the volume's own coordinates: those of every
+   * volume of a dataset of several (of one shape). */
+  const int many = suite != NULL && suite->n > 1;
+  const int64_t *vshape = many ? suite->shape[0] : info[0].shape;
   int64_t boxes[SLABFEED_MAX_REGIONS][6];
-  sf__config_holdout(c, info[0].shape, boxes);
+  sf__config_holdout(c, vshape, boxes);
   /* A pass draws no random origins: its hold-out (the training
    * loader's options, often passed on unchanged) has nothing to keep out. */
-  if (p->tile == 0 &&
-      sf__sampler_holdout(&b->sampler, p->crop, p->n_holdout,
-                          (const int64_t(*)[6])boxes, e) != SLABFEED_OK)
+  b->sampler.shape[0] = vshape[0];
+  const slabfeed_status hs =
+      p->tile == 0 ? sf__sampler_holdout(&b->sampler, p->crop, p->n_holdout,
+                                         (const int64_t(*)[6])boxes, e)
+                   : SLABFEED_OK;
+  b->sampler.shape[0] = info[0].shape[0];
+  if (hs != SLABFEED_OK)
     return e->status;
   /* Locality mode draws z origins in the z-range of the rank's node. */
   b->locality = p->locality;
@@ -91,6 +214,8 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
                     (unsigned long long)(((uint64_t)1 << 62) / per_step));
   const size_t KB = (size_t)b->K * (size_t)b->B;
   b->origin = malloc(KB * 3 * sizeof *b->origin);
+  b->origin_out = malloc(KB * 3 * sizeof *b->origin_out);
+  b->volume = malloc(KB * sizeof *b->volume);
   b->sym = malloc(KB * sizeof *b->sym);
   b->sample = malloc(KB * sizeof *b->sample);
   b->valid = malloc((size_t)b->K * sizeof *b->valid);
@@ -98,8 +223,8 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
     return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the batch plan");
   b->pieces = malloc((size_t)sf__batch_max_pieces(b) * sizeof *b->pieces);
   b->zruns = malloc((size_t)sf__batch_max_zruns(b) * sizeof *b->zruns);
-  if (!b->origin || !b->sym || !b->sample || !b->valid || !b->pieces ||
-      !b->zruns)
+  if (!b->origin || !b->origin_out || !b->volume || !b->sym || !b->sample ||
+      !b->valid || !b->pieces || !b->zruns)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the batch plan");
   return SLABFEED_OK;
 }
@@ -108,6 +233,8 @@ void sf__batch_free(sf__batch_plan *b)
 {
   sf__sampler_free(&b->sampler);
   free(b->origin);
+  free(b->origin_out);
+  free(b->volume);
   free(b->sym);
   free(b->sample);
   free(b->tile);
@@ -150,6 +277,13 @@ void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
     const uint64_t g = first + (uint64_t)i;
     b->sample[k] = (int64_t)g;
     sf__batch_draw(b, b->rank, epoch, step, i, &b->origin[3 * k], &b->sym[k]);
+    const int v = b->suite != NULL && b->suite->n > 1
+                      ? sf__suite_of(b->suite, b->origin[3 * k])
+                      : 0;
+    b->volume[k] = v;
+    memcpy(&b->origin_out[3 * k], &b->origin[3 * k], 3 * sizeof *b->origin);
+    if (v > 0)
+      b->origin_out[3 * k] -= b->suite->z0[v];
     if (!b->pass)
       continue;
     const int real = g < b->tiles.count;
@@ -222,7 +356,17 @@ int sf__batch_split(const sf__batch_plan *b, int viewer,
 {
   const sf__store *s = b->store;
   sf__run zs[2], ys[2], xs[2];
-  const int nz = sf__periodic_split(origin[0], b->crop[0], s->shape[0], zs);
+  /* z wraps inside the volume of the origin (the stacked box's planes
+   * [zb, zb + zn)). */
+  int64_t zb = 0, zn = s->shape[0];
+  if (b->suite != NULL && b->suite->n > 1) {
+    const int v = sf__suite_of(b->suite, origin[0]);
+    zb = b->suite->z0[v];
+    zn = b->suite->z0[v + 1] - zb;
+  }
+  const int nz = sf__periodic_split(origin[0] - zb, b->crop[0], zn, zs);
+  for (int k = 0; k < nz; k++)
+    zs[k].begin += zb;
   const int ny = sf__periodic_split(origin[1], b->crop[1], s->shape[1], ys);
   const int nx = sf__periodic_split(origin[2], b->crop[2], s->shape[2], xs);
   int nzr = 0;
@@ -311,9 +455,10 @@ void sf__batch_describe(const sf__batch_plan *b, int slot, void *const data[],
   out->device = b->device;
   out->epoch = epoch;
   out->step = step;
-  out->origin = &b->origin[3 * k];
+  out->origin = &b->origin_out[3 * k];
   out->symmetry = &b->sym[k];
   out->sample = &b->sample[k];
   out->valid = b->valid[slot];
   out->tile = b->pass ? &b->tile[9 * k] : NULL;
+  out->volume = &b->volume[k];
 }

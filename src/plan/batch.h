@@ -8,6 +8,7 @@
 #define SF_BATCH_H
 
 #include "config/config.h"
+#include "io/suite.h"
 #include "source/gather.h"
 #include "plan/sampler.h"
 #include "plan/tiles.h"
@@ -34,21 +35,28 @@ typedef struct sf__batch_plan {
   int32_t pass_symmetry;
   int remote_get; /* remote pieces by MPI_Rget (else holders send) */
   sf__xform xf[SF_MAX_DSETS];
-  int64_t *origin; /* [K][B][3] */
-  int32_t *sym;    /* [K][B] */
-  int64_t *sample; /* [K][B] global sample index within the epoch (a
-                      pass: the tile, -1 for slots past the last) */
-  int64_t *tile;   /* [K][B][9] a pass: slabfeed_batch.tile; else NULL */
-  int *valid;      /* [K] real samples of each slot */
+  const sf__suite *suite; /* the volumes (the loader's); NULL or n == 1:
+                             one volume */
+  int64_t *origin;        /* [K][B][3] in the stacked box */
+  int64_t *origin_out;    /* [K][B][3] in the sample's volume (the caller's
+                             slabfeed_batch.origin) */
+  int32_t *volume;        /* [K][B] the volume of each sample */
+  int32_t *sym;           /* [K][B] */
+  int64_t *sample;        /* [K][B] global sample index within the epoch (a
+                             pass: the tile, -1 for slots past the last) */
+  int64_t *tile;          /* [K][B][9] a pass: slabfeed_batch.tile; else NULL */
+  int *valid;             /* [K] real samples of each slot */
   sf__piece *pieces;
   sf__zrun *zruns;
 } sf__batch_plan;
 
-/* Sets up the plan of a loader with options c over the datasets info[] and
- * the store; allocates the per-slot tables and the scratch. */
+/* Sets up the plan of a loader with options c over the datasets info[] (of
+ * the stacked box of the volumes of `suite`, which must outlive the plan)
+ * and the store; allocates the per-slot tables and the scratch. */
 slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
                                const slabfeed_dataset_info info[],
-                               const sf__store *store, sf__err *e);
+                               const sf__suite *suite, const sf__store *store,
+                               sf__err *e);
 void sf__batch_free(sf__batch_plan *b);
 
 /* Samples, origins and symmetries of the batch at (epoch, step) of this
@@ -61,7 +69,8 @@ void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
 void sf__batch_draw(const sf__batch_plan *b, int rank, uint64_t epoch,
                     uint64_t step, int i, int64_t origin[3], int32_t *sym);
 
-/* Splits the crop at `origin` into pieces by the rank holding them as rank
+/* Splits the crop at `origin` (stacked box; it wraps inside the volume of
+ * its z origin) into pieces by the rank holding them as rank
  * `viewer` sees it (its own segment, halo included, first; else the ranks
  * of its group); returns the count. pieces[] and zruns[] are the caller's
  * scratch of sf__batch_max_pieces and sf__batch_max_zruns entries. Pure:

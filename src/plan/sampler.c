@@ -1,6 +1,7 @@
 #include "plan/sampler.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/symmetry.h"
 
@@ -21,6 +22,9 @@ void sf__sampler_init(sf__sampler *s, const int64_t shape[3], uint64_t seed,
     s->shape[a] = shape[a];
   s->seed = seed;
   s->hold = NULL;
+  s->nvol = 0;
+  s->z0 = NULL;
+  s->cum = NULL;
   s->nsym = 0;
   for (int g = 0; g < SF_NSYM; g++) {
     const int keep = set == SLABFEED_SYM_ALL ||
@@ -146,6 +150,11 @@ void sf__sampler_free(sf__sampler *s)
     free(s->hold);
     s->hold = NULL;
   }
+  free(s->z0);
+  free(s->cum);
+  s->z0 = NULL;
+  s->cum = NULL;
+  s->nvol = 0;
 }
 
 /* Origin number u (in [0, allowed)) of the allowed cells, z-major inside
@@ -170,16 +179,56 @@ static void holdout_origin(const sf__holdout *h, uint64_t u, int64_t o[3])
   o[0] = h->bp[0][h->cell[lo][0]] + (int64_t)(off / (uint64_t)w[1]);
 }
 
+slabfeed_status sf__sampler_volumes(sf__sampler *s, int n, const int64_t *z0,
+                                    const uint64_t *w, sf__err *e)
+{
+  s->z0 = malloc(((size_t)n + 1) * sizeof *s->z0);
+  s->cum = malloc((size_t)n * sizeof *s->cum);
+  if (s->z0 == NULL || s->cum == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "sampler: volume table");
+  memcpy(s->z0, z0, ((size_t)n + 1) * sizeof *s->z0);
+  uint64_t sum = 0;
+  for (int i = 0; i < n; i++)
+    s->cum[i] = sum += w[i];
+  s->nvol = n;
+  if (sum == 0)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "sampler: every volume of the dataset is held out (or "
+                    "weighs 0): no volume is left to draw training crops "
+                    "from");
+  return SLABFEED_OK;
+}
+
+/* Volume of sample k: the first whose running weight exceeds draw 4. */
+static int pick_volume(const sf__sampler *s, uint64_t epoch, uint64_t k)
+{
+  const uint64_t u =
+      sf__uniform(sf__hash(s->seed, epoch, k, 4), s->cum[s->nvol - 1]);
+  int lo = 0, hi = s->nvol - 1;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (s->cum[mid] > u)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 void sf__sampler_draw(const sf__sampler *s, uint64_t epoch, uint64_t k,
                       int64_t origin[3], int32_t *sym)
 {
+  const int v = s->nvol > 1 ? pick_volume(s, epoch, k) : 0;
+  const int64_t zb = s->nvol > 1 ? s->z0[v] : 0;
+  const int64_t zn = s->nvol > 1 ? s->z0[v + 1] - zb : s->shape[0];
   if (s->hold == NULL) {
-    sf__sampler_draw_in(s, epoch, k, 0, s->shape[0], origin, sym);
+    sf__sampler_draw_in(s, epoch, k, zb, zn, origin, sym);
     return;
   }
   holdout_origin(s->hold,
                  sf__uniform(sf__hash(s->seed, epoch, k, 0), s->hold->allowed),
                  origin);
+  origin[0] += zb;
   *sym = s->sym[sf__uniform(sf__hash(s->seed, epoch, k, 3), (uint64_t)s->nsym)];
 }
 

@@ -7,7 +7,9 @@
  * MurmurHash3 finaliser (a bijection of 64-bit words). A uniform integer in
  * [0, n) is the high word of the 128-bit product hash * n (bias below
  * n / 2^64, far below any test's resolution).
- * Draws of sample k: j = 0,1,2 the origin on axes z,y,x; j = 3 the symmetry.
+ * Draws of sample k: j = 0,1,2 the origin on axes z,y,x; j = 3 the symmetry;
+ * j = 4 the volume of a dataset of several (drawn first; a dataset of one
+ * volume makes no draw 4, so its stream is the one of before).
  */
 #ifndef SF_SAMPLER_H
 #define SF_SAMPLER_H
@@ -55,6 +57,13 @@ typedef struct sf__sampler {
   int nsym;          /* 48, 24 or 1 */
   int32_t sym[48];   /* the ids drawn from, increasing */
   sf__holdout *hold; /* NULL: origins uniform over the whole box */
+  /* A dataset of several volumes stacked along z (nvol > 1): volume v
+   * holds planes [z0[v], z0[v+1]) and is drawn with probability
+   * w[v] / total (cum[v] the running sum); the origin is then drawn in
+   * the volume and wraps inside it. */
+  int nvol;
+  int64_t *z0;   /* [nvol + 1] */
+  uint64_t *cum; /* [nvol] */
 } sf__sampler;
 
 void sf__sampler_init(sf__sampler *s, const int64_t shape[3], uint64_t seed,
@@ -70,7 +79,15 @@ slabfeed_status sf__sampler_holdout(sf__sampler *s, const int64_t crop[3],
                                     int n, const int64_t (*boxes)[6],
                                     sf__err *e);
 
-/* Releases what sf__sampler_holdout took. */
+/* Makes the sampler's box a stack of n volumes (shape[0] must be z0[n]):
+ * weights w[] (0: never drawn; their sum at most 2^62) pick the volume of
+ * each sample, draw 4. With held-out regions (sf__sampler_holdout, called
+ * after this one with the volumes' common shape) they apply inside every
+ * volume. Fails when every weight is 0. */
+slabfeed_status sf__sampler_volumes(sf__sampler *s, int n, const int64_t *z0,
+                                    const uint64_t *w, sf__err *e);
+
+/* Releases what sf__sampler_holdout and sf__sampler_volumes took. */
 void sf__sampler_free(sf__sampler *s);
 
 /* 1 when the crop of edge crop[] at origin o (periodic) contains a voxel

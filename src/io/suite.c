@@ -1,0 +1,308 @@
+#include "io/suite.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- Building the list -------------------------------------------------- */
+
+typedef struct list {
+  int n, cap;
+  char **path;
+  dev_t *dev;
+  ino_t *ino;
+  int *known; /* dev/ino valid (the file could be stat'ed) */
+  int *entry; /* the spec entry each path came from (1-based) */
+} list;
+
+static void list_free(list *l)
+{
+  for (int i = 0; i < l->n; i++)
+    free(l->path[i]);
+  free(l->path);
+  free(l->dev);
+  free(l->ino);
+  free(l->known);
+  free(l->entry);
+  memset(l, 0, sizeof *l);
+}
+
+static slabfeed_status grow(list *l, sf__err *e)
+{
+  if (l->n < l->cap)
+    return SLABFEED_OK;
+  const int cap = l->cap ? 2 * l->cap : 16;
+  char **p = realloc(l->path, (size_t)cap * sizeof *p);
+  if (p != NULL)
+    l->path = p;
+  dev_t *d = realloc(l->dev, (size_t)cap * sizeof *d);
+  if (d != NULL)
+    l->dev = d;
+  ino_t *i = realloc(l->ino, (size_t)cap * sizeof *i);
+  if (i != NULL)
+    l->ino = i;
+  int *k = realloc(l->known, (size_t)cap * sizeof *k);
+  if (k != NULL)
+    l->known = k;
+  int *en = realloc(l->entry, (size_t)cap * sizeof *en);
+  if (en != NULL)
+    l->entry = en;
+  if (p == NULL || d == NULL || i == NULL || k == NULL || en == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
+  l->cap = cap;
+  return SLABFEED_OK;
+}
+
+/* Appends path (from spec entry `entry`, described as `from` in messages),
+ * refusing a file already listed. */
+static slabfeed_status add(list *l, const char *path, int entry,
+                           const char *from, sf__err *e)
+{
+  if (l->n >= SF_SUITE_MAX)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "dataset: more than %d volumes (at %s)", SF_SUITE_MAX,
+                    from);
+  if (grow(l, e) != SLABFEED_OK)
+    return e->status;
+  struct stat st;
+  const int known = stat(path, &st) == 0;
+  for (int i = 0; i < l->n; i++)
+    if (strcmp(l->path[i], path) == 0 ||
+        (known && l->known[i] && l->dev[i] == st.st_dev &&
+         l->ino[i] == st.st_ino))
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "dataset: '%s' (%s) is the same file as volume %d "
+                      "'%s': every volume must be listed once",
+                      path, from, i, l->path[i]);
+  l->path[l->n] = strdup(path);
+  if (l->path[l->n] == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
+  l->known[l->n] = known;
+  l->dev[l->n] = known ? st.st_dev : 0;
+  l->ino[l->n] = known ? st.st_ino : 0;
+  l->entry[l->n] = entry;
+  l->n++;
+  return SLABFEED_OK;
+}
+
+static slabfeed_status manifest(list *l, const char *file, int entry,
+                                sf__err *e)
+{
+  FILE *f = fopen(file, "r");
+  if (f == NULL)
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "dataset: cannot read manifest '%s': %s", file,
+                    strerror(errno));
+  char line[4200], from[8600];
+  int no = 0, any = 0;
+  while (e->status == SLABFEED_OK && fgets(line, sizeof line, f) != NULL) {
+    no++;
+    size_t n = strlen(line);
+    if (n == sizeof line - 1 && line[n - 1] != '\n') {
+      sf__fail(e, SLABFEED_ERR_ARG,
+               "dataset: manifest '%s' line %d is longer than %zu bytes", file,
+               no, sizeof line - 2);
+      break;
+    }
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+      line[--n] = '\0';
+    if (line[0] == '#')
+      continue;
+    if (n == 0 || strspn(line, " \t") == n)
+      sf__fail(e, SLABFEED_ERR_ARG,
+               "dataset: manifest '%s' line %d is blank (one absolute path "
+               "per line; '#' starts a comment)",
+               file, no);
+    else if (line[0] != '/')
+      sf__fail(e, SLABFEED_ERR_ARG,
+               "dataset: manifest '%s' line %d: '%s' is a relative path; "
+               "manifest paths must be absolute (a relative path would "
+               "depend on each rank's working directory)",
+               file, no, line);
+    else {
+      snprintf(from, sizeof from, "manifest '%s' line %d", file, no);
+      add(l, line, entry, from, e);
+      any = 1;
+    }
+  }
+  fclose(f);
+  if (e->status == SLABFEED_OK && !any)
+    sf__fail(e, SLABFEED_ERR_ARG, "dataset: manifest '%s' lists no file", file);
+  return e->status;
+}
+
+static slabfeed_status pattern(list *l, const char *pat, int entry, sf__err *e)
+{
+  glob_t g;
+  memset(&g, 0, sizeof g);
+  const int rc = glob(pat, GLOB_ERR, NULL, &g);
+  if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0))
+    sf__fail(e, SLABFEED_ERR_ARG, "dataset: pattern '%s' matches no file", pat);
+  else if (rc != 0)
+    sf__fail(e, SLABFEED_ERR_IO, "dataset: expanding pattern '%s' failed%s",
+             pat, rc == GLOB_ABORTED ? " (a directory could not be read)" : "");
+  char from[4300];
+  snprintf(from, sizeof from, "from pattern '%s'", pat);
+  for (size_t i = 0; rc == 0 && i < g.gl_pathc && e->status == SLABFEED_OK; i++)
+    add(l, g.gl_pathv[i], entry, from, e); /* glob sorts its matches */
+  if (rc == 0)
+    globfree(&g);
+  return e->status;
+}
+
+slabfeed_status sf__suite_expand(const char *spec, sf__suite *s, sf__err *e)
+{
+  memset(s, 0, sizeof *s);
+  list l;
+  memset(&l, 0, sizeof l);
+  if (spec == NULL || spec[0] == '\0')
+    return sf__fail(e, SLABFEED_ERR_ARG, "dataset: no path given");
+  const char *p = spec;
+  for (int entry = 1; e->status == SLABFEED_OK; entry++) {
+    const char *nl = strchr(p, '\n');
+    const size_t n = nl != NULL ? (size_t)(nl - p) : strlen(p);
+    char item[4200];
+    if (n == 0) {
+      sf__fail(e, SLABFEED_ERR_ARG,
+               "dataset: entry %d of the path list is empty", entry);
+      break;
+    }
+    if (n >= sizeof item) {
+      sf__fail(e, SLABFEED_ERR_ARG,
+               "dataset: entry %d is longer than %zu bytes", entry,
+               sizeof item - 1);
+      break;
+    }
+    memcpy(item, p, n);
+    item[n] = '\0';
+    if (item[0] == '@')
+      manifest(&l, item + 1, entry, e);
+    else if (strpbrk(item, "*?[") != NULL)
+      pattern(&l, item, entry, e);
+    else
+      add(&l, item, entry, "as given", e);
+    if (nl == NULL)
+      break;
+    p = nl + 1;
+  }
+  if (e->status == SLABFEED_OK) {
+    s->path = l.path;
+    s->n = l.n;
+    l.path = NULL;
+    l.n = 0;
+    s->z0 = calloc((size_t)s->n + 1, sizeof *s->z0);
+    s->shape = calloc((size_t)s->n, sizeof *s->shape);
+    if (s->z0 == NULL || s->shape == NULL) {
+      sf__suite_free(s);
+      sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
+    }
+  }
+  list_free(&l);
+  return e->status;
+}
+
+/* ---- Sharing it --------------------------------------------------------- */
+
+slabfeed_status sf__suite_bcast(sf__suite *s, MPI_Comm comm, int root,
+                                sf__err *e)
+{
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  /* The root's outcome first: on failure no rank goes on. */
+  if (sf__agree(comm, e) != SLABFEED_OK) {
+    sf__suite_free(s);
+    return e->status;
+  }
+  /* The paths as one buffer of NUL-terminated strings. */
+  long long len = 0;
+  int n = rank == root ? s->n : 0;
+  for (int i = 0; rank == root && i < s->n; i++)
+    len += (long long)strlen(s->path[i]) + 1;
+  long long hdr[2] = {n, len};
+  int rc = MPI_Bcast(hdr, 2, MPI_LONG_LONG, root, comm);
+  if (rc != MPI_SUCCESS)
+    return sf__fail_mpi(e, rc, "MPI_Bcast (list of volumes)");
+  n = (int)hdr[0];
+  len = hdr[1];
+  char *buf = malloc((size_t)len + 1);
+  if (buf != NULL && rank == root)
+    for (int i = 0, at = 0; i < n; i++) {
+      const size_t k = strlen(s->path[i]) + 1;
+      memcpy(buf + at, s->path[i], k);
+      at += (int)k;
+    }
+  /* Bcast counts are int: in pieces of 1 GiB at most. */
+  for (long long at = 0; buf != NULL && at < len && rc == MPI_SUCCESS;
+       at += 1 << 30) {
+    const int k = (int)(len - at < (1 << 30) ? len - at : (1 << 30));
+    rc = MPI_Bcast(buf + at, k, MPI_CHAR, root, comm);
+  }
+  if (buf == NULL)
+    sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
+  else if (rc != MPI_SUCCESS)
+    sf__fail_mpi(e, rc, "MPI_Bcast (list of volumes)");
+  if (e->status == SLABFEED_OK && rank != root) {
+    sf__suite_free(s);
+    s->n = n;
+    s->path = calloc((size_t)n, sizeof *s->path);
+    s->z0 = calloc((size_t)n + 1, sizeof *s->z0);
+    s->shape = calloc((size_t)n, sizeof *s->shape);
+    if (s->path == NULL || s->z0 == NULL || s->shape == NULL)
+      sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
+    for (int i = 0, at = 0; e->status == SLABFEED_OK && i < n; i++) {
+      s->path[i] = strdup(buf + at);
+      if (s->path[i] == NULL)
+        sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
+      at += (int)strlen(buf + at) + 1;
+    }
+  }
+  free(buf);
+  if (sf__agree(comm, e) != SLABFEED_OK)
+    sf__suite_free(s);
+  return e->status;
+}
+
+slabfeed_status sf__suite_copy(sf__suite *dst, const sf__suite *src, sf__err *e)
+{
+  memset(dst, 0, sizeof *dst);
+  dst->n = src->n;
+  dst->path = calloc((size_t)src->n, sizeof *dst->path);
+  dst->z0 = malloc(((size_t)src->n + 1) * sizeof *dst->z0);
+  dst->shape = malloc((size_t)src->n * sizeof *dst->shape + 1);
+  int ok = dst->path != NULL && dst->z0 != NULL && dst->shape != NULL;
+  for (int i = 0; ok && i < src->n; i++)
+    ok = (dst->path[i] = strdup(src->path[i])) != NULL;
+  if (!ok) {
+    sf__suite_free(dst);
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
+  }
+  memcpy(dst->z0, src->z0, ((size_t)src->n + 1) * sizeof *dst->z0);
+  memcpy(dst->shape, src->shape, (size_t)src->n * sizeof *dst->shape);
+  return SLABFEED_OK;
+}
+
+void sf__suite_free(sf__suite *s)
+{
+  for (int i = 0; s->path != NULL && i < s->n; i++)
+    free(s->path[i]);
+  free(s->path);
+  free(s->z0);
+  free(s->shape);
+  memset(s, 0, sizeof *s);
+}
+
+int sf__suite_of(const sf__suite *s, int64_t z)
+{
+  int lo = 0, hi = s->n - 1; /* the last volume with z0 <= z */
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (s->z0[mid] <= z)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}

@@ -1,0 +1,51 @@
+/* A dataset of several volumes (a suite of simulations): the expansion of
+ * a path spec into the list of files, and the stacked box the loader sees.
+ *
+ * A spec is one or more entries separated by newlines, each
+ *   @FILE      a manifest: one absolute path per line ('#' starts a
+ *              comment line); blank and relative lines are refused
+ *   PATTERN    a glob pattern (any of * ? [), expanded and sorted; a
+ *              pattern that matches nothing is refused
+ *   PATH       a file
+ * in the order given. The same file twice (by name or by device and
+ * inode) is refused. One plain path is the one-volume dataset of before.
+ *
+ * The volumes are stacked along z: volume v holds planes [z0[v], z0[v+1])
+ * of a box of z0[n] planes that share y and x. Every crop stays inside
+ * one volume and wraps periodically inside it (sf__suite_of finds it). */
+#ifndef SF_SUITE_H
+#define SF_SUITE_H
+
+#include <stdint.h>
+
+#include "common/errors.h"
+
+#define SF_SUITE_MAX 100000 /* volumes in one dataset */
+
+typedef struct sf__suite {
+  int n;
+  char **path;         /* [n] */
+  int64_t *z0;         /* [n + 1]: set by the caller once shapes are known */
+  int64_t (*shape)[3]; /* [n] */
+} sf__suite;
+
+/* Local: expands spec into *s (paths only; z0 and shape zeroed). On
+ * failure *s is empty and *e names the entry, the manifest line or the
+ * pattern. */
+slabfeed_status sf__suite_expand(const char *spec, sf__suite *s, sf__err *e);
+
+/* Collective over comm: the paths of rank `root` (after its expansion, or
+ * its failure in *e) to every rank; the outcome is agreed. */
+slabfeed_status sf__suite_bcast(sf__suite *s, MPI_Comm comm, int root,
+                                sf__err *e);
+
+/* A deep copy of src into *dst (NOMEM on failure, *dst then empty). */
+slabfeed_status sf__suite_copy(sf__suite *dst, const sf__suite *src,
+                               sf__err *e);
+
+void sf__suite_free(sf__suite *s);
+
+/* The volume holding stacked plane z (0 <= z < z0[n]). */
+int sf__suite_of(const sf__suite *s, int64_t z);
+
+#endif

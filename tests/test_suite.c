@@ -1,0 +1,320 @@
+/* mpi.suite: datasets of several volumes (one file per simulation).
+ *  - Volumes of different z extents, given as a path, a glob pattern and a
+ *    manifest: every crop of every sample (host batches, all symmetries,
+ *    vector groups) equals the crop read directly from the file of the
+ *    sample's volume at the sample's origin in that volume, bit for bit,
+ *    wrap-around inside the volume included; loader.volume_info lists the
+ *    files in the spec's order.
+ *  - Volume choice: by voxel count (the default) the share of each volume
+ *    follows its voxels (chi-square); "equal" and given weights likewise;
+ *    held-out volumes are never drawn. A seek gives the same batches.
+ *  - Refusals, the same on every rank and naming the file: an empty
+ *    pattern, a missing file, a file listed twice (by name and through a
+ *    symlink), a volume with other channels, another element type, other
+ *    y,x extents, a volume smaller than the crop, a manifest with a blank
+ *    or a relative line, bad weights or held-out indices, and a tiled pass
+ *    over several volumes. */
+#include "testutil.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int rank, size;
+static char dir[200];
+
+#define NV 3
+static const int64_t vz[NV] = {20, 13, 16}; /* z extents */
+static const int64_t Y = 12, X = 10;
+
+static void gen(const char *path, int64_t Z, int64_t y, int64_t x, int chans,
+                int f16, uint64_t seed)
+{
+  slabfeed_gen_config g;
+  slabfeed_gen_config_init(&g);
+  g.path = path;
+  g.shape[0] = Z, g.shape[1] = y, g.shape[2] = x;
+  g.input_channels = chans;
+  g.float16 = f16;
+  g.content = SLABFEED_CONTENT_FIELD;
+  g.seed = seed;
+  char err[1024];
+  CHECK(slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err) == SLABFEED_OK,
+        "generate %s: %s", path, err);
+}
+
+static void config(slabfeed_config *c, const char *spec, int64_t crop)
+{
+  base_config(c, spec, crop);
+  c->n_input_vectors = 1;
+  c->input_vectors[0][0] = 1, c->input_vectors[0][1] = 2,
+  c->input_vectors[0][2] = 3;
+  c->n_target_vectors = 1;
+  c->target_vectors[0][0] = 1, c->target_vectors[0][1] = 2,
+  c->target_vectors[0][2] = 3;
+}
+
+/* Every sample of `steps` batches against a direct read of its volume's
+ * file; returns the samples per volume (summed over ranks) in count[]. */
+static void crops_match(const char *spec, int64_t crop, int steps,
+                        const char *weights, const char *held,
+                        uint64_t count[NV])
+{
+  slabfeed_config c;
+  config(&c, spec, crop);
+  c.volume_weights = weights;
+  c.holdout_volumes = held;
+  c.seed = 7;
+  char err[1024] = "";
+  slabfeed_loader *l = NULL;
+  slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
+  CHECK(st == SLABFEED_OK, "open %s: %s", weights ? weights : "", err);
+  if (st != SLABFEED_OK)
+    return;
+  CHECK_EQ(slabfeed_volume_count(l), NV, "volumes");
+  slabfeed_reader *ref[NV] = {NULL};
+  for (int v = 0; v < NV; v++) {
+    char path[512];
+    int64_t shape[3];
+    CHECK(slabfeed_volume_info(l, v, path, sizeof path, shape) == SLABFEED_OK,
+          "volume_info %d", v);
+    char want[512];
+    snprintf(want, sizeof want, "%s/vol%d.h5", dir, v);
+    CHECK(strcmp(path, want) == 0, "volume %d is '%s', want '%s'", v, path,
+          want);
+    CHECK(shape[0] == vz[v] && shape[1] == Y && shape[2] == X,
+          "volume %d shape %lldx%lldx%lld", v, (long long)shape[0],
+          (long long)shape[1], (long long)shape[2]);
+    CHECK(slabfeed_reader_open(want, &ref[v], err, sizeof err) == SLABFEED_OK,
+          "reader %s: %s", want, err);
+  }
+  const char *names[2] = {"Nbody", "Hydro"};
+  const int64_t ch[2] = {4, 5};
+  const int64_t vol = crop * crop * crop;
+  float *want = malloc((size_t)(5 * vol) * sizeof *want);
+  int64_t bad = 0, wrapped = 0;
+  memset(count, 0, NV * sizeof *count);
+  uint64_t h1 = 0, h2 = 0; /* the batches, then again after a seek */
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1)
+      CHECK(slabfeed_seek(l, 0, 0) == SLABFEED_OK, "seek");
+    for (int s = 0; s < steps; s++) {
+      slabfeed_batch b = SLABFEED_BATCH_INIT;
+      st = slabfeed_next(l, &b, NULL);
+      CHECK(st == SLABFEED_OK, "next: %s", slabfeed_last_error(l));
+      if (st != SLABFEED_OK)
+        break;
+      for (int i = 0; i < 2; i++) {
+        const int v = b.volume[i];
+        uint64_t *h = pass == 0 ? &h1 : &h2;
+        *h = *h * 1000003u + (uint64_t)v * 7919u +
+             (uint64_t)b.origin[3 * i] * 31u + (uint64_t)b.origin[3 * i + 1] +
+             (uint64_t)b.symmetry[i] * 131u;
+        if (pass == 1)
+          continue;
+        CHECK(v >= 0 && v < NV, "volume %d", v);
+        if (v < 0 || v >= NV)
+          continue;
+        count[v]++;
+        wrapped += b.origin[3 * i] + crop > vz[v];
+        CHECK(b.origin[3 * i] >= 0 && b.origin[3 * i] < vz[v],
+              "origin z %lld outside volume %d", (long long)b.origin[3 * i], v);
+        for (int d = 0; d < 2; d++) {
+          const slabfeed_tensor *t = d == 0 ? &b.input : &b.target;
+          slabfeed_reader_crop(ref[v], names[d], SLABFEED_LAYOUT_AUTO,
+                               &b.origin[3 * i], c.crop, b.symmetry[i], 1,
+                               (const int(*)[3])c.input_vectors,
+                               SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW, want);
+          bad += memcmp(want, (const float *)t->data + i * ch[d] * vol,
+                        (size_t)(ch[d] * vol) * sizeof(float)) != 0;
+        }
+      }
+    }
+  }
+  CHECK_EQ(h1, h2, "batches after seek(0, 0) differ");
+  CHECK_EQ(bad, (int64_t)0, "crops differing from the direct read");
+  MPI_Allreduce(MPI_IN_PLACE, count, NV, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &wrapped, 1, MPI_INT64_T, MPI_SUM,
+                MPI_COMM_WORLD);
+  if (rank == 0)
+    printf("  %-22s samples per volume %llu %llu %llu (%lld wrap in z), "
+           "%s\n",
+           weights != NULL ? weights : "voxels", (unsigned long long)count[0],
+           (unsigned long long)count[1], (unsigned long long)count[2],
+           (long long)wrapped, bad == 0 ? "bit for bit" : "DIFFER");
+  CHECK(wrapped > 0, "no crop wrapped inside its volume: the test saw none");
+  free(want);
+  for (int v = 0; v < NV; v++)
+    slabfeed_reader_close(ref[v]);
+  slabfeed_close(l);
+}
+
+/* Pearson's statistic of counts against expected shares p[]. */
+static double chi2_of(const uint64_t count[NV], const double p[NV])
+{
+  uint64_t total = 0;
+  for (int v = 0; v < NV; v++)
+    total += count[v];
+  double x = 0;
+  for (int v = 0; v < NV; v++)
+    if (p[v] > 0) {
+      const double e = p[v] * (double)total;
+      x += ((double)count[v] - e) * ((double)count[v] - e) / e;
+    }
+  return x;
+}
+
+/* An open that must fail on every rank alike with `needle` in it. */
+static void refused(const slabfeed_config *c, const char *needle,
+                    const char *what)
+{
+  char err[1024] = "";
+  slabfeed_loader *l = NULL;
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
+  int lo = st, hi = st;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(st != SLABFEED_OK && lo == hi && strstr(err, needle) != NULL,
+        "%s: status %s, message '%s' (want '%s' on every rank)", what,
+        slabfeed_status_name(st), err, needle);
+  if (rank == 0)
+    printf("  %-22s -> %s\n", what, err);
+  slabfeed_close(l);
+}
+
+static void write_text(const char *path, const char *text)
+{
+  if (rank == 0) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "write %s", path);
+    if (f != NULL) {
+      fputs(text, f);
+      fclose(f);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void refusals(const char *spec)
+{
+  char s[4096], p[512], q[512];
+  slabfeed_config c;
+  snprintf(s, sizeof s, "%s/nothing*.h5", dir);
+  config(&c, s, 6);
+  refused(&c, "matches no file", "empty pattern");
+  snprintf(s, sizeof s, "%s/vol0.h5\n%s/missing.h5", dir, dir);
+  config(&c, s, 6);
+  refused(&c, "missing.h5", "missing file");
+  snprintf(s, sizeof s, "%s/vol0.h5\n%s/vol1.h5\n%s/vol0.h5", dir, dir, dir);
+  config(&c, s, 6);
+  refused(&c, "same file as volume 0", "listed twice");
+  snprintf(p, sizeof p, "%s/link.h5", dir);
+  snprintf(q, sizeof q, "%s/vol1.h5", dir);
+  if (rank == 0) {
+    unlink(p);
+    CHECK(symlink(q, p) == 0, "symlink");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  snprintf(s, sizeof s, "%s/vol1.h5\n%s", dir, p);
+  config(&c, s, 6);
+  refused(&c, "same file as volume 0", "twice through a link");
+  snprintf(s, sizeof s, "%s\n%s/odd_chan.h5", spec, dir);
+  config(&c, s, 6);
+  c.n_input_vectors = 0;
+  c.n_target_vectors = 0;
+  refused(&c, "odd_chan.h5' differs from volume 0", "other channels");
+  snprintf(s, sizeof s, "%s\n%s/odd_f16.h5", spec, dir);
+  config(&c, s, 6);
+  refused(&c, "16-bit floats, not 32-bit", "other element type");
+  snprintf(s, sizeof s, "%s\n%s/odd_yx.h5", spec, dir);
+  config(&c, s, 6);
+  refused(&c, "y,x extents", "other y,x extents");
+  config(&c, spec, 6);
+  c.symmetries = SLABFEED_SYM_NONE;
+  c.crop[0] = 14; /* vol1 has 13 planes */
+  refused(&c, "vol1.h5", "volume below the crop");
+  snprintf(p, sizeof p, "%s/blank.txt", dir);
+  snprintf(s, sizeof s, "%s/vol0.h5\n\n%s/vol1.h5\n", dir, dir);
+  write_text(p, s);
+  snprintf(s, sizeof s, "@%s", p);
+  config(&c, s, 6);
+  refused(&c, "line 2 is blank", "manifest blank line");
+  snprintf(p, sizeof p, "%s/relative.txt", dir);
+  write_text(p, "# a comment\nvol0.h5\n");
+  snprintf(s, sizeof s, "@%s", p);
+  config(&c, s, 6);
+  refused(&c, "line 2: 'vol0.h5' is a relative path", "manifest relative");
+  config(&c, spec, 6);
+  c.volume_weights = "1,2";
+  refused(&c, "2 entries for 3 volumes", "weights: too few");
+  c.volume_weights = "1,-2,3";
+  refused(&c, "not a non-negative number", "weights: negative");
+  c.volume_weights = NULL;
+  c.holdout_volumes = "0,5";
+  refused(&c, "not a volume index", "held out: out of range");
+  c.holdout_volumes = "0-2";
+  refused(&c, "every volume of the dataset is held out", "held out: all");
+  config(&c, spec, 6);
+  c.tile = 4;
+  c.pad = 1;
+  refused(&c, "a tiled pass runs over one volume", "tiled pass");
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  /* Absolute: manifests hold absolute paths only. */
+  char cwd[160] = ".";
+  CHECK(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
+  snprintf(dir, sizeof dir, "%.160s/suite_%.16s.%d", cwd,
+           argc > 1 ? argv[1] : "t", size);
+  if (rank == 0)
+    mkdir(dir, 0755);
+  MPI_Barrier(MPI_COMM_WORLD);
+  char path[512];
+  for (int v = 0; v < NV; v++) {
+    snprintf(path, sizeof path, "%s/vol%d.h5", dir, v);
+    gen(path, vz[v], Y, X, 4, 0, 100 + (uint64_t)v);
+  }
+  snprintf(path, sizeof path, "%s/odd_chan.h5", dir);
+  gen(path, 16, Y, X, 3, 0, 9);
+  snprintf(path, sizeof path, "%s/odd_f16.h5", dir);
+  gen(path, 16, Y, X, 4, 1, 9);
+  snprintf(path, sizeof path, "%s/odd_yx.h5", dir);
+  gen(path, 16, Y, X + 2, 4, 0, 9);
+  /* The spec: a path, a pattern (vol1, vol2) in a manifest's company. */
+  char man[512], spec[2048];
+  snprintf(man, sizeof man, "%s/rest.txt", dir);
+  snprintf(spec, sizeof spec, "# the third volume\n%s/vol2.h5\n", dir);
+  write_text(man, spec);
+  snprintf(spec, sizeof spec, "%s/vol0.h5\n%s/vol[1]*.h5\n@%s", dir, dir, man);
+
+  uint64_t count[NV];
+  const double voxels[NV] = {20.0 / 49, 13.0 / 49, 16.0 / 49};
+  const double equal[NV] = {1.0 / 3, 1.0 / 3, 1.0 / 3};
+  const double given[NV] = {0.5, 0, 0.5};
+  const int steps = 1200 / size; /* 2400 samples in all */
+  crops_match(spec, 6, steps, NULL, NULL, count);
+  /* 2 degrees of freedom: P(chi2 > 13.8) = 0.001. */
+  double x = chi2_of(count, voxels);
+  CHECK(x < 13.8, "by voxels: chi2 %.2f", x);
+  crops_match(spec, 6, steps, "equal", NULL, count);
+  x = chi2_of(count, equal);
+  CHECK(x < 13.8, "equal: chi2 %.2f", x);
+  crops_match(spec, 6, steps, "3,0,3", NULL, count);
+  CHECK_EQ(count[1], (uint64_t)0, "weight 0 drawn");
+  x = chi2_of(count, given);
+  CHECK(x < 10.8, "given: chi2 %.2f", x);
+  crops_match(spec, 6, steps, NULL, "0", count);
+  CHECK_EQ(count[0], (uint64_t)0, "held-out volume 0 drawn");
+  refusals(spec);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "clean up");
+  }
+  return check_finish("mpi.suite");
+}
