@@ -868,6 +868,96 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def suite_placement(n_boxes, Z, Y, X, channels, crop, nodes, R, budget,
+                    group=None):
+    """Placement of a suite of n_boxes volumes of Z x Y x X (src/io/suite.h:
+    stacked along z, every crop wrapping inside its own volume) on `nodes`
+    nodes of R ranks, as src/plan/placement.c places one box of n_boxes*Z
+    planes: the smallest group of G nodes whose fullest node store fits
+    `budget` bytes (or `group`). Returns a dict: G, groups, node store,
+    volumes per node (whole, split across two nodes), and the share of
+    crops held on the drawing rank's node without and with locality
+    (exact, every origin of every volume enumerated)."""
+    Zt = n_boxes * Z
+    plane = Y * X * channels * 4
+    G = group
+    if G is None:
+        G = nodes
+        for g in range(1, nodes + 1):
+            P = g * R
+            if P > Zt:
+                break
+            most = max(split_begin(Zt, P, (k + 1) * R) - split_begin(Zt, P, k * R)
+                       for k in range(g))
+            if most * plane <= budget:
+                G = g
+                break
+    P = G * R
+    bounds = [split_begin(Zt, P, k * R) for k in range(G + 1)]  # node ranges
+    node_of = []
+    for k in range(G):
+        node_of += [k] * (bounds[k + 1] - bounds[k])
+    most = max(bounds[k + 1] - bounds[k] for k in range(G))
+    whole = split = 0
+    for v in range(n_boxes):
+        a, b = node_of[v * Z], node_of[v * Z + Z - 1]
+        whole += a == b
+        split += a != b
+    # Uniform stream: a crop of volume v at origin o is local to the rank's
+    # node when all its planes lie on that node (rank's node uniform).
+    local_any = 0
+    # Locality: origin uniform over the node's planes (stacked), the node
+    # keeping crop - 1 planes above its range.
+    local_loc = [0] * G
+    for v in range(n_boxes):
+        z0 = v * Z
+        for o in range(Z):
+            planes = [z0 + (o + i) % Z for i in range(crop)]
+            nodes_hit = {node_of[z] for z in planes}
+            if len(nodes_hit) == 1:
+                local_any += 1
+            n = node_of[z0 + o]
+            hi = (bounds[n + 1] + crop - 1) % Zt
+            top = bounds[n + 1] + crop - 1
+            ok = all(bounds[n] <= z < top or (top > Zt and z < top - Zt)
+                     for z in planes)
+            local_loc[n] += ok
+    share_any = local_any / (n_boxes * Z) / G
+    share_loc = sum(local_loc[k] / (bounds[k + 1] - bounds[k])
+                    for k in range(G)) / G
+    return dict(G=G, groups=max(1, nodes // G), node_bytes=most * plane,
+                planes_per_node=most, volumes_whole=whole,
+                volumes_split=split, local_uniform=share_any,
+                local_locality=share_loc, total_bytes=Zt * plane)
+
+
+def suite_table(a, p, n_boxes):
+    E = [int(x) for x in str(a.volume).split(",")][0]
+    ch = sum(int(x) for x in a.channels.split(","))
+    R = p["gpus_per_node"]
+    budget = p["budget_bytes"]
+    forced = None if a.group == "auto" else int(a.group)
+    rows = []
+    for N in [int(x) for x in str(a.nodes_list).split(",")]:
+        r = suite_placement(n_boxes, E, E, E, ch, a.crop, N, R, budget,
+                            forced if forced is None or forced <= N else N)
+        rows.append((N, r))
+    print("Suite of %d boxes of %d^3 x %d channels (%s in all), crop %d, "
+          "%d ranks per node, slab budget %s per node:\n" %
+          (n_boxes, E, ch, fmt_bytes(rows[0][1]["total_bytes"]), a.crop, R,
+           fmt_bytes(budget)))
+    print("| nodes | G (nodes per group) | groups | store of the fullest node "
+          "| boxes whole on one node | boxes split over two nodes "
+          "| crops on the drawing rank's node, uniform | with locality |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for N, r in rows:
+        print("| %d | %d | %d | %s%s | %d | %d | %.3f | %.3f |" %
+              (N, r["G"], r["groups"], fmt_bytes(r["node_bytes"]),
+               " !" if r["node_bytes"] > budget else "",
+               r["volumes_whole"], r["volumes_split"], r["local_uniform"],
+               r["local_locality"]))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="Predict remote bytes, transfers and crops/s per GPU of "
@@ -995,8 +1085,12 @@ def main(argv=None):
     ap.add_argument("--markdown", action="store_true", help="markdown tables")
     ap.add_argument("--json", action="store_true",
                     help="one JSON object (single prediction)")
+    ap.add_argument("--suite", type=int, default=0, metavar="N",
+                    help="a suite of N boxes of edge --volume (one file "
+                         "each): the placement table over --nodes (a list)")
     a = ap.parse_args(argv)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under | head
+    a.nodes_list = a.nodes
     try:
         node_list = [int(x) for x in str(a.nodes).split(",")]
     except ValueError:
@@ -1018,6 +1112,9 @@ def main(argv=None):
         p, pts, alpha, peak, pr = build_params(a)
     except ValueError as e:
         ap.error(str(e))
+    if a.suite > 0:
+        suite_table(a, p, a.suite)
+        return 0
     if a.check:
         check(a)
         return 0

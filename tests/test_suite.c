@@ -8,12 +8,13 @@
  *  - Volume choice: by voxel count (the default) the share of each volume
  *    follows its voxels (chi-square); "equal" and given weights likewise;
  *    held-out volumes are never drawn. A seek gives the same batches.
+ *    With locality, crops still match the direct read.
  *  - Refusals, the same on every rank and naming the file: an empty
  *    pattern, a missing file, a file listed twice (by name and through a
  *    symlink), a volume with other channels, another element type, other
  *    y,x extents, a volume smaller than the crop, a manifest with a blank
- *    or a relative line, bad weights or held-out indices, and a tiled pass
- *    over several volumes. */
+ *    or a relative line, bad weights or held-out indices, locality with
+ *    held-out volumes, and a tiled pass over several volumes. */
 #include "testutil.h"
 
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 
 static int rank, size;
 static char dir[200];
+static int use_locality; /* crops_match with locality = 1 */
 
 #define NV 3
 static const int64_t vz[NV] = {20, 13, 16}; /* z extents */
@@ -63,6 +65,7 @@ static void crops_match(const char *spec, int64_t crop, int steps,
   config(&c, spec, crop);
   c.volume_weights = weights;
   c.holdout_volumes = held;
+  c.locality = use_locality;
   c.seed = 7;
   char err[1024] = "";
   slabfeed_loader *l = NULL;
@@ -255,6 +258,10 @@ static void refusals(const char *spec)
   c.holdout_volumes = "0-2";
   refused(&c, "every volume of the dataset is held out", "held out: all");
   config(&c, spec, 6);
+  c.locality = 1;
+  c.holdout_volumes = "1";
+  refused(&c, "it cannot keep volumes out", "locality + held out");
+  config(&c, spec, 6);
   c.tile = 4;
   c.pad = 1;
   refused(&c, "a tiled pass runs over one volume", "tiled pass");
@@ -309,6 +316,11 @@ int main(int argc, char **argv)
   CHECK(x < 10.8, "given: chi2 %.2f", x);
   crops_match(spec, 6, steps, NULL, "0", count);
   CHECK_EQ(count[0], (uint64_t)0, "held-out volume 0 drawn");
+  /* Locality: origins from each node's planes, crops wrapping inside
+   * their volume (pieces of a volume split between "nodes" travel). */
+  use_locality = 1;
+  crops_match(spec, 6, steps, NULL, NULL, count);
+  use_locality = 0;
   refusals(spec);
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
