@@ -197,6 +197,12 @@ class Loader:
         from other nodes travel): print it from one rank."""
         return self._c.placement()
 
+    def volumes(self) -> List[Tuple[str, Tuple[int, int, int]]]:
+        """The volumes of the dataset as (path, (z, y, x)), in the order
+        Batch.volume indexes: the path list's entries in order, patterns
+        expanded and sorted, manifests line by line."""
+        return self._c.volumes()
+
     def __iter__(self) -> Iterator[Batch]:
         """Batches up to the end of the current epoch (all of it from step 0,
         the rest of it after a mid-epoch resume)."""

@@ -1,0 +1,91 @@
+"""Datasets of several volumes from Python: path takes a list of paths,
+glob patterns and "@manifest" files; Loader.volumes() lists the files in
+order; every crop equals the reference reader's crop of the file of its
+volume (Batch.volume) at its origin (Batch.origin, in that volume's
+coordinates), bit for bit; holdout_volumes keeps a volume out, and
+volume_weights takes a list; a bad list is refused on every rank alike,
+naming the file."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import slabfeed
+from conftest import COMM
+from slabfeed.tools import Reader
+
+ZS = (14, 10, 12)
+
+
+@pytest.fixture(scope="module")
+def suite(workdir):
+    paths = []
+    for i, z in enumerate(ZS):
+        p = f"{workdir}/box_{i}.h5"
+        slabfeed.tools.generate(COMM, p, shape=(z, 10, 8), content="field",
+                                seed=20 + i)
+        paths.append(p)
+    man = f"{workdir}/rest.txt"
+    if COMM.rank == 0:
+        with open(man, "w") as f:
+            f.write("# the last two\n" + "\n".join(paths[1:]) + "\n")
+    COMM.Barrier()
+    return paths, man
+
+
+def check_crops(loader, paths, steps, vec):
+    readers = [Reader(p) for p in paths]
+    seen = [0] * len(paths)
+    try:
+        for _ in range(steps):
+            b = loader.next()
+            x = np.from_dlpack(b.input)
+            for i, (v, o, g) in enumerate(zip(b.volume, b.origin, b.symmetry)):
+                seen[v] += 1
+                assert 0 <= o[0] < ZS[v]
+                want = readers[v].crop("Nbody", o, 6, symmetry=g, vectors=vec)
+                assert np.array_equal(x[i].view(np.uint32), want.view(np.uint32)), (v, o, g)
+    finally:
+        for r in readers:
+            r.close()
+    return COMM.allreduce(np.array(seen))
+
+
+def test_list_glob_and_manifest(suite):
+    paths, man = suite
+    spec = [paths[0], "@" + man]
+    with slabfeed.Loader(COMM, path=spec, input="Nbody", crop=6, batch=2,
+                         seed=3, input_vectors=[(1, 2, 3)]) as loader:
+        assert [p for p, _ in loader.volumes()] == paths
+        assert [s for _, s in loader.volumes()] == [(z, 10, 8) for z in ZS]
+        seen = check_crops(loader, paths, 60, [(1, 2, 3)])
+        assert (seen > 0).all()
+    pattern = os.path.join(os.path.dirname(paths[0]), "box_*.h5")
+    with slabfeed.Loader(COMM, path=pattern, input="Nbody", crop=6, batch=2,
+                         holdout_volumes=[1], volume_weights="equal") as loader:
+        assert [p for p, _ in loader.volumes()] == paths
+        seen = check_crops(loader, paths, 40, [])
+        assert seen[1] == 0 and seen[0] > 0 and seen[2] > 0
+
+
+def test_weights_list(suite):
+    paths, _ = suite
+    with slabfeed.Loader(COMM, path=paths, input="Nbody", crop=6, batch=2,
+                         volume_weights=[1.0, 0, 1.0]) as loader:
+        seen = check_crops(loader, paths, 30, [])
+        assert seen[1] == 0
+
+
+@pytest.mark.parametrize("spec,needle", [
+    (lambda p, m: [p[0], p[0]], "is the same file as volume 0"),
+    (lambda p, m: [p[0], p[0] + ".missing"], ".missing"),
+    (lambda p, m: os.path.dirname(p[0]) + "/none_*.h5", "matches no file"),
+])
+def test_refused_on_every_rank(suite, spec, needle):
+    paths, man = suite
+    with pytest.raises(slabfeed.Error) as err:
+        slabfeed.Loader(COMM, path=spec(paths, man), input="Nbody", crop=6)
+    assert needle in str(err.value)
+    assert COMM.allreduce(1) == COMM.size  # every rank got here
