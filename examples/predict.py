@@ -186,7 +186,14 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                          f"the {len(CHANNELS)} target channels")
     ck = torch.load(a.ckpt, map_location=dev)
     targs = ck["args"]
-    path = a.file or targs["file"]
+    trained = targs["file"]
+    if isinstance(trained, list):  # train_unet takes --file repeated
+        if len(trained) != 1 and not a.file:
+            raise SystemExit("predict: the checkpoint was trained on a suite of "
+                             "volumes: pass --file with the volume to predict (e.g. "
+                             "a held-out one)")
+        trained = trained[0]
+    path = a.file or trained
     box = slabfeed.tools.describe(path, targs["input"])["shape"]
     if a.region == "band":
         band = ck.get("holdout")

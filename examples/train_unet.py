@@ -34,6 +34,10 @@ What it shows:
    each tile's owned part only (the padding around it is context, not
    counted twice), and the sums are all_reduced; examples/predict.py then
    writes the model's prediction of the band with slabfeed.Writer;
+ - a suite of simulations: --file repeated (paths, glob patterns or
+   @manifests) trains on all the boxes; --holdout-volumes keeps whole
+   boxes out of training, and the validation loss is then over those
+   boxes (a tiled pass over each, weighted by its voxels);
  - failure handling: an exception or Ctrl-C (SIGINT) on one rank ends the
    whole job within seconds. The loader is used in a `with` block, whose
    collective close is skipped when the block ends on an exception (the
@@ -217,6 +221,18 @@ def parse_region(text: str) -> List[int]:
     return v
 
 
+def parse_indices(text: str, n: int) -> List[int]:
+    """Volume indices "3,7,10-12" (the library's holdout_volumes form)."""
+    out: List[int] = []
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    if any(i < 0 or i >= n for i in out):
+        raise ValueError(f"train_unet: --holdout-volumes {text}: indices of the "
+                         f"{n} volumes are 0..{n - 1}")
+    return out
+
+
 def holdout_band(a: argparse.Namespace, shape: Sequence[int]) -> Optional[List[int]]:
     """The held-out box: --holdout as given, else the last --holdout-frac of
     the box in z (None for a fraction of 0)."""
@@ -340,7 +356,12 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; more ranks "
                "than cores need --oversubscribe.",
         formatter_class=_HelpFormatter)
-    p.add_argument("--file", required=True, help="HDF5 volume (slabfeed-gen --content field)")
+    p.add_argument("--file", required=True, action="append",
+                   help="HDF5 volume (slabfeed-gen --content field); repeated, or a glob "
+                        "pattern, or @MANIFEST: a suite of volumes, one file per box")
+    p.add_argument("--holdout-volumes", default="", metavar="I,J-K",
+                   help="a suite: boxes kept out of training (their indices in the "
+                        "list); the validation loss is over them (no held-out band)")
     p.add_argument("--input", default="Nbody", help="input dataset")
     p.add_argument("--target", default="Hydro", help="target dataset")
     p.add_argument("--crop", type=int, default=64, help="crop edge (divisible by 2**depth)")
@@ -430,29 +451,50 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     dtype = a.dtype if a.dtype != "auto" else ("bf16" if gpu else "f32")
     amp = gpu and not a.no_amp
     records: List[Dict[str, Any]] = []
-    box = slabfeed.tools.describe(a.file, a.input)["shape"]
-    band = holdout_band(a, box)
-    loader = TorchLoader(MPI.COMM_WORLD, device=dev, path=a.file, input=a.input,
+    spec = a.file[0] if len(a.file) == 1 else a.file
+    held_vols = a.holdout_volumes
+    box = slabfeed.tools.describe(a.file[0], a.input)["shape"] \
+        if len(a.file) == 1 and not held_vols else None
+    band = holdout_band(a, box) if box is not None else None
+    loader = TorchLoader(MPI.COMM_WORLD, device=dev, path=spec, input=a.input,
                          target=a.target, crop=a.crop, batch=a.batch, seed=a.seed,
                          input_vectors=VECTORS, target_vectors=VECTORS,
                          dtype=dtype, prefetch=a.prefetch,
                          node_memory=a.node_memory, locality=a.locality,
-                         holdout=[band] if band else None)
-    # The validation pass over the band: a second loader (a tiled pass; it
-    # holds its own copy of the volume's slabs).
-    validate = band is not None and a.val_every >= 0
-    vgeom = pass_geometry(a.crop, a.depth, [e or n for e, n in zip(band[3:], box)],
-                          a.val_tile, a.val_pad) if band else None
-    vloader = TorchLoader(MPI.COMM_WORLD, device=dev, path=a.file, input=a.input,
-                          target=a.target, batch=a.val_batch or a.batch,
-                          tile=vgeom[0], pad=vgeom[1], region=[band],
-                          input_vectors=VECTORS, target_vectors=VECTORS, dtype=dtype,
-                          prefetch=a.prefetch, node_memory=a.node_memory) \
-        if validate else None
+                         holdout=[band] if band else None,
+                         holdout_volumes=held_vols or None)
+    volumes = loader.loader.volumes()
+    if box is None:
+        box = list(volumes[0][1])
+    # The validation passes: over the band, or over each held-out volume;
+    # each a loader of its own (a tiled pass; it holds its own copy of its
+    # volume's slabs).
+    vsets = []  # (path, region or None, voxels)
+    if band is not None:
+        vsets.append((spec, band, 0))
+    for i in parse_indices(held_vols, len(volumes)):
+        path, shape = volumes[i]
+        vsets.append((path, None, shape[0] * shape[1] * shape[2]))
+    validate = bool(vsets) and a.val_every >= 0
+    vgeom = None
+    if vsets:
+        ext = [e or n for e, n in zip(band[3:], box)] if band else \
+            list(volumes[parse_indices(held_vols, len(volumes))[0]][1])
+        vgeom = pass_geometry(a.crop, a.depth, ext, a.val_tile, a.val_pad)
+    vloaders = [TorchLoader(MPI.COMM_WORLD, device=dev, path=path, input=a.input,
+                            target=a.target, batch=a.val_batch or a.batch,
+                            tile=vgeom[0], pad=vgeom[1],
+                            region=[region] if region else None,
+                            input_vectors=VECTORS, target_vectors=VECTORS, dtype=dtype,
+                            prefetch=a.prefetch, node_memory=a.node_memory)
+                for path, region, _ in vsets] if validate else []
+    vloader = vloaders[0] if vloaders else None
     # `with`: the collective close on success; when the block ends on an
     # exception (this rank's alone, maybe) the close is skipped and the
     # exception goes on to _run_or_abort's MPI_Abort.
-    with loader, (vloader if vloader is not None else contextlib.nullcontext()):
+    with loader, contextlib.ExitStack() as vstack:
+        for v in vloaders:
+            vstack.enter_context(v)
         torch.manual_seed(a.seed)
         model = UNet3d(4, 5, a.base, a.depth).to(dev)
         ddp = DDP(model, device_ids=[dev.index] if gpu else None)
@@ -460,7 +502,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
         step = 0
         if a.resume:
             ck = torch.load(a.resume, map_location=dev)
-            if ck.get("holdout") != band:
+            if ck.get("holdout") != band or ck.get("holdout_volumes", "") != held_vols:
                 raise ValueError(f"train_unet: the checkpoint held out {ck.get('holdout')}, "
                                  f"this run {band}: the sample stream would differ "
                                  "(pass the checkpoint's --holdout / --holdout-frac)")
@@ -478,15 +520,22 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
                   f"{sum(p.numel() for p in model.parameters())} parameters, "
                   f"{len(loader)} steps/epoch, from step {step}", flush=True)
             print(loader.loader.placement(), flush=True)
+            if len(volumes) > 1:
+                print(f"dataset: {len(volumes)} volumes; held out: "
+                      f"{held_vols or 'none'}", flush=True)
             if band:
                 print(f"held out: z,y,x {band[:3]} extent {band[3:]} (0: the whole axis)"
                       + (f"; validation: {len(vloader)} steps of tile {vgeom[0]}, pad "
                          f"{vgeom[1]}" if vloader else ""), flush=True)
+            elif vloaders:
+                print(f"validation: {len(vloaders)} held-out volume(s), tile "
+                      f"{vgeom[0]}, pad {vgeom[1]}", flush=True)
 
         def checkpoint(path: str) -> None:
             save_checkpoint(path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                                    "loader": loader.state_dict(), "norm": norm,
                                    "step": step, "args": vars(a), "holdout": band,
+                                   "holdout_volumes": held_vols,
                                    "box": list(box), "val_geometry": vgeom}, rank, dev)
             if rank == 0:
                 print(f"checkpoint: step {step} written to {path}", flush=True)
@@ -506,7 +555,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
             step += 1
             n += 1
             loss_sum += loss.detach()
-            val_due = vloader is not None and (
+            val_due = bool(vloaders) and (
                 step == a.steps or (a.val_every > 0 and step % a.val_every == 0))
             if step % a.log_every == 0 or step == a.steps or val_due:
                 dist.all_reduce(loss_sum)
@@ -518,8 +567,12 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
                 val = ""
                 if val_due:
                     tv = time.perf_counter()
-                    rec["val_loss"] = validation_loss(model, vloader, vgeom[1],
-                                                      (mx, sx, my, sy), amp, dev)
+                    # Over the band, or the held-out volumes weighted by
+                    # their voxels (each pass's loss is its voxel mean).
+                    losses = [validation_loss(model, v, vgeom[1], (mx, sx, my, sy),
+                                              amp, dev) for v in vloaders]
+                    wts = [vox or 1 for _, _, vox in vsets]
+                    rec["val_loss"] = sum(l * w for l, w in zip(losses, wts)) / sum(wts)
                     val = (f" val_loss {rec['val_loss']:.6f} "
                            f"({time.perf_counter() - tv:.1f} s)")
                 if rank == 0:
