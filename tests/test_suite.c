@@ -7,10 +7,11 @@
  *    files in the spec's order.
  *  - Volume choice: by voxel count (the default) the share of each volume
  *    follows its voxels (chi-square); "equal" and given weights likewise;
- *    held-out volumes are never drawn. A seek gives the same batches.
- *    With locality, crops still match the direct read.
+ *    held-out volumes (by index or by path) are never drawn. A seek gives the
+ * same batches. With locality, crops still match the direct read.
  *  - Refusals, the same on every rank and naming the file: an empty
- *    pattern, a missing file, a file listed twice (by name and through a
+ *    pattern, a missing file (on every rank, and on one rank only), a file
+ *    listed twice (by name and through a
  *    symlink), a volume with other channels, another element type, other
  *    y,x extents, a volume smaller than the crop, a manifest with a blank
  *    or a relative line, bad weights or held-out indices, locality with
@@ -247,7 +248,17 @@ static void refusals(const char *spec)
   snprintf(s, sizeof s, "@%s", p);
   config(&c, s, 6);
   refused(&c, "line 2: 'vol0.h5' is a relative path", "manifest relative");
+  /* vol1 missing on the last rank only: every rank gets the error. */
   config(&c, spec, 6);
+  char fail[64];
+  snprintf(fail, sizeof fail, "volume.missing@%d", size - 1);
+  setenv("SLABFEED_TEST_FAIL", fail, 1);
+  refused(&c, "vol0.h5': No such file", "missing on one rank");
+  unsetenv("SLABFEED_TEST_FAIL");
+  config(&c, spec, 6);
+  c.holdout_volumes = "/no/such.h5";
+  refused(&c, "is not the path of a volume", "held out: unknown path");
+  c.holdout_volumes = NULL;
   c.volume_weights = "1,2";
   refused(&c, "2 entries for 3 volumes", "weights: too few");
   c.volume_weights = "1,-2,3";
@@ -316,6 +327,10 @@ int main(int argc, char **argv)
   CHECK(x < 10.8, "given: chi2 %.2f", x);
   crops_match(spec, 6, steps, NULL, "0", count);
   CHECK_EQ(count[0], (uint64_t)0, "held-out volume 0 drawn");
+  char byname[300];
+  snprintf(byname, sizeof byname, "%s/vol2.h5", dir);
+  crops_match(spec, 6, steps, NULL, byname, count);
+  CHECK_EQ(count[2], (uint64_t)0, "volume 2 held out by path drawn");
   /* Locality: origins from each node's planes, crops wrapping inside
    * their volume (pieces of a volume split between "nodes" travel). */
   use_locality = 1;

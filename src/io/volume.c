@@ -41,6 +41,11 @@ static slabfeed_status one_open(sf__volume *v, int i, one *o, sf__err *e)
   memset(o, 0, sizeof *o);
   o->file = o->dsets[0] = o->dsets[1] = H5I_INVALID_HID;
   sf__h5_preflight(path, 0, e);
+  if (e->status == SLABFEED_OK && sf__inject("volume.missing", v->rank))
+    sf__fail(e, SLABFEED_ERR_IO,
+             "cannot open HDF5 file '%s': No such file or directory "
+             "(injected: the volume missing on this rank only)",
+             path);
   if (sf__agree(v->comm, e) != SLABFEED_OK)
     return e->status;
   sf__h5_open(v->comm, path, &o->file, e);

@@ -74,9 +74,24 @@ static slabfeed_status volume_weights(const sf__config *c, const sf__suite *s,
     if (e->status != SLABFEED_OK)
       return e->status;
   }
-  /* Held-out volumes: "3,7,10-12". */
+  /* Held-out volumes: "3,7,10-12", or entries naming a volume's path. */
   for (const char *p = c->holdout_volumes; *p != '\0';) {
     char *end;
+    const size_t len = strcspn(p, ",");
+    if (*p < '0' || *p > '9') {
+      int hit = -1;
+      for (int i = 0; i < n && hit < 0; i++)
+        if (strlen(s->path[i]) == len && strncmp(s->path[i], p, len) == 0)
+          hit = i;
+      if (hit < 0)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: holdout_volumes: '%.*s' is not the path of "
+                        "a volume of the dataset (nor an index 0..%d)",
+                        (int)len, p, n - 1);
+      w[hit] = 0;
+      p += len + (p[len] == ',');
+      continue;
+    }
     const long a = strtol(p, &end, 10);
     long z = a;
     if (end != p && *end == '-') {
