@@ -380,7 +380,11 @@ static void check_cli(void)
     char err[256];
     slabfeed_config_set(&want, "path", "f.h5", err, sizeof err);
     slabfeed_config_set(&want, "input", "in", err, sizeof err);
-    slabfeed_config_set(&want, o->name, v, err, sizeof err);
+    /* --file given twice: the entries of a dataset of several volumes,
+     * one per line. */
+    slabfeed_config_set(&want, o->name,
+                        strcmp(o->name, "path") == 0 ? "f.h5\nsome_name" : v,
+                        err, sizeof err);
     char *argv[] = {"prog", "--file",     "f.h5",    "--input",
                     "in",   (char *)flag, (char *)v, NULL};
     const int argc = o->kind == SLABFEED_OPTION_SWITCH ? 6 : 7;

@@ -32,6 +32,16 @@ static void one_close(one *o)
   o->dsets[0] = o->dsets[1] = o->file = H5I_INVALID_HID;
 }
 
+/* Whether dset is an HDF5 virtual dataset (stitched from other files). */
+static int is_virtual(hid_t dset)
+{
+  const hid_t p = H5Dget_create_plist(dset);
+  const int v = p >= 0 && H5Pget_layout(p) == H5D_VIRTUAL;
+  if (p >= 0)
+    H5Pclose(p);
+  return v;
+}
+
 /* Collective: opens volume i's file and datasets into *o (checked
  * locally first, agreed before the collective open). */
 static slabfeed_status one_open(sf__volume *v, int i, one *o, sf__err *e)
@@ -56,6 +66,28 @@ static slabfeed_status one_open(sf__volume *v, int i, one *o, sf__err *e)
     sf__h5_dataset(o->file, path, sf__config_dataset(c, d), c->pub.layout,
                    &o->dsets[d], &o->info[d], e);
   injected(v, "dataset", e);
+  /* HDF5 1.10 refuses parallel reads of virtual datasets: such a file is
+   * opened again without MPI-IO on every rank, and each rank reads its own
+   * planes (HDF5 resolving the mapping to the source files). Decided for
+   * all ranks alike: the close is collective. */
+  int virt = 0;
+  for (int d = 0; d < c->ndsets; d++)
+    virt |= o->dsets[d] >= 0 && is_virtual(o->dsets[d]);
+  int any = virt;
+  const int rc = MPI_Allreduce(&virt, &any, 1, MPI_INT, MPI_MAX, v->comm);
+  if (rc != MPI_SUCCESS)
+    return sf__fail_mpi(e, rc, "MPI_Allreduce (virtual dataset)");
+  if (!any)
+    return e->status;
+  one_close(o);
+  o->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (o->file < 0)
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "cannot open '%s' (a virtual dataset) without MPI-IO",
+                    path);
+  for (int d = 0; d < c->ndsets; d++)
+    sf__h5_dataset(o->file, path, sf__config_dataset(c, d), c->pub.layout,
+                   &o->dsets[d], &o->info[d], e);
   return e->status;
 }
 
