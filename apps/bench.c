@@ -21,6 +21,7 @@
 
 #include "bench.h"
 #include "slabfeed_tools.h"
+#include "spec.h"
 #ifdef SF_BENCH_CUDA
 #include "bench_gpu.h"
 #endif
@@ -187,9 +188,10 @@ static void resolve_local_device(const cli_app *app, bench_ctx *b)
 }
 
 /* Opens the loader, runs it without and (on a GPU) with a simulated step
- * into r and rs; *have_step tells whether rs was measured. */
-static void run_loader_runs(const bench_ctx *b, const bench_args *a,
-                            bench_result *r, bench_result *rs, int *have_step)
+ * into r and rs; *have_step tells whether rs was measured. Sets b->path
+ * to the first volume's file (the ceilings' describe). */
+static void run_loader_runs(bench_ctx *b, const bench_args *a, bench_result *r,
+                            bench_result *rs, int *have_step)
 {
 #ifdef SF_BENCH_CUDA
   const double dev0 = b->cfg.device >= 0 ? bench_device_used() : 0;
@@ -200,10 +202,14 @@ static void run_loader_runs(const bench_ctx *b, const bench_args *a,
       slabfeed_open(MPI_COMM_WORLD, &b->cfg, &l, err, sizeof err);
   if (st != SLABFEED_OK) /* agreed by slabfeed_open */
     cli_fail_agreed(b->prog, st, err);
+  slabfeed_volume_info(l, 0, b->path, sizeof b->path, NULL);
+  const int nvol = slabfeed_volume_count(l);
   slabfeed_stats s = SLABFEED_STATS_INIT;
   slabfeed_stats_get(l, &s);
   char line[1024];
   slabfeed_placement(l, line, sizeof line);
+  if (b->rank == 0 && nvol > 1)
+    printf("dataset: %d volumes stacked along z (first %s)\n", nvol, b->path);
   if (b->rank == 0)
     printf("open: slab %.1f MB per rank read in %.2f s; staging %.1f MB; "
            "loader thread %d\n%s\n",
@@ -228,13 +234,41 @@ static void run_loader_runs(const bench_ctx *b, const bench_args *a,
   slabfeed_close(l);
 }
 
+/* --baseline fullcopy reads one volume whole, without a loader: rank 0
+ * expands the path spec as the loader would and every rank takes its one
+ * file into b->path; a spec that does not expand fails (exit 1), one of
+ * several volumes is a usage error (exit 2), alike on every rank. */
+static void fullcopy_path(const cli_app *app, bench_ctx *b)
+{
+  cli_spec vols = {0, NULL};
+  char err[CLI_ERRLEN] = "";
+  const int ok =
+      b->rank != 0 || cli_spec_expand(b->cfg.path, &vols, err, sizeof err) == 0;
+  int n = ok ? vols.n : -1;
+  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Bcast(err, (int)sizeof err, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (n < 0)
+    cli_fail_agreed(b->prog, SLABFEED_ERR_ARG, err);
+  if (n != 1) {
+    cli_spec_free(&vols);
+    cli_usage_fail(app,
+                   "--baseline fullcopy reads one volume whole; --file names "
+                   "%d (give one volume's file)",
+                   n);
+  }
+  if (b->rank == 0)
+    snprintf(b->path, sizeof b->path, "%s", vols.path[0]);
+  cli_spec_free(&vols);
+  MPI_Bcast(b->path, (int)sizeof b->path, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
 /* Parses the options, runs the loader (or the baseline), then measures the
  * ceilings and prints the reports. */
 int main(int argc, char **argv)
 {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
-  bench_ctx b = {.prog = "slabfeed-bench", .stream = NULL};
+  bench_ctx b = {.prog = "slabfeed-bench", .stream = NULL, .path = ""};
   MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &b.size);
   slabfeed_config_init(&b.cfg);
@@ -269,9 +303,10 @@ int main(int argc, char **argv)
   bench_result r, rs;
   int have_step = 0;
   uint64_t differ = 0;
-  if (a.fullcopy)
+  if (a.fullcopy) {
+    fullcopy_path(&app, &b);
     differ = bench_run_fullcopy(&b, a.warmup, a.steps, &r);
-  else
+  } else
     run_loader_runs(&b, &a, &r, &rs, &have_step);
   bench_ceilings c;
   bench_ceilings_measure(&b, &c);

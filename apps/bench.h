@@ -13,6 +13,9 @@ typedef struct bench_ctx {
   slabfeed_config cfg; /* the loader options (cfg.device resolved) */
   void *stream;        /* consumer stream of GPU runs, or NULL */
   const char *label;   /* --label, copied into the JSON lines */
+  char path[4200];     /* the file the ceilings and the baseline read: the
+                          first volume of cfg.path (slabfeed_volume_info of
+                          the open loader; the baseline's own expansion) */
 } bench_ctx;
 
 /* Ceilings measured in the same run, GB/s; 0 or -1 where not measured

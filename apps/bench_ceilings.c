@@ -192,7 +192,8 @@ void bench_ceilings_measure(const bench_ctx *b, bench_ceilings *c)
       c->d2d = bench_d2d(big, 16);
       slabfeed_dataset_info info = SLABFEED_DATASET_INFO_INIT;
       char err[256];
-      if (slabfeed_describe(cfg->path, cfg->input, cfg->layout, &info, err,
+      if (b->path[0] != '\0' &&
+          slabfeed_describe(b->path, cfg->input, cfg->layout, &info, err,
                             sizeof err) == SLABFEED_OK)
         c->pitched = bench_h2d_pitched(
             (size_t)cfg->crop[2] * sizeof(float), (size_t)cfg->crop[1],

@@ -171,6 +171,7 @@ typedef struct volume {
 /* What the baseline holds on this rank. */
 typedef struct fullcopy {
   const slabfeed_config *cfg;
+  const char *path; /* the one volume read whole (bench_ctx.path) */
   int nd;
   const char *names[2];
   volume vol[2];
@@ -205,7 +206,7 @@ static void fullcopy_check(fullcopy *f, slabfeed_status *st, char *msg,
   for (int d = 0; d < f->nd; d++) {
     f->vol[d].info = (slabfeed_dataset_info)SLABFEED_DATASET_INFO_INIT;
     const slabfeed_status s = slabfeed_describe(
-        cfg->path, f->names[d], cfg->layout, &f->vol[d].info, err, sizeof err);
+        f->path, f->names[d], cfg->layout, &f->vol[d].info, err, sizeof err);
     if (s != SLABFEED_OK) {
       cli_note(st, msg, len, s, "full copy: %s", err);
       return;
@@ -272,13 +273,13 @@ static void fullcopy_load(const bench_ctx *b, fullcopy *f, int d,
              "full copy: cannot allocate %zu bytes for '%s'", n, f->names[d]);
     return;
   }
-  const hid_t h = H5Fopen(f->cfg->path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t h = H5Fopen(f->path, H5F_ACC_RDONLY, H5P_DEFAULT);
   const hid_t ds = h < 0 ? -1 : H5Dopen2(h, f->names[d], H5P_DEFAULT);
   if (ds < 0 ||
       H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, vol->v) < 0)
     cli_note(st, msg, len, SLABFEED_ERR_IO,
              "full copy: cannot read dataset '%s' of '%s' whole", f->names[d],
-             f->cfg->path);
+             f->path);
   if (ds >= 0)
     H5Dclose(ds);
   if (h >= 0)
@@ -430,7 +431,7 @@ static void fullcopy_spot_check(fullcopy *f, int S, uint64_t *checked,
   if (want == NULL || mine == NULL)
     cli_note(st, msg, len, SLABFEED_ERR_NOMEM,
              "full copy: cannot allocate the spot check's %zu bytes", 2 * most);
-  else if ((s = slabfeed_reader_open(cfg->path, &ref, err, sizeof err)) !=
+  else if ((s = slabfeed_reader_open(f->path, &ref, err, sizeof err)) !=
            SLABFEED_OK)
     cli_note(st, msg, len, s, "full copy: reference reader: %s", err);
   for (int k = 0; k < f->nspot && *st == SLABFEED_OK; k++) {
@@ -475,6 +476,7 @@ uint64_t bench_run_fullcopy(const bench_ctx *b, int W, int S, bench_result *r)
   fullcopy f;
   memset(&f, 0, sizeof f);
   f.cfg = &b->cfg;
+  f.path = b->path;
   f.nd = b->cfg.target ? 2 : 1;
   f.names[0] = b->cfg.input;
   f.names[1] = b->cfg.target;

@@ -1,6 +1,8 @@
 /* slabfeed-check: run the loader on P ranks for K steps and verify every
  * sample against an independent serial read of the file and the reference
- * transform; report traffic by source and peak memory per rank. */
+ * transform; report traffic by source and peak memory per rank. With a
+ * dataset of several volumes, each sample is read from the file of its
+ * volume (slabfeed_batch.volume) at its origin in that volume. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +30,9 @@ static const cli_option options[] = {{.name = "--steps",
 typedef struct check_run {
   const slabfeed_config *cfg;
   slabfeed_loader *l;
-  slabfeed_reader *ref;
+  int nvol;              /* volumes of the dataset */
+  slabfeed_reader **ref; /* [nvol]: each volume's reader, opened at its first
+                            sample (volume 0 before the steps) */
   int nd;
   const char *names[2];
   size_t es;
@@ -36,6 +40,31 @@ typedef struct check_run {
   uint64_t checked, mismatched, first_bad;
   double bytes_out, t_loader;
 } check_run;
+
+/* The reference reader of volume v, opened at its first use; NULL after
+ * noting the failure in st and msg. */
+static slabfeed_reader *reader_of(check_run *c, int v, slabfeed_status *st,
+                                  char *msg, size_t len)
+{
+  if (v < 0 || v >= c->nvol) {
+    cli_note(st, msg, len, SLABFEED_ERR_ARG,
+             "the loader gave volume %d of a dataset of %d", v, c->nvol);
+    return NULL;
+  }
+  if (c->ref[v] != NULL)
+    return c->ref[v];
+  char path[4200], err[CLI_ERRLEN];
+  slabfeed_status s = slabfeed_volume_info(c->l, v, path, sizeof path, NULL);
+  if (s == SLABFEED_OK)
+    s = slabfeed_reader_open(path, &c->ref[v], err, sizeof err);
+  else
+    snprintf(err, sizeof err, "no volume %d", v);
+  if (s != SLABFEED_OK) {
+    cli_note(st, msg, len, s, "reference reader of volume %d: %s", v, err);
+    return NULL;
+  }
+  return c->ref[v];
+}
 
 /* One step on this rank: the batch, copied to host, and every sample
  * compared with the serial reference. A failure goes to st and msg and
@@ -72,14 +101,19 @@ static void check_step(check_run *c, slabfeed_status *st, char *msg, size_t len)
       c->t_loader += MPI_Wtime() - ta;
     c->bytes_out += (double)(sample * (size_t)cfg->batch);
     for (int i = 0; i < cfg->batch; i++) {
+      const int v = b.volume != NULL ? b.volume[i] : 0;
+      slabfeed_reader *ref = reader_of(c, v, st, msg, len);
+      if (ref == NULL)
+        return;
       s = slabfeed_reader_crop(
-          c->ref, c->names[d], cfg->layout, &b.origin[3 * i], cfg->crop,
+          ref, c->names[d], cfg->layout, &b.origin[3 * i], cfg->crop,
           b.symmetry[i], d == 0 ? cfg->n_input_vectors : cfg->n_target_vectors,
           (const int(*)[3])(d == 0 ? cfg->input_vectors : cfg->target_vectors),
           cfg->dtype, cfg->out_layout, c->want[d]);
       if (s != SLABFEED_OK) {
-        cli_note(st, msg, len, s, "reference read of sample %lld: %s",
-                 (long long)b.sample[i], slabfeed_reader_error(c->ref));
+        cli_note(st, msg, len, s,
+                 "reference read of sample %lld (volume %d): %s",
+                 (long long)b.sample[i], v, slabfeed_reader_error(ref));
         return;
       }
       c->checked++;
@@ -102,7 +136,9 @@ static void check_release(check_run *c)
     free(c->want[d]);
     c->got[d] = c->want[d] = NULL;
   }
-  slabfeed_reader_close(c->ref);
+  for (int v = 0; c->ref != NULL && v < c->nvol; v++)
+    slabfeed_reader_close(c->ref[v]);
+  free(c->ref);
   c->ref = NULL;
   slabfeed_close(c->l);
   c->l = NULL;
@@ -130,7 +166,8 @@ int main(int argc, char **argv)
   const cli_app app = {
       prog,
       "Runs the loader for K steps and verifies every sample against an "
-      "independent serial read of the file; prints the bytes taken from the "
+      "independent serial read of the file (of the sample's volume, for a "
+      "dataset of several); prints the bytes taken from the "
       "own slab, the node window and other nodes, and the memory of every "
       "rank.",
       {{"loader options", cli_loader_options(), &cfg},
@@ -167,9 +204,21 @@ int main(int argc, char **argv)
   char line[1024];
   if (slabfeed_placement(c.l, line, sizeof line) == SLABFEED_OK && rank == 0)
     printf("%s\n", line);
-  slabfeed_status s = slabfeed_reader_open(cfg.path, &c.ref, err, sizeof err);
-  if (s != SLABFEED_OK)
-    cli_note(&st, msg, sizeof msg, s, "reference reader: %s", err);
+  /* One reader per volume, volume 0's now: a file the reader cannot open
+   * fails here rather than in the first step. */
+  c.nvol = slabfeed_volume_count(c.l);
+  if (c.nvol < 1 || (c.ref = calloc((size_t)c.nvol, sizeof *c.ref)) == NULL)
+    cli_note(&st, msg, sizeof msg, SLABFEED_ERR_NOMEM,
+             "cannot allocate the readers of %d volumes", c.nvol);
+  else
+    reader_of(&c, 0, &st, msg, sizeof msg);
+  char first[4200] = "";
+  int64_t vshape[3];
+  double voxels = 0; /* of every volume */
+  for (int v = 0; v < c.nvol; v++)
+    if (slabfeed_volume_info(c.l, v, v == 0 ? first : NULL, sizeof first,
+                             vshape) == SLABFEED_OK)
+      voxels += (double)vshape[0] * (double)vshape[1] * (double)vshape[2];
   if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
     leave_failed(&c, st, msg);
 
@@ -187,14 +236,14 @@ int main(int argc, char **argv)
   slabfeed_stats stats = SLABFEED_STATS_INIT;
   slabfeed_stats_get(c.l, &stats);
 
-  /* Whole-volume size for the memory comparison. */
+  /* Whole-dataset size (every volume) for the memory comparison: the
+   * volumes share their channels. */
   double volume = 0;
   for (int d = 0; d < nd; d++) {
     slabfeed_dataset_info in = SLABFEED_DATASET_INFO_INIT;
-    if (slabfeed_describe(cfg.path, names[d], cfg.layout, &in, err,
-                          sizeof err) == SLABFEED_OK)
-      volume += (double)in.channels * (double)in.shape[0] *
-                (double)in.shape[1] * (double)in.shape[2] * 4.0;
+    if (slabfeed_describe(first, names[d], cfg.layout, &in, err, sizeof err) ==
+        SLABFEED_OK)
+      volume += (double)in.channels * voxels * 4.0;
   }
   const uint64_t rss = cli_peak_rss();
   uint64_t anon, shmem;
@@ -216,9 +265,14 @@ int main(int argc, char **argv)
   MPI_Reduce(&mismatched, &bad_all, 1, MPI_UINT64_T, MPI_SUM, 0,
              MPI_COMM_WORLD);
   if (rank == 0) {
+    char what[4300];
+    if (c.nvol > 1)
+      snprintf(what, sizeof what, "%d volumes (first %s)", c.nvol, first);
+    else
+      snprintf(what, sizeof what, "%s", first);
     printf("%s: %s, %d ranks, crop %lldx%lldx%lld, batch %d, %lld steps, %s, "
            "device %d\n",
-           prog, cfg.path, size, (long long)cfg.crop[0], (long long)cfg.crop[1],
+           prog, what, size, (long long)cfg.crop[0], (long long)cfg.crop[1],
            (long long)cfg.crop[2], cfg.batch, (long long)steps,
            cli_dtype_name(cfg.dtype), cfg.device);
     printf("%4s %8s %8s %12s %12s %12s %9s %10s %10s %7s %9s\n", "rank",
@@ -237,11 +291,11 @@ int main(int argc, char **argv)
       slab_sum += x[6];
       out_sum += x[8];
     }
-    printf("whole volume %.1f MB (float32); largest slab store %.1f MB = %.3f "
+    printf("whole %s %.1f MB (float32); largest slab store %.1f MB = %.3f "
            "x volume/P; largest private RSS %.1f MB (peak RSS also counts "
-           "the node window's shared pages and the reference reader)\n",
-           volume / 1e6, slab_max / 1e6, slab_max / (volume / size),
-           anon_max / 1e6);
+           "the node window's shared pages and the reference reader%s)\n",
+           c.nvol > 1 ? "dataset" : "volume", volume / 1e6, slab_max / 1e6,
+           slab_max / (volume / size), anon_max / 1e6, c.nvol > 1 ? "s" : "");
     printf("%s: read %.1f MB of slabs in %.3f s (%.2f GB/s, parallel HDF5); "
            "loader delivered %.1f MB/s on %d ranks\n",
            prog, slab_sum / 1e6, read_max, slab_sum / read_max / 1e9,

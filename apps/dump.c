@@ -14,8 +14,12 @@
  * call; there all ranks leave together with the first failing rank's
  * message.
  *
- * Data is never lost: --out may not be the input (the same name, or the
- * same file by device and inode), a usage error on every rank. The file is
+ * Data is never lost: --out may not be an input (the same name, or the
+ * same file by device and inode, as any volume of the path spec: rank 0
+ * expands it as the loader does), a usage error on every rank; after the
+ * open, rank 0 checks again against the loader's own list of volumes. A
+ * glob pattern of --file that would match the partial file is refused
+ * too (the loader would take it for a volume). The file is
  * written aside with the library's slabfeed_aside_* (what
  * slabfeed_generate uses): before the loader runs, every rank agrees that
  * --out can be replaced and rank 0 creates
@@ -25,6 +29,10 @@
  * and the file is closed and synced. On any failure, and on SIGINT,
  * SIGTERM or SIGHUP, the partial file is removed and an earlier <out>
  * stays as it was.
+ *
+ * Per sample the file holds its origin (in its volume's coordinates),
+ * symmetry, sample index, epoch and volume (index into the dataset
+ * `volume_path`, the loader's list of files: one entry for one file).
  *
  * Test knob: SLABFEED_DUMP_CHUNK_BYTES (rank 0's value, broadcast), the
  * piece size of the transfer in bytes (1 .. 2^30, default 2^30), lets a
@@ -42,6 +50,7 @@
 
 #include "cli.h"
 #include "slabfeed_tools.h"
+#include "spec.h"
 
 static const char *prog = "slabfeed-dump";
 
@@ -49,20 +58,21 @@ static const char *prog = "slabfeed-dump";
 #define PIECE_MAX ((int64_t)1 << 30)
 
 enum {
-  N_META = 6,  /* per sample: origin z,y,x, symmetry, sample, epoch */
-  TAG_META = 2 /* tags 0 and 1 carry the input and the target */
+  N_META = 7,   /* per sample: origin z,y,x, symmetry, sample, epoch, volume */
+  TAG_META = 2, /* tags 0 and 1 carry the input and the target */
+  N_DSET = 7    /* datasets written per row (volume_path is apart) */
 };
 
 /* The output file: the aside it is written through (every rank), and on
- * rank 0 the file and its six datasets (input, target, origin, symmetry,
- * sample, sample_epoch); -1 where not open. */
+ * rank 0 the file and its datasets of one row per sample (input, target,
+ * origin, symmetry, sample, sample_epoch, volume); -1 where not open. */
 typedef struct out_file {
-  const char *out;            /* --out */
-  slabfeed_aside *aside;      /* until committed or aborted */
-  const char *partial;        /* the name written: slabfeed_aside_name */
-  hid_t file, dset[6], mtype; /* mtype: memory type of batch elements */
-  int64_t *org, *smp, *ep;    /* one step's metadata columns */
-  int32_t *sym;
+  const char *out;                 /* --out */
+  slabfeed_aside *aside;           /* until committed or aborted */
+  const char *partial;             /* the name written: slabfeed_aside_name */
+  hid_t file, dset[N_DSET], mtype; /* mtype: memory type of batch elements */
+  int64_t *org, *smp, *ep;         /* one step's metadata columns */
+  int32_t *sym, *vol;
 } out_file;
 
 /* Everything a step needs. */
@@ -78,6 +88,7 @@ typedef struct dump_state {
   size_t bytes[2];        /* bytes of one batch of input and target */
   void *buf[2];           /* this rank's batch (rank 0: any rank's) */
   int64_t *meta;          /* [B][N_META]; rank 0: [P][B][N_META] */
+  uint64_t paths_bytes;   /* of the dataset volume_path */
   out_file of;
 } dump_state;
 
@@ -196,21 +207,29 @@ static const char *write_cause(void)
 /* ---- The output file (rank 0) --------------------------------------------
  */
 
-/* Why writing out would overwrite the volume `in`: the same name, or the
- * same file by device and inode (a link, another spelling of the path).
- * "" when it would not. */
-static void overwrites_input(const char *in, const char *out, char *why,
-                             size_t len)
+/* Why writing out would overwrite the volume `in` (volume v of n): the
+ * same name, or the same file by device and inode (a link, another
+ * spelling of the path). "" when it would not. */
+static void overwrites_input(const char *in, int v, int n, const char *out,
+                             char *why, size_t len)
 {
   struct stat a, b;
   why[0] = '\0';
-  if (strcmp(in, out) == 0)
+  const int same = strcmp(in, out) == 0;
+  if (!same && !(stat(in, &a) == 0 && stat(out, &b) == 0 &&
+                 a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+    return;
+  if (n > 1)
+    snprintf(why, len,
+             "--out '%s' %s volume %d of %d of --file ('%s'): the dump "
+             "would overwrite a volume it reads",
+             out, same ? "is" : "is the same file as", v, n, in);
+  else if (same)
     snprintf(why, len,
              "--out '%s' is the input file (--file): the dump would "
              "overwrite the volume it reads",
              out);
-  else if (stat(in, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev &&
-           a.st_ino == b.st_ino)
+  else
     snprintf(why, len,
              "--out '%s' is the same file as --file '%s': the dump would "
              "overwrite the volume it reads",
@@ -233,6 +252,39 @@ static void create_output(out_file *of, slabfeed_status *st, char *msg,
     cli_note(st, msg, len, SLABFEED_ERR_IO,
              "cannot write '%s': creating '%s': %s", of->out, of->partial,
              write_cause());
+}
+
+/* Rank 0 at step 0: the dataset volume_path, the loader's list of files
+ * (slabfeed_volume_info) as fixed-length strings, one per volume: what the
+ * dataset `volume` indexes. 0 or -1. */
+static int write_volume_paths(dump_state *D)
+{
+  const int n = slabfeed_volume_count(D->l);
+  size_t longest = 1;
+  char path[CLI_PATH_MAX];
+  for (int v = 0; v < n; v++)
+    if (slabfeed_volume_info(D->l, v, path, sizeof path, NULL) == SLABFEED_OK &&
+        strlen(path) + 1 > longest)
+      longest = strlen(path) + 1;
+  char *all = n > 0 ? calloc((size_t)n, longest) : NULL;
+  if (all == NULL)
+    return -1;
+  D->paths_bytes = (uint64_t)n * longest;
+  for (int v = 0; v < n; v++)
+    slabfeed_volume_info(D->l, v, all + (size_t)v * longest, longest, NULL);
+  const hid_t t = H5Tcopy(H5T_C_S1);
+  const hsize_t dims = (hsize_t)n;
+  int rc = t < 0 || H5Tset_size(t, longest) < 0 ||
+           H5Tset_strpad(t, H5T_STR_NULLTERM) < 0;
+  const hid_t d =
+      rc ? -1 : make_dset(D->of.file, "volume_path", t, 1, &dims, 0);
+  rc = rc || d < 0 || H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, all) < 0;
+  if (d >= 0)
+    rc |= H5Dclose(d) < 0;
+  if (t >= 0)
+    H5Tclose(t);
+  free(all);
+  return rc ? -1 : 0;
 }
 
 /* Rank 0 at step 0: the datasets with the shapes of batch b and rows
@@ -268,14 +320,16 @@ static void create_datasets(dump_state *D, const slabfeed_batch *b,
   of->dset[4] = make_dset(of->file, "sample", H5T_STD_I64LE, 1, &D->rows, 1);
   of->dset[5] =
       make_dset(of->file, "sample_epoch", H5T_STD_I64LE, 1, &D->rows, 1);
+  of->dset[6] = make_dset(of->file, "volume", H5T_STD_I32LE, 1, &D->rows, 1);
   of->mtype = cfg->dtype == SLABFEED_DTYPE_F16    ? out_type(SLABFEED_DTYPE_F16)
               : cfg->dtype == SLABFEED_DTYPE_BF16 ? H5Tcopy(H5T_NATIVE_UINT16)
                                                   : H5Tcopy(H5T_NATIVE_FLOAT);
   int bad = of->mtype < 0;
-  for (int d = 0; d < 6; d++)
+  for (int d = 0; d < N_DSET; d++)
     bad |= (d < D->nd || d >= 2) && of->dset[d] < 0;
   errno = 0;
-  if (bad || attr_u64(of->file, "seed", cfg->seed) != 0 ||
+  if (bad || write_volume_paths(D) != 0 ||
+      attr_u64(of->file, "seed", cfg->seed) != 0 ||
       attr_u64(of->file, "epoch", D->epoch) != 0 ||
       attr_u64(of->file, "first_step", 0) != 0 ||
       attr_str(of->file, "dtype", cli_dtype_name(cfg->dtype)) != 0 ||
@@ -294,7 +348,9 @@ static void create_datasets(dump_state *D, const slabfeed_batch *b,
   of->smp = malloc(n * sizeof *of->smp);
   of->ep = malloc(n * sizeof *of->ep);
   of->sym = malloc(n * sizeof *of->sym);
-  if (of->org == NULL || of->smp == NULL || of->ep == NULL || of->sym == NULL)
+  of->vol = malloc(n * sizeof *of->vol);
+  if (of->org == NULL || of->smp == NULL || of->ep == NULL || of->sym == NULL ||
+      of->vol == NULL)
     cli_note(st, msg, len, SLABFEED_ERR_NOMEM,
              "cannot allocate the metadata of %zu samples", n);
   /* The whole file's space before the first row is written: the batches,
@@ -302,8 +358,8 @@ static void create_datasets(dump_state *D, const slabfeed_batch *b,
   const uint64_t bytes =
       (uint64_t)D->rows *
           ((uint64_t)(D->sample_elems[0] + D->sample_elems[1]) * D->es + 3 * 8 +
-           4 + 8 + 8) +
-      ((uint64_t)256 << 10);
+           4 + 8 + 8 + 4) +
+      D->paths_bytes + ((uint64_t)256 << 10);
   char why[CLI_ERRLEN];
   if (*st == SLABFEED_OK &&
       slabfeed_aside_reserve(of->aside, bytes, why, sizeof why) != SLABFEED_OK)
@@ -315,7 +371,7 @@ static void create_datasets(dump_state *D, const slabfeed_batch *b,
 static int close_output(out_file *of)
 {
   int rc = 0;
-  for (int d = 0; d < 6; d++)
+  for (int d = 0; d < N_DSET; d++)
     if (of->dset[d] >= 0) {
       rc |= H5Dclose(of->dset[d]) < 0 ? -1 : 0;
       of->dset[d] = -1;
@@ -332,8 +388,9 @@ static int close_output(out_file *of)
   free(of->smp);
   free(of->ep);
   free(of->sym);
+  free(of->vol);
   of->org = of->smp = of->ep = NULL;
-  of->sym = NULL;
+  of->sym = of->vol = NULL;
   return rc;
 }
 
@@ -453,6 +510,7 @@ static void load_step(dump_state *D, slabfeed_batch *b, slabfeed_status *st,
     m[3] = b->symmetry[i];
     m[4] = b->sample[i];
     m[5] = (int64_t)b->epoch;
+    m[6] = b->volume != NULL ? b->volume[i] : 0;
   }
 }
 
@@ -524,12 +582,14 @@ static void write_step(dump_state *D, int64_t s, slabfeed_status *st, char *msg,
     of->sym[i] = (int32_t)m[3];
     of->smp[i] = m[4];
     of->ep[i] = m[5];
+    of->vol[i] = (int32_t)m[6];
   }
   errno = 0;
   if (write_rows(of->dset[2], H5T_NATIVE_INT64, row0, n, of->org) != 0 ||
       write_rows(of->dset[3], H5T_NATIVE_INT32, row0, n, of->sym) != 0 ||
       write_rows(of->dset[4], H5T_NATIVE_INT64, row0, n, of->smp) != 0 ||
-      write_rows(of->dset[5], H5T_NATIVE_INT64, row0, n, of->ep) != 0)
+      write_rows(of->dset[5], H5T_NATIVE_INT64, row0, n, of->ep) != 0 ||
+      write_rows(of->dset[6], H5T_NATIVE_INT32, row0, n, of->vol) != 0)
     cli_note(st, msg, len, SLABFEED_ERR_IO,
              "cannot write '%s': writing the metadata of samples %llu..%llu "
              "to '%s' failed: %s",
@@ -599,12 +659,20 @@ typedef struct dump_plan {
   char usage[768];
 } dump_plan;
 
-/* Rank 0's plan: --out must not be the input; the piece size from
+/* Rank 0's plan: --out must not be an input (any volume of the spec, as
+ * the loader will expand it; a spec that does not expand is left to the
+ * loader, which says why at open); the piece size from
  * SLABFEED_DUMP_CHUNK_BYTES when set. */
 static void make_plan(const slabfeed_config *cfg, const char *out, dump_plan *p)
 {
   p->piece = PIECE_MAX;
-  overwrites_input(cfg->path, out, p->usage, sizeof p->usage);
+  cli_spec vols;
+  char err[CLI_ERRLEN];
+  if (cli_spec_expand(cfg->path, &vols, err, sizeof err) == 0) {
+    for (int v = 0; v < vols.n && p->usage[0] == '\0'; v++)
+      overwrites_input(vols.path[v], v, vols.n, out, p->usage, sizeof p->usage);
+    cli_spec_free(&vols);
+  }
   const char *env = getenv(PIECE_ENV);
   char why[256];
   if (p->usage[0] == '\0' && env != NULL &&
@@ -627,7 +695,8 @@ int main(int argc, char **argv)
       prog,
       "Runs the loader for K steps and writes every rank's samples, in "
       "global sample order, to one HDF5 file (input, target, origin, "
-      "symmetry, sample, sample_epoch). f32 and f16 batches are stored as "
+      "symmetry, sample, sample_epoch, volume; volume_path lists the files "
+      "that volume indexes). f32 and f16 batches are stored as "
       "float32 and IEEE half; bf16 as uint16 holding the bf16 bits (HDF5 "
       "has no bf16 type: widen with bits << 16 to float32), as the file's "
       "attribute element_type says.",
@@ -640,7 +709,7 @@ int main(int argc, char **argv)
   D.es = slabfeed_dtype_size(cfg->dtype);
   D.of.out = a.out;
   D.of.file = D.of.mtype = -1;
-  for (int d = 0; d < 6; d++)
+  for (int d = 0; d < N_DSET; d++)
     D.of.dset[d] = -1;
 
   /* Usage: decided by rank 0 (the writer), the same exit on every rank. */
@@ -673,6 +742,16 @@ int main(int argc, char **argv)
     leave_failed(&D, st, err);
   if (D.rank == 0)
     create_output(&D.of, &st, msg, sizeof msg);
+  /* A pattern of --file that matches the partial file would make the
+   * loader read it as a volume. */
+  char pat[CLI_PATH_MAX];
+  if (D.rank == 0 && st == SLABFEED_OK &&
+      cli_spec_pattern_matches(cfg->path, D.of.partial, pat, sizeof pat))
+    cli_note(&st, msg, sizeof msg, SLABFEED_ERR_ARG,
+             "--out '%s': its partial file '%s' matches the --file pattern "
+             "'%s', which would read it as a volume; write --out where the "
+             "pattern does not reach",
+             a.out, D.of.partial, pat);
   if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
     leave_failed(&D, st, msg);
 
@@ -682,6 +761,18 @@ int main(int argc, char **argv)
   slabfeed_status s = slabfeed_seek(D.l, D.epoch, 0);
   if (s != SLABFEED_OK) /* reported at step 0's agreement */
     cli_note(&st, msg, sizeof msg, s, "%s", slabfeed_last_error(D.l));
+  /* --out against the loader's own list of volumes (what it opened), in
+   * case the files changed since the plan; reported at step 0's
+   * agreement. */
+  const int nvol = slabfeed_volume_count(D.l);
+  for (int v = 0; D.rank == 0 && st == SLABFEED_OK && v < nvol; v++) {
+    char path[CLI_PATH_MAX], why[768];
+    if (slabfeed_volume_info(D.l, v, path, sizeof path, NULL) != SLABFEED_OK)
+      continue;
+    overwrites_input(path, v, nvol, a.out, why, sizeof why);
+    if (why[0] != '\0')
+      cli_note(&st, msg, sizeof msg, SLABFEED_ERR_ARG, "%s", why);
+  }
 
   int failed = 0;
   for (int64_t step = 0; step < a.steps && !failed; step++) {

@@ -1,6 +1,9 @@
-/* slabfeed-gen: write a synthetic volume in parallel. */
+/* slabfeed-gen: write a synthetic volume in parallel, or a suite of N
+ * volumes of one shape (--volumes N: N files, volume i with seed S + i). */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "slabfeed_tools.h"
@@ -12,6 +15,7 @@ _Static_assert(sizeof(slabfeed_content) == sizeof(int), "enum size");
 typedef struct gen_args {
   slabfeed_gen_config g;
   int quiet;
+  int volumes; /* --volumes N */
 } gen_args;
 
 /* --chunk Z,Y,X: the chunk edge (each in [1, 65535]), and chunked
@@ -57,7 +61,9 @@ static const cli_option options[] = {
      .at = GEN(path),
      .metavar = "F",
      .help = "the HDF5 file to write (written aside, read back, and renamed "
-             "over F only once complete)",
+             "over F only once complete); {} in F is replaced by the volume's "
+             "index (zero-padded to 3 or more digits), and with --volumes N > "
+             "1 and no {} the index goes before F's extension as _i",
      .flags = CLI_REQUIRED},
     {.name = "--input",
      .kind = CLI_STRING,
@@ -121,15 +127,72 @@ static const cli_option options[] = {
      .kind = CLI_U64,
      .at = GEN(seed),
      .metavar = "S",
-     .help = "seed of the field"},
+     .help = "seed of the field (volume i of --volumes: S + i)"},
+    {.name = "--volumes",
+     .kind = CLI_INT,
+     .at = offsetof(gen_args, volumes),
+     .min = 1,
+     .max = 100000,
+     .metavar = "N",
+     .help = "write a dataset of N volumes of this shape, one file each "
+             "(see --file); with --content index they are alike, with field "
+             "each has its own seed"},
     {.name = "--quiet",
      .kind = CLI_FLAG,
      .at = offsetof(gen_args, quiet),
      .help = "print nothing on success"},
     {.name = NULL}};
 
-/* Parses the options, generates the volume collectively, and prints one
- * line of what was written and how fast (rank 0). */
+/* Digits of the volume index in file names: 3, or more for N > 1000. */
+static int index_width(int n)
+{
+  int w = 1;
+  for (int v = n - 1; v >= 10; v /= 10)
+    w++;
+  return w < 3 ? 3 : w;
+}
+
+/* The file of volume i of n: every {} of f replaced by the index; without
+ * {}, for n > 1, "_index" before the extension of the file name (its last
+ * '.', not a leading one), or at the end. Returns 0, or -1 when the name
+ * does not fit in len bytes. */
+static int volume_name(const char *f, int n, int i, char *out, size_t len)
+{
+  char digits[16], idx[32];
+  snprintf(digits, sizeof digits, "%d", i);
+  const size_t nd = strlen(digits), w = (size_t)index_width(n);
+  const size_t pad = w > nd ? w - nd : 0;
+  memset(idx, '0', pad);
+  memcpy(idx + pad, digits, nd + 1);
+  size_t at = 0;
+  if (strstr(f, "{}") != NULL) {
+    for (const char *p = f; *p != '\0';) {
+      const int brace = p[0] == '{' && p[1] == '}';
+      const char *piece = brace ? idx : p;
+      const size_t k = brace ? strlen(idx) : 1;
+      if (at + k >= len)
+        return -1;
+      memcpy(out + at, piece, k);
+      at += k;
+      p += brace ? 2 : 1;
+    }
+    out[at] = '\0';
+    return 0;
+  }
+  if (n == 1)
+    return snprintf(out, len, "%s", f) < (int)len ? 0 : -1;
+  const char *base = strrchr(f, '/');
+  base = base != NULL ? base + 1 : f;
+  const char *dot = strrchr(base, '.');
+  if (dot == NULL || dot == base)
+    dot = f + strlen(f);
+  const int k = snprintf(out, len, "%.*s_%s%s", (int)(dot - f), f, idx, dot);
+  return k >= 0 && (size_t)k < len ? 0 : -1;
+}
+
+/* Parses the options, generates the volume (or each of --volumes N in
+ * turn) collectively, and prints one line per file of what was written and
+ * how fast (rank 0), with a summary line for several. */
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -140,39 +203,85 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *prog = "slabfeed-gen";
-  gen_args a = {.quiet = 0};
+  gen_args a = {.quiet = 0, .volumes = 1};
   slabfeed_gen_config_init(&a.g);
   const cli_app app = {
       prog,
       "Writes a synthetic volume in parallel: every rank writes its z-slab "
-      "of each dataset, collectively.",
+      "of each dataset, collectively. With --volumes N, a dataset of N "
+      "volumes of one shape, one file each, volume i with seed S + i.",
       {{"options", options, &a}}};
   cli_parse(&app, argc, argv);
   slabfeed_gen_config *g = &a.g;
   g->progress = !a.quiet;
+  const int nv = a.volumes;
+  const char *spec = g->path;
+  const uint64_t seed0 = g->seed;
+
+  /* Every name first: a usage error before any file is written. */
+  char first[4200] = "", last[4200] = "", path[4200];
+  int bad = 0;
+  for (int i = 0; i < nv && !bad; i++)
+    bad = volume_name(spec, nv, i, path, sizeof path) != 0;
+  cli_usage_agree(&app, bad,
+                  "--file '%s': the file name of a volume is longer "
+                  "than %zu bytes",
+                  spec, sizeof path - 1);
 
   char err[1024];
-  const double t0 = MPI_Wtime();
-  const slabfeed_status st =
-      slabfeed_generate(MPI_COMM_WORLD, g, err, sizeof err);
-  const double dt = MPI_Wtime() - t0;
-  if (st != SLABFEED_OK)
-    cli_fail_agreed(prog, st, err); /* agreed by slabfeed_generate */
-  if (rank == 0 && !a.quiet) {
+  double bytes_all = 0;
+  const double t_all = MPI_Wtime();
+  for (int i = 0; i < nv; i++) {
+    volume_name(spec, nv, i, path, sizeof path);
+    g->path = path;
+    g->seed = seed0 + (uint64_t)i;
+    const double t0 = MPI_Wtime();
+    const slabfeed_status st =
+        slabfeed_generate(MPI_COMM_WORLD, g, err, sizeof err);
+    const double dt = MPI_Wtime() - t0;
+    if (st != SLABFEED_OK && nv > 1) { /* agreed by slabfeed_generate */
+      char msg[1400];
+      snprintf(msg, sizeof msg, "volume %d of %d: %s%s%s", i, nv, err,
+               i > 0 ? "; written before it: " : "", i > 0 ? first : "");
+      if (i > 1)
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " .. %s", last);
+      cli_fail_agreed(prog, st, msg);
+    }
+    if (st != SLABFEED_OK)
+      cli_fail_agreed(prog, st, err); /* agreed by slabfeed_generate */
+    if (i == 0)
+      snprintf(first, sizeof first, "%s", path);
+    snprintf(last, sizeof last, "%s", path);
     const double vox =
         (double)g->shape[0] * (double)g->shape[1] * (double)g->shape[2];
     const double bytes =
         vox * (g->float16 ? 2 : 4) *
         (g->input_channels + (g->target ? g->target_channels : 0));
-    printf("slabfeed-gen: wrote %s: %s %dx%lldx%lldx%lld%s%s, %s, %s, %s, "
+    bytes_all += bytes;
+    if (rank == 0 && !a.quiet) {
+      printf("slabfeed-gen: wrote %s: %s %dx%lldx%lldx%lld%s%s, %s, %s, %s, "
+             "%.3f GB in %.2f s on %d ranks (%.2f GB/s)",
+             g->path, g->input, g->input_channels, (long long)g->shape[0],
+             (long long)g->shape[1], (long long)g->shape[2],
+             g->target ? " + " : "", g->target ? g->target : "",
+             g->layout == SLABFEED_LAYOUT_CL ? "channels-last"
+                                             : "channels-first",
+             g->float16 ? "float16" : "float32",
+             g->content == SLABFEED_CONTENT_FIELD ? "field" : "index",
+             bytes / 1e9, dt, size, bytes / 1e9 / dt);
+      if (nv > 1)
+        printf(", volume %d of %d, seed %llu", i, nv,
+               (unsigned long long)g->seed);
+      printf("\n");
+    }
+  }
+  if (rank == 0 && !a.quiet && nv > 1) {
+    const double dt = MPI_Wtime() - t_all;
+    printf("slabfeed-gen: wrote %d volumes %s .. %s (seeds %llu..%llu), "
            "%.3f GB in %.2f s on %d ranks (%.2f GB/s)\n",
-           g->path, g->input, g->input_channels, (long long)g->shape[0],
-           (long long)g->shape[1], (long long)g->shape[2],
-           g->target ? " + " : "", g->target ? g->target : "",
-           g->layout == SLABFEED_LAYOUT_CL ? "channels-last" : "channels-first",
-           g->float16 ? "float16" : "float32",
-           g->content == SLABFEED_CONTENT_FIELD ? "field" : "index",
-           bytes / 1e9, dt, size, bytes / 1e9 / dt);
+           nv, first, last, (unsigned long long)seed0,
+           (unsigned long long)(seed0 + (uint64_t)nv - 1), bytes_all / 1e9, dt,
+           size, bytes_all / 1e9 / dt);
   }
   MPI_Finalize();
   return 0;

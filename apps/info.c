@@ -1,7 +1,12 @@
 /* slabfeed-info: datasets, shapes, dtypes, layout, chunking, sizes, and
  * the slab plan for a number of ranks. Runs on one rank (others wait),
  * except --stats: the per-channel statistics of datasets, read in parallel
- * by every rank (slabfeed_field_stats), and the normalisation they give. */
+ * by every rank (slabfeed_field_stats), and the normalisation they give.
+ * A dataset of several volumes (--file repeated, a glob pattern, @MANIFEST:
+ * the loader's path spec, expanded by its rules without opening a loader)
+ * is listed one volume per line with the stacked box; then the first
+ * volume's datasets as for one file, the plan for the stacked box, and
+ * --stats over every volume. */
 #include <errno.h>
 #include <hdf5.h>
 #include <limits.h>
@@ -14,10 +19,11 @@
 
 #include "cli.h"
 #include "slabfeed_tools.h"
+#include "spec.h"
 
 /* What the options fill. */
 typedef struct info_args {
-  const char *path;
+  char *path; /* the path spec: repeated --file joined by newlines */
   slabfeed_file_layout layout;
   int ranks;
   int64_t halo;
@@ -35,6 +41,28 @@ typedef struct info_args {
   int n_target_vectors;
   int target_vectors[SLABFEED_MAX_VECTORS][3];
 } info_args;
+
+/* --file F: one entry of the path spec; repeated, the entries are joined
+ * with newlines (a dataset of several volumes, as the loader's --file). */
+static int set_file(void *base, const char *value, char *err, size_t errlen)
+{
+  info_args *a = base;
+  if (value[0] == '\0') {
+    snprintf(err, errlen, "empty value");
+    return -1;
+  }
+  const size_t had = a->path != NULL ? strlen(a->path) + 1 : 0;
+  char *p = realloc(a->path, had + strlen(value) + 1);
+  if (p == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  if (had > 0)
+    p[had - 1] = '\n';
+  memcpy(p + had, value, strlen(value) + 1);
+  a->path = p;
+  return 0;
+}
 
 /* --log-a A: a finite number. */
 static int set_log_a(void *base, const char *value, char *err, size_t errlen)
@@ -59,10 +87,12 @@ static const cli_choice layouts[] = {{"auto", SLABFEED_LAYOUT_AUTO},
 
 static const cli_option options[] = {
     {.name = "--file",
-     .kind = CLI_STRING,
-     .at = offsetof(info_args, path),
+     .kind = CLI_CALL,
+     .set = set_file,
      .metavar = "F",
-     .help = "the HDF5 file (required unless --options)"},
+     .help = "the HDF5 file (required unless --options); or, as the "
+             "loader's --file, a glob pattern or @MANIFEST, and repeated for "
+             "a dataset of several volumes"},
     {.name = "--layout",
      .kind = CLI_ENUM,
      .at = offsetof(info_args, layout),
@@ -161,6 +191,8 @@ static const cli_option options[] = {
 typedef struct ctx {
   const char *path;
   slabfeed_file_layout layout;
+  int quiet; /* 1: collect only, print nothing */
+  int nvol;  /* volumes of the dataset (the plan's box stacks them) */
   int found;
   int64_t shape[3];
   double bytes_f32;
@@ -187,25 +219,29 @@ static herr_t show(hid_t group, const char *name, const link_info *li,
   char err[1024];
   if (slabfeed_describe(c->path, name, c->layout, &in, err, sizeof err) !=
       SLABFEED_OK) {
-    printf("  %-12s (skipped: %s)\n", name, err);
+    if (!c->quiet)
+      printf("  %-12s (skipped: %s)\n", name, err);
     return 0;
   }
   const double vox =
       (double)in.shape[0] * (double)in.shape[1] * (double)in.shape[2];
   const double bytes = vox * (double)in.channels * in.type_bits / 8.0;
-  printf("  %-12s dims (%lld,%lld,%lld,%lld)  %s  C=%lld  box %lldx%lldx%lld  "
-         "float%d  %s",
-         name, (long long)in.dims[0], (long long)in.dims[1],
-         (long long)in.dims[2], (long long)in.dims[3],
-         cli_layout_name(in.layout), (long long)in.channels,
-         (long long)in.shape[0], (long long)in.shape[1], (long long)in.shape[2],
-         in.type_bits, in.chunked ? "chunked (" : "contiguous");
-  if (in.chunked)
-    printf("%lld,%lld,%lld,%lld)", (long long)in.chunk[0],
-           (long long)in.chunk[1], (long long)in.chunk[2],
-           (long long)in.chunk[3]);
-  printf("  %.3f GB in file, %.3f GB as float32\n", bytes / 1e9,
-         vox * (double)in.channels * 4 / 1e9);
+  if (!c->quiet) {
+    printf("  %-12s dims (%lld,%lld,%lld,%lld)  %s  C=%lld  box "
+           "%lldx%lldx%lld  float%d  %s",
+           name, (long long)in.dims[0], (long long)in.dims[1],
+           (long long)in.dims[2], (long long)in.dims[3],
+           cli_layout_name(in.layout), (long long)in.channels,
+           (long long)in.shape[0], (long long)in.shape[1],
+           (long long)in.shape[2], in.type_bits,
+           in.chunked ? "chunked (" : "contiguous");
+    if (in.chunked)
+      printf("%lld,%lld,%lld,%lld)", (long long)in.chunk[0],
+             (long long)in.chunk[1], (long long)in.chunk[2],
+             (long long)in.chunk[3]);
+    printf("  %.3f GB in file, %.3f GB as float32\n", bytes / 1e9,
+           vox * (double)in.channels * 4 / 1e9);
+  }
   if (c->found == 0)
     memcpy(c->shape, in.shape, sizeof c->shape);
   c->found++;
@@ -272,8 +308,9 @@ static int print_plan(const char *prog, const info_args *a, const ctx *c)
     else if (r == 8)
       printf("  ...\n");
   }
-  printf("whole volume %.3f GB as float32; per rank about %.3f GB\n",
-         c->bytes_f32 / 1e9, c->bytes_f32 / 1e9 / (double)gs);
+  printf("whole %s %.3f GB as float32; per rank about %.3f GB\n",
+         c->nvol > 1 ? "dataset" : "volume", c->bytes_f32 / 1e9,
+         c->bytes_f32 / 1e9 / (double)gs);
   return 0;
 }
 
@@ -321,11 +358,97 @@ static void norm_text(const slabfeed_field_stat *st, int C, int ngroups,
   }
 }
 
+/* One side's mean, population std and count into the running totals of
+ * the pairwise update of Chan et al. (*n, *mean, *m2: the sum of squared
+ * deviations). */
+static void merge_moments(uint64_t *n, double *mean, double *m2, uint64_t nb,
+                          double mean_b, double std_b)
+{
+  if (nb == 0)
+    return;
+  const double m2b = std_b * std_b * (double)nb;
+  if (*n == 0) {
+    *n = nb, *mean = mean_b, *m2 = m2b;
+    return;
+  }
+  const double na = (double)*n, nbd = (double)nb, nt = na + nbd;
+  const double delta = mean_b - *mean;
+  *mean += delta * nbd / nt;
+  *m2 += m2b + delta * delta * na * nbd / nt;
+  *n += nb;
+}
+
+/* The statistics of one more volume (b) into those of the volumes before
+ * (a, per channel): counts added, moments merged, extremes kept; the
+ * fields of an empty count stay NaN. */
+static void merge_stat(slabfeed_field_stat *a, const slabfeed_field_stat *b)
+{
+  const uint64_t n0 = a->count, l0 = a->log_count;
+  double m2 = a->std * a->std * (double)n0, lm2 = 0;
+  if (l0 > 0)
+    lm2 = a->log_std * a->log_std * (double)l0;
+  merge_moments(&a->count, &a->mean, &m2, b->count, b->mean, b->std);
+  merge_moments(&a->log_count, &a->log_mean, &lm2, b->log_count, b->log_mean,
+                b->log_std);
+  a->nonfinite += b->nonfinite;
+  if (b->count > 0) {
+    a->std = sqrt(m2 / (double)a->count);
+    a->min = n0 == 0 || b->min < a->min ? b->min : a->min;
+    a->max = n0 == 0 || b->max > a->max ? b->max : a->max;
+  }
+  if (b->log_count > 0) {
+    a->log_std = sqrt(lm2 / (double)a->log_count);
+    a->log_min = l0 == 0 || b->log_min < a->log_min ? b->log_min : a->log_min;
+    a->log_max = l0 == 0 || b->log_max > a->log_max ? b->log_max : a->log_max;
+  }
+}
+
+/* The statistics of `dataset` over every volume of vols (each read by
+ * every rank with slabfeed_field_stats, then merged); agreed like
+ * slabfeed_field_stats, err naming the volume that failed. */
+static slabfeed_status suite_stats(const cli_spec *vols, const char *dataset,
+                                   slabfeed_file_layout layout, float log_a,
+                                   slabfeed_field_stat *st, int *C, char *err,
+                                   size_t errlen)
+{
+  slabfeed_field_stat one[SLABFEED_MAX_CHANNELS];
+  for (int v = 0; v < vols->n; v++) {
+    int Cv = 0;
+    const slabfeed_status s = slabfeed_field_stats(
+        MPI_COMM_WORLD, vols->path[v], dataset, layout, log_a,
+        v == 0 ? st : one, SLABFEED_MAX_CHANNELS, &Cv, err, errlen);
+    if (s != SLABFEED_OK) {
+      /* "volume v: " before the message, truncated to errlen */
+      char pre[32];
+      const size_t k = (size_t)snprintf(pre, sizeof pre, "volume %d: ", v);
+      size_t m = strlen(err);
+      if (vols->n > 1 && errlen > k + 1) {
+        m = k + m + 1 > errlen ? errlen - k - 1 : m;
+        memmove(err + k, err, m);
+        memcpy(err, pre, k);
+        err[k + m] = '\0';
+      }
+      return s;
+    }
+    if (v == 0)
+      *C = Cv;
+    else if (Cv != *C) {
+      snprintf(err, errlen,
+               "volume %d '%s': '%s' has %d channels, volume 0 '%s' %d", v,
+               vols->path[v], dataset, Cv, vols->path[0], *C);
+      return SLABFEED_ERR_ARG;
+    }
+    for (int k = 0; v > 0 && k < Cv; k++)
+      merge_stat(&st[k], &one[k]);
+  }
+  return SLABFEED_OK;
+}
+
 /* --stats: the statistics of each dataset named (or of every dataset of
- * the file, names from rank 0), read by every rank; rank 0 prints. Every
- * rank returns the same exit status. */
+ * the file, names from rank 0), read by every rank over every volume of
+ * vols; rank 0 prints. Every rank returns the same exit status. */
 static int print_stats(const char *prog, const info_args *a, const ctx *c,
-                       int rank, int size)
+                       const cli_spec *vols, int rank, int size)
 {
   /* The datasets and their roles: 0 input, 1 target, 2 another. */
   char names[4096] = "";
@@ -354,8 +477,7 @@ static int print_stats(const char *prog, const info_args *a, const ctx *c,
     int C = 0;
     char err[1024];
     const slabfeed_status s =
-        slabfeed_field_stats(MPI_COMM_WORLD, a->path, list[d], a->layout, log_a,
-                             st, SLABFEED_MAX_CHANNELS, &C, err, sizeof err);
+        suite_stats(vols, list[d], a->layout, log_a, st, &C, err, sizeof err);
     if (s != SLABFEED_OK) { /* agreed: the same on every rank */
       if (rank == 0)
         fprintf(stderr, "%s: %s: %s\n", prog, slabfeed_status_name(s), err);
@@ -378,8 +500,13 @@ static int print_stats(const char *prog, const info_args *a, const ctx *c,
         }
     if (rank != 0 || rc != 0)
       continue;
-    printf("statistics of '%s' (%d channels, read by %d ranks):\n", list[d], C,
-           size);
+    if (vols->n > 1)
+      printf("statistics of '%s' over %d volumes (%d channels, read by %d "
+             "ranks):\n",
+             list[d], vols->n, C, size);
+    else
+      printf("statistics of '%s' (%d channels, read by %d ranks):\n", list[d],
+             C, size);
     printf("  %4s %14s %10s %15s %15s %15s %15s\n", "ch", "count", "nonfinite",
            "mean", "std", "min", "max");
     for (int k = 0; k < C; k++)
@@ -412,6 +539,130 @@ static int print_stats(const char *prog, const info_args *a, const ctx *c,
   return rc;
 }
 
+/* Rank 0: checks that c->path can be opened (the operating system's
+ * reason first: missing, a directory, no permission; HDF5's own failure
+ * says only that it could not open), then walks its datasets with show.
+ * Returns 0, or 1 after a message on stderr. */
+static int describe_file(const char *prog, ctx *c)
+{
+  struct stat st;
+  hid_t f = H5I_INVALID_HID;
+  if (stat(c->path, &st) != 0 || access(c->path, R_OK) != 0)
+    fprintf(stderr, "%s: cannot open HDF5 file '%s': %s\n", prog, c->path,
+            strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    fprintf(stderr, "%s: '%s' is not a regular file (an HDF5 file is needed)\n",
+            prog, c->path);
+  else if ((f = H5Fopen(c->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
+    fprintf(stderr,
+            "%s: HDF5 cannot open '%s': not an HDF5 file, truncated, or "
+            "locked by a writer (HDF5_USE_FILE_LOCKING=FALSE lifts locks)\n",
+            prog, c->path);
+  if (f < 0)
+    return 1;
+  if (!c->quiet)
+    printf("%s (slabfeed %s)\n", c->path, slabfeed_version_string());
+  c->found = 0;
+  c->bytes_f32 = 0;
+  c->names[0] = '\0';
+  ITERATE(f, H5_INDEX_NAME, H5_ITER_INC, NULL, show, c);
+  H5Fclose(f);
+  if (c->found == 0) {
+    fprintf(stderr, "%s: no rank-4 floating-point dataset in '%s'\n", prog,
+            c->path);
+    return 1;
+  }
+  return 0;
+}
+
+/* Rank 0, a dataset of several volumes: one line per volume (its box, from
+ * the datasets volume 0 has), the stacked box and its size, each volume
+ * checked against volume 0 as the loader checks it (channels, element
+ * type, layout, y and x; here every dataset of volume 0, where the loader
+ * checks the input and target it reads). Then c describes the stacked box
+ * (shape[0] and bytes_f32 over every volume). Returns 0, or 1 when a
+ * volume cannot be described or differs. */
+static int list_volumes(const char *prog, ctx *c, const cli_spec *vols)
+{
+  printf("dataset of %d volumes (slabfeed %s), stacked along z as the loader "
+         "stacks them:\n",
+         vols->n, slabfeed_version_string());
+  int rc = 0;
+  int64_t z = 0;
+  double f32 = 0;
+  slabfeed_dataset_info first[64];
+  for (int v = 0; v < vols->n; v++) {
+    char why[1400] = "";
+    int64_t box[3] = {0, 0, 0};
+    int d = 0;
+    for (const char *p = c->names; *p != '\0' && why[0] == '\0' && d < 64;
+         d++) {
+      const char *nl = strchr(p, '\n');
+      char name[1024];
+      snprintf(name, sizeof name, "%.*s", (int)(nl - p), p);
+      p = nl + 1;
+      slabfeed_dataset_info in = SLABFEED_DATASET_INFO_INIT;
+      char err[1024];
+      if (slabfeed_describe(vols->path[v], name, c->layout, &in, err,
+                            sizeof err) != SLABFEED_OK) {
+        snprintf(why, sizeof why, "%s", err);
+        break;
+      }
+      if (v == 0)
+        first[d] = in;
+      const slabfeed_dataset_info *a0 = &first[d];
+      if (d == 0)
+        memcpy(box, in.shape, sizeof box);
+      if (in.channels != a0->channels || in.type_bits != a0->type_bits ||
+          in.layout != a0->layout || in.shape[1] != a0->shape[1] ||
+          in.shape[2] != a0->shape[2])
+        snprintf(why, sizeof why,
+                 "'%s' is C=%lld float%d %s y,x %lld,%lld where volume 0 has "
+                 "C=%lld float%d %s y,x %lld,%lld",
+                 name, (long long)in.channels, in.type_bits,
+                 cli_layout_name(in.layout), (long long)in.shape[1],
+                 (long long)in.shape[2], (long long)a0->channels, a0->type_bits,
+                 cli_layout_name(a0->layout), (long long)a0->shape[1],
+                 (long long)a0->shape[2]);
+      else if (in.shape[0] != box[0])
+        snprintf(why, sizeof why,
+                 "'%s' has %lld z-planes where the volume's first dataset "
+                 "has %lld",
+                 name, (long long)in.shape[0], (long long)box[0]);
+      f32 += (double)in.channels * (double)in.shape[0] * (double)in.shape[1] *
+             (double)in.shape[2] * 4;
+    }
+    if (why[0] != '\0') {
+      printf("  volume %5d: %s  (differs from volume 0 or unreadable: %s)\n", v,
+             vols->path[v], why);
+      rc = 1;
+      continue;
+    }
+    printf("  volume %5d: %s  box %lldx%lldx%lld  z [%lld, %lld) stacked\n", v,
+           vols->path[v], (long long)box[0], (long long)box[1],
+           (long long)box[2], (long long)z, (long long)(z + box[0]));
+    z += box[0];
+  }
+  if (rc != 0) {
+    fprintf(stderr,
+            "%s: volumes differ from volume 0 or cannot be read (see above); "
+            "the loader refuses a dataset whose volumes differ in the "
+            "datasets it reads\n",
+            prog);
+    return 1;
+  }
+  printf("  total: %d volumes, stacked box %lldx%lldx%lld, %.3f GB as "
+         "float32; volume 0's datasets:\n",
+         vols->n, (long long)z, (long long)c->shape[1], (long long)c->shape[2],
+         f32 / 1e9);
+  c->quiet = 0;
+  if (describe_file(prog, c) != 0)
+    return 1;
+  c->shape[0] = z;
+  c->bytes_f32 = f32;
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -425,6 +676,8 @@ int main(int argc, char **argv)
       prog,
       "Lists the datasets of an HDF5 file (shape, dtype, layout, chunking, "
       "size) and the slab plan for a number of ranks; rank 0 does the work. "
+      "A dataset of several volumes (--file repeated, a pattern, a manifest) "
+      "is listed volume by volume, and planned as the loader stacks it. "
       "With --stats every rank also reads its slab of the datasets for "
       "their per-channel statistics and the normalisation they give.",
       {{"options", options, &a}}};
@@ -432,42 +685,30 @@ int main(int argc, char **argv)
   if (a.options) {
     if (rank == 0)
       cli_print_option_table(stdout);
+    free(a.path);
     MPI_Finalize();
     return 0;
   }
   /* Collective: a rank without --file (MPMD) must not leave alone. */
   cli_usage_agree(&app, a.path == NULL, "--file is required (or --options)");
-  ctx c = {a.path, a.layout, 0, {0, 0, 0}, 0, ""};
+  ctx c = {NULL, a.layout, 0, 1, 0, {0, 0, 0}, 0, ""};
+  cli_spec vols = {0, NULL};
   int rc = 0;
   if (rank == 0) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    /* The operating system's reason first (missing, a directory, no
-     * permission): HDF5's own failure says only that it could not open. */
-    struct stat st;
-    hid_t f = H5I_INVALID_HID;
-    if (stat(c.path, &st) != 0 || access(c.path, R_OK) != 0)
-      fprintf(stderr, "%s: cannot open HDF5 file '%s': %s\n", prog, c.path,
-              strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-      fprintf(stderr,
-              "%s: '%s' is not a regular file (an HDF5 file is needed)\n", prog,
-              c.path);
-    else if ((f = H5Fopen(c.path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
-      fprintf(stderr,
-              "%s: HDF5 cannot open '%s': not an HDF5 file, truncated, or "
-              "locked by a writer (HDF5_USE_FILE_LOCKING=FALSE lifts locks)\n",
-              prog, c.path);
-    if (f < 0) {
+    char err[CLI_ERRLEN];
+    if (cli_spec_expand(a.path, &vols, err, sizeof err) != 0) {
+      fprintf(stderr, "%s: %s\n", prog, err);
       rc = 1;
     } else {
-      printf("%s (slabfeed %s)\n", c.path, slabfeed_version_string());
-      ITERATE(f, H5_INDEX_NAME, H5_ITER_INC, NULL, show, &c);
-      H5Fclose(f);
-      if (c.found == 0) {
-        fprintf(stderr, "%s: no rank-4 floating-point dataset in '%s'\n", prog,
-                c.path);
-        rc = 1;
-      }
+      c.path = vols.path[0];
+      c.nvol = vols.n;
+      /* One plain path: the listing of before. Else the volumes first, from
+       * the datasets of volume 0 (collected quietly), then volume 0's. */
+      if (cli_spec_plain(a.path) && vols.n == 1)
+        rc = describe_file(prog, &c);
+      else if ((c.quiet = 1, rc = describe_file(prog, &c)) == 0)
+        rc = list_volumes(prog, &c, &vols);
     }
     if (rc == 0)
       rc = print_plan(prog, &a, &c);
@@ -475,8 +716,16 @@ int main(int argc, char **argv)
   MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (rc == 0 && a.stats) {
     fflush(stdout);
-    rc = print_stats(prog, &a, &c, rank, size);
+    if (cli_spec_bcast(&vols, 1, 0, MPI_COMM_WORLD) != 0) {
+      if (rank == 0)
+        fprintf(stderr, "%s: out of memory sharing the list of volumes\n",
+                prog);
+      rc = 1;
+    } else
+      rc = print_stats(prog, &a, &c, &vols, rank, size);
   }
+  cli_spec_free(&vols);
+  free(a.path);
   MPI_Finalize();
   return rc;
 }

@@ -105,6 +105,28 @@ SLABFEED_API slabfeed_status slabfeed_plan_placement(
 
 typedef struct slabfeed_reader slabfeed_reader;
 
+/* slabfeed_volumes_expand - the files a path spec names (a loader's
+ * `path`: newline-separated entries, each a path, a glob pattern or
+ * @MANIFEST; docs/CONVENTIONS.md, "Datasets of several volumes"), in the
+ * order the loader numbers its volumes, into *paths (n of them, each and
+ * the array malloc'd; free with slabfeed_volumes_free).
+ * Collective no (it reads the filesystem: a loader expands on rank 0 and
+ * shares the list, so call it on one rank and share it too where the
+ * ranks' views could differ). Threads safe. Device none.
+ * Failure: *paths NULL, *n 0, and errbuf names the entry, the manifest
+ * line or the pattern (an empty pattern, a blank or relative manifest
+ * line, a file listed twice). Missing files are not checked here.
+ * Lifetime: the caller owns *paths. */
+SLABFEED_API slabfeed_status slabfeed_volumes_expand(const char *spec,
+                                                     char ***paths, int *n,
+                                                     char *errbuf,
+                                                     size_t errlen);
+
+/* slabfeed_volumes_free - frees what slabfeed_volumes_expand returned.
+ * Collective no. Threads safe. Device none. Failure: none (NULL is
+ * fine). Lifetime: paths is invalid afterwards. */
+SLABFEED_API void slabfeed_volumes_free(char **paths, int n);
+
 /* slabfeed_reader_open - opens path read-only with serial HDF5.
  * Collective no. Threads: one reader per thread, HDF5 permitting.
  * Device none.

@@ -1,5 +1,7 @@
 #include "io/suite.h"
 
+#include "slabfeed_tools.h"
+
 #include <errno.h>
 #include <glob.h>
 #include <stdio.h>
@@ -305,4 +307,36 @@ int sf__suite_of(const sf__suite *s, int64_t z)
       hi = mid - 1;
   }
   return lo;
+}
+
+/* ---- Public: the expansion for tools ------------------------------------ */
+
+slabfeed_status slabfeed_volumes_expand(const char *spec, char ***paths, int *n,
+                                        char *errbuf, size_t errlen)
+{
+  sf__err e;
+  sf__err_clear(&e);
+  if (paths == NULL || n == NULL) {
+    sf__fail(&e, SLABFEED_ERR_ARG, "slabfeed_volumes_expand: NULL output");
+    sf__err_copy(&e, errbuf, errlen);
+    return e.status;
+  }
+  *paths = NULL;
+  *n = 0;
+  sf__suite s;
+  if (sf__suite_expand(spec, &s, &e) == SLABFEED_OK) {
+    *paths = s.path;
+    *n = s.n;
+    free(s.z0);
+    free(s.shape);
+  }
+  sf__err_copy(&e, errbuf, errlen);
+  return e.status;
+}
+
+void slabfeed_volumes_free(char **paths, int n)
+{
+  for (int i = 0; paths != NULL && i < n; i++)
+    free(paths[i]);
+  free(paths);
 }
