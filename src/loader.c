@@ -156,7 +156,7 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
                        e) == SLABFEED_OK) {
       sf__fetch_selfcheck(&l->store,
                           l->cfg.remote_get ? SF__FETCH_GET : SF__FETCH_SEND,
-                          p->locality && l->suite.n < 2, e);
+                          p->locality, e);
       if (sf__agree(l->comm, e) == SLABFEED_OK)
         read_slabs(l, &v, e);
     }

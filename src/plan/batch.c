@@ -140,16 +140,15 @@ static slabfeed_status init_volumes(sf__batch_plan *b, const sf__config *c,
                         (long long)s->shape[i][1], (long long)s->shape[i][2],
                         s->path[0], (long long)s->shape[0][0],
                         (long long)s->shape[0][1], (long long)s->shape[0][2]);
-  if (p->locality &&
-      (c->holdout_volumes[0] != '\0' ||
-       (c->weights[0] != '\0' && strcmp(c->weights, "voxels") != 0)))
+  if (p->locality)
     return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: locality draws each rank's origins from its "
-                    "node's planes, whatever the volume: it cannot keep "
-                    "volumes out (holdout_volumes) or weight them "
-                    "(volume_weights '%s'); leave both at their defaults, "
-                    "or drop locality",
-                    c->weights);
+                    "config: locality with a dataset of several volumes (%d) "
+                    "is not supported yet: it draws each rank's origins from "
+                    "its node's planes whatever the volume (so it could not "
+                    "keep volumes out or weight them), and crops that wrap "
+                    "into a volume split between nodes would need the "
+                    "remote fetch that locality otherwise does without",
+                    s->n);
   uint64_t *w = malloc((size_t)s->n * sizeof *w);
   if (w == NULL)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "volume weights");
