@@ -7,20 +7,6 @@
  *   test_dumpsuite DUMP VOLUME0 VOLUME1 ... */
 #include "testutil.h"
 
-/* Reads a whole dataset; mtype < 0 reads the stored bits as they are. */
-static int read_all(hid_t f, const char *name, hid_t mtype, void *buf)
-{
-  const hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-  const hid_t ft = d < 0 ? -1 : H5Dget_type(d);
-  const int rc = d < 0 || H5Dread(d, mtype < 0 ? ft : mtype, H5S_ALL, H5S_ALL,
-                                  H5P_DEFAULT, buf) < 0;
-  if (ft >= 0)
-    H5Tclose(ft);
-  if (d >= 0)
-    H5Dclose(d);
-  return rc;
-}
-
 /* The extent of a dataset's dimension 0 (0 when missing); its rank and
  * dims into dims (up to 5). */
 static hsize_t extent(hid_t f, const char *name, hsize_t dims[5])
@@ -35,21 +21,6 @@ static hsize_t extent(hid_t f, const char *name, hsize_t dims[5])
   H5Sclose(s);
   H5Dclose(d);
   return r >= 1 && r <= 5 ? dims[0] : 0;
-}
-
-/* A string attribute of the file into buf ("" when missing). */
-static void read_str(hid_t f, const char *name, char *buf, size_t len)
-{
-  buf[0] = 0;
-  const hid_t a = H5Aopen(f, name, H5P_DEFAULT);
-  if (a < 0)
-    return;
-  const hid_t t = H5Aget_type(a);
-  if (H5Tget_class(t) == H5T_STRING && H5Tget_size(t) <= len)
-    H5Aread(a, t, buf);
-  H5Tclose(t);
-  H5Aclose(a);
-  buf[len - 1] = 0;
 }
 
 /* volume_path into *paths (n strings of `width` bytes each); 0 or -1. */

@@ -128,4 +128,34 @@ static inline void expect_open_refused(const slabfeed_config *c,
   slabfeed_close(l);
 }
 
+/* Dump files (slabfeed-dump), read back by the tests. */
+/* Reads a whole dataset; mtype < 0 reads the stored bits as they are. */
+static inline int read_all(hid_t f, const char *name, hid_t mtype, void *buf)
+{
+  const hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  const hid_t ft = d < 0 ? -1 : H5Dget_type(d);
+  const int rc = d < 0 || H5Dread(d, mtype < 0 ? ft : mtype, H5S_ALL, H5S_ALL,
+                                  H5P_DEFAULT, buf) < 0;
+  if (ft >= 0)
+    H5Tclose(ft);
+  if (d >= 0)
+    H5Dclose(d);
+  return rc;
+}
+
+/* A string attribute of the file into buf ("" when missing). */
+static inline void read_str(hid_t f, const char *name, char *buf, size_t len)
+{
+  buf[0] = 0;
+  const hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+  if (a < 0)
+    return;
+  const hid_t t = H5Aget_type(a);
+  if (H5Tget_class(t) == H5T_STRING && H5Tget_size(t) <= len)
+    H5Aread(a, t, buf);
+  H5Tclose(t);
+  H5Aclose(a);
+  buf[len - 1] = 0;
+}
+
 #endif
