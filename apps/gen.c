@@ -240,11 +240,12 @@ int main(int argc, char **argv)
         slabfeed_generate(MPI_COMM_WORLD, g, err, sizeof err);
     const double dt = MPI_Wtime() - t0;
     if (st != SLABFEED_OK && nv > 1) { /* agreed by slabfeed_generate */
-      char msg[1400];
-      snprintf(msg, sizeof msg, "volume %d of %d: %s%s%s", i, nv, err,
+      char msg[2048];
+      snprintf(msg, sizeof msg, "volume %d of %d: %.1023s%s%.400s", i, nv, err,
                i > 0 ? "; written before it: " : "", i > 0 ? first : "");
       if (i > 1)
-        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " .. %s", last);
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " .. %.400s",
+                 last);
       cli_fail_agreed(prog, st, msg);
     }
     if (st != SLABFEED_OK)

@@ -273,7 +273,10 @@ static uint64_t mem_available(void)
  * (prefetch 2, 9 channels of 8^3 f32 per sample) asks for 1.5 times it. */
 static void too_big(const char *path)
 {
-  const uint64_t avail = mem_available();
+  /* Rank 0's reading for all: MemAvailable moves while other tests run,
+   * and ranks must pass the same batch. */
+  uint64_t avail = mem_available();
+  MPI_Bcast(&avail, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   const uint64_t per_sample = 2 * 9 * 512 * 4;
   const uint64_t b = avail / per_sample * 3 / 2 + 1;
   if (avail == 0 || b > 2000000000) {
