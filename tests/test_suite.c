@@ -390,7 +390,7 @@ int main(int argc, char **argv)
   const double voxels[NV] = {20.0 / 49, 13.0 / 49, 16.0 / 49};
   const double equal[NV] = {1.0 / 3, 1.0 / 3, 1.0 / 3};
   const double given[NV] = {0.5, 0, 0.5};
-  const int steps = 1200 / size; /* 2400 samples in all */
+  const int steps = 600 / size; /* 1200 samples in all */
   crops_match(spec, 6, steps, NULL, NULL, count);
   /* 2 degrees of freedom: P(chi2 > 13.8) = 0.001. */
   double x = chi2_of(count, voxels);
