@@ -367,17 +367,22 @@ static herr_t select_file(hid_t space, const slabfeed_dataset_info *in,
   return H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
 }
 
+int sf__h5_is_virtual(hid_t dset)
+{
+  const hid_t p = H5Dget_create_plist(dset);
+  const int v = p >= 0 && H5Pget_layout(p) == H5D_VIRTUAL;
+  if (p >= 0)
+    H5Pclose(p);
+  return v;
+}
+
 /* Independent I/O for datasets whose storage is not fully allocated
  * (HDF5 1.10's collective read of unwritten chunks fails with MPI_ERR_TYPE
  * on one rank and hangs on several) and for virtual datasets. */
 static int fully_allocated(hid_t dset)
 {
   /* A virtual dataset is read without MPI-IO (io/volume.c): independent. */
-  const hid_t p = H5Dget_create_plist(dset);
-  const int virt = p >= 0 && H5Pget_layout(p) == H5D_VIRTUAL;
-  if (p >= 0)
-    H5Pclose(p);
-  if (virt)
+  if (sf__h5_is_virtual(dset))
     return 0;
   H5D_space_status_t st = H5D_SPACE_STATUS_ERROR;
   if (H5Dget_space_status(dset, &st) < 0) {

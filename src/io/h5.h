@@ -54,6 +54,10 @@ herr_t sf__h5_write_layout(hid_t dset, int cf);
  * caller closes it. */
 hid_t sf__h5_file_type(int float16);
 
+/* Whether dset is an HDF5 virtual dataset (stitched from other files),
+ * which HDF5 1.10 reads without MPI-IO only. */
+int sf__h5_is_virtual(hid_t dset);
+
 #ifdef H5_HAVE_PARALLEL
 /* H5Pset_fapl_mpio on fapl over comm with slabfeed's MPI-IO hints: ROMIO's
  * data sieving off for reads and writes (unless the user gives ROMIO

@@ -11,13 +11,16 @@
 
 /* ---- Building the list -------------------------------------------------- */
 
+/* The paths found so far, and each file's identity (to find a file
+ * listed twice under another name). */
 typedef struct list {
   int n, cap;
   char **path;
-  dev_t *dev;
-  ino_t *ino;
-  int *known; /* dev/ino valid (the file could be stat'ed) */
-  int *entry; /* the spec entry each path came from (1-based) */
+  struct id {
+    dev_t dev;
+    ino_t ino;
+    int known; /* the file could be stat'ed */
+  } * id;
 } list;
 
 static void list_free(list *l)
@@ -25,10 +28,7 @@ static void list_free(list *l)
   for (int i = 0; i < l->n; i++)
     free(l->path[i]);
   free(l->path);
-  free(l->dev);
-  free(l->ino);
-  free(l->known);
-  free(l->entry);
+  free(l->id);
   memset(l, 0, sizeof *l);
 }
 
@@ -40,28 +40,19 @@ static slabfeed_status grow(list *l, sf__err *e)
   char **p = realloc(l->path, (size_t)cap * sizeof *p);
   if (p != NULL)
     l->path = p;
-  dev_t *d = realloc(l->dev, (size_t)cap * sizeof *d);
+  struct id *d = realloc(l->id, (size_t)cap * sizeof *d);
   if (d != NULL)
-    l->dev = d;
-  ino_t *i = realloc(l->ino, (size_t)cap * sizeof *i);
-  if (i != NULL)
-    l->ino = i;
-  int *k = realloc(l->known, (size_t)cap * sizeof *k);
-  if (k != NULL)
-    l->known = k;
-  int *en = realloc(l->entry, (size_t)cap * sizeof *en);
-  if (en != NULL)
-    l->entry = en;
-  if (p == NULL || d == NULL || i == NULL || k == NULL || en == NULL)
+    l->id = d;
+  if (p == NULL || d == NULL)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
   l->cap = cap;
   return SLABFEED_OK;
 }
 
-/* Appends path (from spec entry `entry`, described as `from` in messages),
- * refusing a file already listed. */
-static slabfeed_status add(list *l, const char *path, int entry,
-                           const char *from, sf__err *e)
+/* Appends path (described as `from` in messages), refusing a file
+ * already listed. */
+static slabfeed_status add(list *l, const char *path, const char *from,
+                           sf__err *e)
 {
   if (l->n >= SF_SUITE_MAX)
     return sf__fail(e, SLABFEED_ERR_ARG,
@@ -73,8 +64,8 @@ static slabfeed_status add(list *l, const char *path, int entry,
   const int known = stat(path, &st) == 0;
   for (int i = 0; i < l->n; i++)
     if (strcmp(l->path[i], path) == 0 ||
-        (known && l->known[i] && l->dev[i] == st.st_dev &&
-         l->ino[i] == st.st_ino))
+        (known && l->id[i].known && l->id[i].dev == st.st_dev &&
+         l->id[i].ino == st.st_ino))
       return sf__fail(e, SLABFEED_ERR_ARG,
                       "dataset: '%s' (%s) is the same file as volume %d "
                       "'%s': every volume must be listed once",
@@ -82,16 +73,13 @@ static slabfeed_status add(list *l, const char *path, int entry,
   l->path[l->n] = strdup(path);
   if (l->path[l->n] == NULL)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
-  l->known[l->n] = known;
-  l->dev[l->n] = known ? st.st_dev : 0;
-  l->ino[l->n] = known ? st.st_ino : 0;
-  l->entry[l->n] = entry;
+  l->id[l->n] =
+      (struct id){known ? st.st_dev : 0, known ? st.st_ino : 0, known};
   l->n++;
   return SLABFEED_OK;
 }
 
-static slabfeed_status manifest(list *l, const char *file, int entry,
-                                sf__err *e)
+static slabfeed_status manifest(list *l, const char *file, sf__err *e)
 {
   FILE *f = fopen(file, "r");
   if (f == NULL)
@@ -126,7 +114,7 @@ static slabfeed_status manifest(list *l, const char *file, int entry,
                file, no, line);
     else {
       snprintf(from, sizeof from, "manifest '%s' line %d", file, no);
-      add(l, line, entry, from, e);
+      add(l, line, from, e);
       any = 1;
     }
   }
@@ -136,7 +124,7 @@ static slabfeed_status manifest(list *l, const char *file, int entry,
   return e->status;
 }
 
-static slabfeed_status pattern(list *l, const char *pat, int entry, sf__err *e)
+static slabfeed_status pattern(list *l, const char *pat, sf__err *e)
 {
   glob_t g;
   memset(&g, 0, sizeof g);
@@ -149,7 +137,7 @@ static slabfeed_status pattern(list *l, const char *pat, int entry, sf__err *e)
   char from[4300];
   snprintf(from, sizeof from, "from pattern '%s'", pat);
   for (size_t i = 0; rc == 0 && i < g.gl_pathc && e->status == SLABFEED_OK; i++)
-    add(l, g.gl_pathv[i], entry, from, e); /* glob sorts its matches */
+    add(l, g.gl_pathv[i], from, e); /* glob sorts its matches */
   if (rc == 0)
     globfree(&g);
   return e->status;
@@ -181,11 +169,11 @@ slabfeed_status sf__suite_expand(const char *spec, sf__suite *s, sf__err *e)
     memcpy(item, p, n);
     item[n] = '\0';
     if (item[0] == '@')
-      manifest(&l, item + 1, entry, e);
+      manifest(&l, item + 1, e);
     else if (strpbrk(item, "*?[") != NULL)
-      pattern(&l, item, entry, e);
+      pattern(&l, item, e);
     else
-      add(&l, item, entry, "as given", e);
+      add(&l, item, "as given", e);
     if (nl == NULL)
       break;
     p = nl + 1;

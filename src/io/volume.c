@@ -32,16 +32,6 @@ static void one_close(one *o)
   o->dsets[0] = o->dsets[1] = o->file = H5I_INVALID_HID;
 }
 
-/* Whether dset is an HDF5 virtual dataset (stitched from other files). */
-static int is_virtual(hid_t dset)
-{
-  const hid_t p = H5Dget_create_plist(dset);
-  const int v = p >= 0 && H5Pget_layout(p) == H5D_VIRTUAL;
-  if (p >= 0)
-    H5Pclose(p);
-  return v;
-}
-
 /* Collective: opens volume i's file and datasets into *o (checked
  * locally first, agreed before the collective open). */
 static slabfeed_status one_open(sf__volume *v, int i, one *o, sf__err *e)
@@ -72,7 +62,7 @@ static slabfeed_status one_open(sf__volume *v, int i, one *o, sf__err *e)
    * all ranks alike: the close is collective. */
   int virt = 0;
   for (int d = 0; d < c->ndsets; d++)
-    virt |= o->dsets[d] >= 0 && is_virtual(o->dsets[d]);
+    virt |= o->dsets[d] >= 0 && sf__h5_is_virtual(o->dsets[d]);
   int any = virt;
   const int rc = MPI_Allreduce(&virt, &any, 1, MPI_INT, MPI_MAX, v->comm);
   if (rc != MPI_SUCCESS)
