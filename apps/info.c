@@ -308,7 +308,7 @@ static int print_plan(const char *prog, const info_args *a, const ctx *c)
     else if (r == 8)
       printf("  ...\n");
   }
-  printf("whole %s %.3f GB as float32; per rank about %.3f GB\n",
+  printf("whole %s %.3f GB as float32 in the store; per rank about %.3f GB\n",
          c->nvol > 1 ? "dataset" : "volume", c->bytes_f32 / 1e9,
          c->bytes_f32 / 1e9 / (double)gs);
   return 0;
@@ -588,8 +588,8 @@ static int list_volumes(const char *prog, ctx *c, const cli_spec *vols)
          "stacks them:\n",
          vols->n, slabfeed_version_string());
   int rc = 0;
-  int64_t z = 0;
-  double f32 = 0;
+  int64_t z = 0, yx[2] = {0, 0};
+  double f32 = 0, voxels = 0;
   slabfeed_dataset_info first[64];
   for (int v = 0; v < vols->n; v++) {
     char why[1400] = "";
@@ -614,21 +614,20 @@ static int list_volumes(const char *prog, ctx *c, const cli_spec *vols)
       if (d == 0)
         memcpy(box, in.shape, sizeof box);
       if (in.channels != a0->channels || in.type_bits != a0->type_bits ||
-          in.layout != a0->layout || in.shape[1] != a0->shape[1] ||
-          in.shape[2] != a0->shape[2])
+          in.layout != a0->layout)
         snprintf(why, sizeof why,
-                 "'%s' is C=%lld float%d %s y,x %lld,%lld where volume 0 has "
-                 "C=%lld float%d %s y,x %lld,%lld",
+                 "'%s' is C=%lld float%d %s where volume 0 has C=%lld "
+                 "float%d %s",
                  name, (long long)in.channels, in.type_bits,
-                 cli_layout_name(in.layout), (long long)in.shape[1],
-                 (long long)in.shape[2], (long long)a0->channels, a0->type_bits,
-                 cli_layout_name(a0->layout), (long long)a0->shape[1],
-                 (long long)a0->shape[2]);
-      else if (in.shape[0] != box[0])
+                 cli_layout_name(in.layout), (long long)a0->channels,
+                 a0->type_bits, cli_layout_name(a0->layout));
+      else if (memcmp(in.shape, box, sizeof box) != 0)
         snprintf(why, sizeof why,
-                 "'%s' has %lld z-planes where the volume's first dataset "
-                 "has %lld",
-                 name, (long long)in.shape[0], (long long)box[0]);
+                 "'%s' is %lldx%lldx%lld where the volume's first dataset "
+                 "is %lldx%lldx%lld",
+                 name, (long long)in.shape[0], (long long)in.shape[1],
+                 (long long)in.shape[2], (long long)box[0], (long long)box[1],
+                 (long long)box[2]);
       f32 += (double)in.channels * (double)in.shape[0] * (double)in.shape[1] *
              (double)in.shape[2] * 4;
     }
@@ -642,6 +641,9 @@ static int list_volumes(const char *prog, ctx *c, const cli_spec *vols)
            vols->path[v], (long long)box[0], (long long)box[1],
            (long long)box[2], (long long)z, (long long)(z + box[0]));
     z += box[0];
+    for (int a = 1; a < 3; a++)
+      yx[a - 1] = box[a] > yx[a - 1] ? box[a] : yx[a - 1];
+    voxels += (double)box[0] * (double)box[1] * (double)box[2];
   }
   if (rc != 0) {
     fprintf(stderr,
@@ -651,15 +653,23 @@ static int list_volumes(const char *prog, ctx *c, const cli_spec *vols)
             prog);
     return 1;
   }
+  /* Planes of the largest y and x: a smaller volume fills their low
+   * corner, and the rest of its planes is padding in the store. */
+  const double planes = (double)z * (double)yx[0] * (double)yx[1];
   printf("  total: %d volumes, stacked box %lldx%lldx%lld, %.3f GB as "
-         "float32; volume 0's datasets:\n",
-         vols->n, (long long)z, (long long)c->shape[1], (long long)c->shape[2],
-         f32 / 1e9);
+         "float32",
+         vols->n, (long long)z, (long long)yx[0], (long long)yx[1], f32 / 1e9);
+  if (voxels < planes)
+    printf(", padding %.1f %% of the store (volumes of smaller y,x)",
+           100.0 * (1.0 - voxels / planes));
+  printf("; volume 0's datasets:\n");
   c->quiet = 0;
   if (describe_file(prog, c) != 0)
     return 1;
   c->shape[0] = z;
-  c->bytes_f32 = f32;
+  c->shape[1] = yx[0];
+  c->shape[2] = yx[1];
+  c->bytes_f32 = f32 * planes / voxels;
   return 0;
 }
 

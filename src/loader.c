@@ -134,6 +134,23 @@ out:
   return e->status;
 }
 
+/* A training dataset of several volumes stacked without the volumes of
+ * weight 0 (held out): they take no memory and are never read. Local,
+ * the same on every rank (the options and the list are). */
+static slabfeed_status stack_training(const slabfeed_loader *l, sf__volume *v,
+                                      sf__err *e)
+{
+  if (v->suite.n < 2 || l->cfg.pub.tile > 0)
+    return SLABFEED_OK;
+  uint64_t *w = malloc((size_t)v->suite.n * sizeof *w);
+  if (w == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "volume weights");
+  if (sf__batch_volume_weights(&l->cfg, &v->suite, w, e) == SLABFEED_OK)
+    sf__volume_stack(v, w);
+  free(w);
+  return e->status;
+}
+
 /* Store, slabs, plan and back end, each stage agreed on by all ranks. */
 static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
 {
@@ -141,8 +158,8 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
   slabfeed_dataset_info info[2];
   memset(info, 0, sizeof info);
   if (sf__volume_open(&v, l->comm, l->rank, &l->cfg, e) == SLABFEED_OK &&
-      (sf__suite_copy(&l->suite, &v.suite, e), sf__agree(l->comm, e)) ==
-          SLABFEED_OK) {
+      (stack_training(l, &v, e), sf__suite_copy(&l->suite, &v.suite, e),
+       sf__agree(l->comm, e)) == SLABFEED_OK) {
     memcpy(info, v.info, sizeof info);
     const int64_t ch[2] = {info[0].channels, info[1].channels};
     const slabfeed_config *p = &l->cfg.pub;

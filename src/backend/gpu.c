@@ -620,10 +620,9 @@ static slabfeed_status gpu_next(sf__backend *g, void *stream,
   g->have_last = 1;
   uint64_t epoch, step;
   sf__batch_position(p, g->start_epoch, g->start_step, n, &epoch, &step);
-  /* The last batch of a pass: the peers' last batches are served before
-   * the caller leaves the loader for other collectives. */
-  if (p->pass && step + 1 == p->steps_per_epoch &&
-      sf__fetch_serve(&g->fetch, n, e) != SLABFEED_OK)
+  /* This rank's messages of batch n are delivered before it is returned
+   * (sf__fetch_serve says why). */
+  if (sf__fetch_serve(&g->fetch, n, e) != SLABFEED_OK)
     return e->status;
   sf__batch_describe(p, slot, g->slot[slot], epoch, step, out);
   out->ready_event = g->ready[slot];

@@ -164,14 +164,11 @@ static slabfeed_status host_next(sf__backend *h, void *stream,
   const int slot = h->slot;
   slabfeed_stats delta = {.batches = 1, .samples = (uint64_t)p->B};
   double t = sf__now();
-  /* Remote pieces: up to K batches requested, this one complete. Batch n
-   * uses landing slot n % K, as the ring. */
+  /* Remote pieces: up to K batches requested, this one complete, and
+   * this rank's messages of it delivered (sf__fetch_serve says why).
+   * Batch n uses landing slot n % K, as the ring. */
   if (sf__fetch_pump(&h->fetch, h->n + (uint64_t)p->K - 1, e) != SLABFEED_OK ||
-      sf__fetch_wait(&h->fetch, h->n, e) != SLABFEED_OK)
-    return e->status;
-  /* The last batch of a pass: the peers' last batches are served before
-   * the caller leaves the loader for other collectives. */
-  if (p->pass && h->step + 1 == p->steps_per_epoch &&
+      sf__fetch_wait(&h->fetch, h->n, e) != SLABFEED_OK ||
       sf__fetch_serve(&h->fetch, h->n, e) != SLABFEED_OK)
     return e->status;
   sf__fetch_take(&h->fetch, &delta);

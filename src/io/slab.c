@@ -57,7 +57,7 @@ slabfeed_status sf__slab_read(sf__store *s, int d, hid_t dset, const char *path,
                max_runs); /* the rest stay empty */
   float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d));
   sf__h5_read(dset, path, name, info, runs, max_runs, dst,
-              sf__store_planes(s, s->rank), e);
+              sf__store_planes(s, s->rank), &s->shape[1], e);
   free(runs);
   return e->status;
 }

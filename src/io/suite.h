@@ -11,8 +11,10 @@
  * inode) is refused. One plain path is the one-volume dataset of before.
  *
  * The volumes are stacked along z: volume v holds planes [z0[v], z0[v+1])
- * of a box of z0[n] planes that share y and x. Every crop stays inside
- * one volume and wraps periodically inside it (sf__suite_of finds it). */
+ * of a box of z0[n] planes of the largest y and x extents, its own
+ * shape[v][1] x shape[v][2] in their low corner. Every crop stays inside
+ * one volume and wraps periodically inside it on all three axes
+ * (sf__suite_of finds it). */
 #ifndef SF_SUITE_H
 #define SF_SUITE_H
 

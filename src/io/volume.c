@@ -111,12 +111,6 @@ static slabfeed_status one_check(const sf__volume *v, int i, const one *o,
           how, sizeof how, "layout %s, not %s",
           b->layout == SLABFEED_LAYOUT_CL ? "channels-last" : "channels-first",
           a->layout == SLABFEED_LAYOUT_CL ? "channels-last" : "channels-first");
-    else if (b->shape[1] != a->shape[1] || b->shape[2] != a->shape[2])
-      snprintf(how, sizeof how,
-               "y,x extents %lld,%lld, not %lld,%lld (volumes of a dataset "
-               "are stacked along z and share y and x)",
-               (long long)b->shape[1], (long long)b->shape[2],
-               (long long)a->shape[1], (long long)a->shape[2]);
     if (how[0] != '\0')
       return sf__fail(e, SLABFEED_ERR_ARG,
                       "dataset: volume %d '%s' differs from volume 0 '%s': "
@@ -146,7 +140,6 @@ slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
              v->suite.path[0], v->suite.n);
   if (sf__agree(comm, e) != SLABFEED_OK)
     return e->status;
-  int64_t z = 0;
   for (int i = 0; i < v->suite.n && e->status == SLABFEED_OK; i++) {
     one o;
     if (one_open(v, i, &o, e) == SLABFEED_OK &&
@@ -155,20 +148,40 @@ slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
     one_close(&o);
     if (sf__agree(comm, e) != SLABFEED_OK)
       break;
-    v->suite.z0[i] = z;
     memcpy(v->suite.shape[i], o.info[0].shape, sizeof v->suite.shape[i]);
-    z += o.info[0].shape[0];
   }
-  if (e->status != SLABFEED_OK)
-    return e->status;
+  if (e->status == SLABFEED_OK)
+    sf__volume_stack(v, NULL);
+  return e->status;
+}
+
+void sf__volume_stack(sf__volume *v, const uint64_t *w)
+{
+  const sf__config *c = v->cfg;
+  /* The stacked box: every kept volume's planes, one after the other, in
+   * planes of the largest y and x extents of them (a smaller volume fills
+   * the low corner of its planes; docs/DECISIONS.md). A volume of weight
+   * 0 takes no planes: it is never read. */
+  int64_t z = 0, yx[2] = {0, 0};
+  for (int i = 0; i < v->suite.n; i++) {
+    v->suite.z0[i] = z;
+    if (w != NULL && w[i] == 0)
+      continue;
+    z += v->suite.shape[i][0];
+    for (int a = 0; a < 2; a++)
+      if (v->suite.shape[i][1 + a] > yx[a])
+        yx[a] = v->suite.shape[i][1 + a];
+  }
   v->suite.z0[v->suite.n] = z;
-  /* The stacked box: every volume's planes, one after the other. */
   for (int d = 0; d < c->ndsets; d++) {
     slabfeed_dataset_info *in = &v->info[d];
+    const int cl = in->layout == SLABFEED_LAYOUT_CL;
     in->shape[0] = z;
-    in->dims[in->layout == SLABFEED_LAYOUT_CL ? 0 : 1] = z;
+    in->shape[1] = yx[0];
+    in->shape[2] = yx[1];
+    for (int a = 0; a < 3; a++)
+      in->dims[cl ? a : a + 1] = in->shape[a];
   }
-  return SLABFEED_OK;
 }
 
 slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e)
@@ -177,6 +190,8 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e)
   SF_RANGE_PUSH("read");
   for (int i = 0; i < v->suite.n; i++) {
     const char *path = v->suite.path[i];
+    if (v->suite.z0[i + 1] == v->suite.z0[i])
+      continue; /* held out of the stack: not read */
     const uint64_t before = sf__h5_file_bytes(path);
     one o;
     one_open(v, i, &o, e);

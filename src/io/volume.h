@@ -31,11 +31,19 @@ typedef struct sf__volume {
  * locally (agreed, so that a file missing on one rank is found before any
  * collective HDF5 call), opens it with MPI-IO and every dataset, checks
  * them against the options and against the first volume (channels,
- * element type, layout, y and x extents; z may differ), and closes it.
+ * element type and layout; the shapes may differ), and closes it.
  * Every rank returns the same status, naming the file; call
  * sf__volume_close in any case. */
 slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
                                 const sf__config *c, sf__err *e);
+
+/* Local. Stacks the volumes along z (suite.z0) and sets the stacked box
+ * (info): volume i's planes follow volume i-1's, in planes of the largest
+ * y, x extents of the stacked volumes; with w, a volume of weight w[i] 0
+ * takes no planes (held out: never read, nothing of it in memory). Open
+ * stacks every volume; the loader stacks again once the weights are
+ * known, before the store is sized. */
+void sf__volume_stack(sf__volume *v, const uint64_t *w);
 
 /* Collective over comm. Reads every dataset's slab into this rank's segment
  * of s, volume by volume (every rank opens every file and takes part in

@@ -23,17 +23,15 @@ int sf__batch_max_pieces(const sf__batch_plan *b)
   return sf__batch_max_zruns(b) * 4;
 }
 
-/* The weight of each volume of a training stream from the options
- * volume_weights and holdout_volumes into w[n]. */
-static slabfeed_status volume_weights(const sf__config *c, const sf__suite *s,
-                                      uint64_t *w, sf__err *e)
+slabfeed_status sf__batch_volume_weights(const sf__config *c,
+                                         const sf__suite *s, uint64_t *w,
+                                         sf__err *e)
 {
   const char *how = c->weights;
   const int n = s->n;
-  const int64_t plane = s->shape[0][1] * s->shape[0][2];
   if (how[0] == '\0' || strcmp(how, "voxels") == 0) {
     for (int i = 0; i < n; i++)
-      w[i] = (uint64_t)((s->z0[i + 1] - s->z0[i]) * plane);
+      w[i] = (uint64_t)(s->shape[i][0] * s->shape[i][1] * s->shape[i][2]);
   } else if (strcmp(how, "equal") == 0) {
     for (int i = 0; i < n; i++)
       w[i] = 1;
@@ -109,6 +107,14 @@ static slabfeed_status volume_weights(const sf__config *c, const sf__suite *s,
       w[i] = 0;
     p = *end == ',' ? end + 1 : end;
   }
+  uint64_t sum = 0;
+  for (int i = 0; i < n; i++)
+    sum |= w[i];
+  if (sum == 0)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: every volume of the dataset is held out (or "
+                    "weighs 0): no volume is left to draw training crops "
+                    "from");
   return SLABFEED_OK;
 }
 
@@ -152,8 +158,9 @@ static slabfeed_status init_volumes(sf__batch_plan *b, const sf__config *c,
   uint64_t *w = malloc((size_t)s->n * sizeof *w);
   if (w == NULL)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "volume weights");
-  if (volume_weights(c, s, w, e) == SLABFEED_OK)
-    sf__sampler_volumes(&b->sampler, s->n, s->z0, w, e);
+  if (sf__batch_volume_weights(c, s, w, e) == SLABFEED_OK)
+    sf__sampler_volumes(&b->sampler, s->n, s->z0, (const int64_t(*)[3])s->shape,
+                        w, e);
   free(w);
   return e->status;
 }
@@ -190,7 +197,7 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
   if (init_volumes(b, c, e) != SLABFEED_OK)
     return e->status;
   /* Held-out regions in the volume's own coordinates: those of every
-   * volume of a dataset of several (of one shape). */
+   * volume of a dataset of several (of one shape: init_volumes). */
   const int many = suite != NULL && suite->n > 1;
   const int64_t *vshape = many ? suite->shape[0] : info[0].shape;
   int64_t boxes[SLABFEED_MAX_REGIONS][6];
@@ -219,8 +226,14 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
     const uint64_t per = (uint64_t)b->size * (uint64_t)b->B;
     b->steps_per_epoch = (b->tiles.count + per - 1) / per;
   } else if (b->steps_per_epoch == 0) {
-    const double box = (double)info[0].shape[0] * (double)info[0].shape[1] *
-                       (double)info[0].shape[2];
+    /* The voxels of the training volumes (not of the stacked planes,
+     * which pad volumes of smaller y, x; held-out volumes have none). */
+    double box = 0;
+    for (int v = 0; v < (many ? suite->n : 1); v++) {
+      const int64_t *n = many ? suite->shape[v] : info[0].shape;
+      if (!many || suite->z0[v + 1] > suite->z0[v])
+        box += (double)n[0] * (double)n[1] * (double)n[2];
+    }
     const double per_step = (double)p->crop[0] * (double)p->crop[1] *
                             (double)p->crop[2] * b->size * b->B;
     const double s = box / per_step;
@@ -382,17 +395,19 @@ int sf__batch_split(const sf__batch_plan *b, int viewer,
   sf__run zs[2], ys[2], xs[2];
   /* z wraps inside the volume of the origin (the stacked box's planes
    * [zb, zb + zn)). */
-  int64_t zb = 0, zn = s->shape[0];
+  int64_t zb = 0, zn = s->shape[0], yn = s->shape[1], xn = s->shape[2];
   if (b->suite != NULL && b->suite->n > 1) {
     const int v = sf__suite_of(b->suite, origin[0]);
     zb = b->suite->z0[v];
     zn = b->suite->z0[v + 1] - zb;
+    yn = b->suite->shape[v][1];
+    xn = b->suite->shape[v][2];
   }
   const int nz = sf__periodic_split(origin[0] - zb, b->crop[0], zn, zs);
   for (int k = 0; k < nz; k++)
     zs[k].begin += zb;
-  const int ny = sf__periodic_split(origin[1], b->crop[1], s->shape[1], ys);
-  const int nx = sf__periodic_split(origin[2], b->crop[2], s->shape[2], xs);
+  const int ny = sf__periodic_split(origin[1], b->crop[1], yn, ys);
+  const int nx = sf__periodic_split(origin[2], b->crop[2], xn, xs);
   int nzr = 0;
   for (int k = 0; k < nz; k++)
     nzr +=

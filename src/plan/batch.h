@@ -50,6 +50,15 @@ typedef struct sf__batch_plan {
   sf__zrun *zruns;
 } sf__batch_plan;
 
+/* Local. The weight of each of the n volumes of dataset s (s->shape set)
+ * for a training stream, from the options volume_weights (voxels, the
+ * default; equal; or W0,W1,... scaled to integers) and holdout_volumes
+ * (indices, ranges I-J or paths: weight 0), into w[n]. Fails naming the
+ * bad entry, or when every weight is 0. */
+slabfeed_status sf__batch_volume_weights(const sf__config *c,
+                                         const sf__suite *s, uint64_t *w,
+                                         sf__err *e);
+
 /* Sets up the plan of a loader with options c over the datasets info[] (of
  * the stacked box of the volumes of `suite`, which must outlive the plan)
  * and the store; allocates the per-slot tables and the scratch. */

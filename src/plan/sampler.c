@@ -24,6 +24,7 @@ void sf__sampler_init(sf__sampler *s, const int64_t shape[3], uint64_t seed,
   s->hold = NULL;
   s->nvol = 0;
   s->z0 = NULL;
+  s->yx = NULL;
   s->cum = NULL;
   s->nsym = 0;
   for (int g = 0; g < SF_NSYM; g++) {
@@ -151,8 +152,10 @@ void sf__sampler_free(sf__sampler *s)
     s->hold = NULL;
   }
   free(s->z0);
+  free(s->yx);
   free(s->cum);
   s->z0 = NULL;
+  s->yx = NULL;
   s->cum = NULL;
   s->nvol = 0;
 }
@@ -180,16 +183,21 @@ static void holdout_origin(const sf__holdout *h, uint64_t u, int64_t o[3])
 }
 
 slabfeed_status sf__sampler_volumes(sf__sampler *s, int n, const int64_t *z0,
+                                    const int64_t (*vshape)[3],
                                     const uint64_t *w, sf__err *e)
 {
   s->z0 = malloc(((size_t)n + 1) * sizeof *s->z0);
+  s->yx = malloc((size_t)n * sizeof *s->yx);
   s->cum = malloc((size_t)n * sizeof *s->cum);
-  if (s->z0 == NULL || s->cum == NULL)
+  if (s->z0 == NULL || s->yx == NULL || s->cum == NULL)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "sampler: volume table");
   memcpy(s->z0, z0, ((size_t)n + 1) * sizeof *s->z0);
   uint64_t sum = 0;
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
+    s->yx[i][0] = vshape[i][1];
+    s->yx[i][1] = vshape[i][2];
     s->cum[i] = sum += w[i];
+  }
   s->nvol = n;
   if (sum == 0)
     return sf__fail(e, SLABFEED_ERR_ARG,
@@ -215,6 +223,21 @@ static int pick_volume(const sf__sampler *s, uint64_t epoch, uint64_t k)
   return lo;
 }
 
+/* The origin of sample k drawn from z in [z0, z0 + nz) (mod Z), y in
+ * [0, ny), x in [0, nx), and its symmetry. */
+static void draw_box(const sf__sampler *s, uint64_t epoch, uint64_t k,
+                     int64_t z0, int64_t nz, const int64_t n[3],
+                     int64_t origin[3], int32_t *sym)
+{
+  origin[0] = (z0 + (int64_t)sf__uniform(sf__hash(s->seed, epoch, k, 0),
+                                         (uint64_t)nz)) %
+              s->shape[0];
+  for (int a = 1; a < 3; a++)
+    origin[a] = (int64_t)sf__uniform(sf__hash(s->seed, epoch, k, (uint32_t)a),
+                                     (uint64_t)n[a]);
+  *sym = s->sym[sf__uniform(sf__hash(s->seed, epoch, k, 3), (uint64_t)s->nsym)];
+}
+
 void sf__sampler_draw(const sf__sampler *s, uint64_t epoch, uint64_t k,
                       int64_t origin[3], int32_t *sym)
 {
@@ -222,7 +245,9 @@ void sf__sampler_draw(const sf__sampler *s, uint64_t epoch, uint64_t k,
   const int64_t zb = s->nvol > 1 ? s->z0[v] : 0;
   const int64_t zn = s->nvol > 1 ? s->z0[v + 1] - zb : s->shape[0];
   if (s->hold == NULL) {
-    sf__sampler_draw_in(s, epoch, k, zb, zn, origin, sym);
+    const int64_t n[3] = {zn, s->nvol > 1 ? s->yx[v][0] : s->shape[1],
+                          s->nvol > 1 ? s->yx[v][1] : s->shape[2]};
+    draw_box(s, epoch, k, zb, zn, n, origin, sym);
     return;
   }
   holdout_origin(s->hold,
@@ -236,11 +261,5 @@ void sf__sampler_draw_in(const sf__sampler *s, uint64_t epoch, uint64_t k,
                          int64_t z0, int64_t nz, int64_t origin[3],
                          int32_t *sym)
 {
-  origin[0] = (z0 + (int64_t)sf__uniform(sf__hash(s->seed, epoch, k, 0),
-                                         (uint64_t)nz)) %
-              s->shape[0];
-  for (int a = 1; a < 3; a++)
-    origin[a] = (int64_t)sf__uniform(sf__hash(s->seed, epoch, k, (uint32_t)a),
-                                     (uint64_t)s->shape[a]);
-  *sym = s->sym[sf__uniform(sf__hash(s->seed, epoch, k, 3), (uint64_t)s->nsym)];
+  draw_box(s, epoch, k, z0, nz, s->shape, origin, sym);
 }

@@ -60,10 +60,12 @@ typedef struct sf__sampler {
   /* A dataset of several volumes stacked along z (nvol > 1): volume v
    * holds planes [z0[v], z0[v+1]) and is drawn with probability
    * w[v] / total (cum[v] the running sum); the origin is then drawn in
-   * the volume and wraps inside it. */
+   * the volume (its own y, x extents yx[v], at most shape[1], shape[2])
+   * and wraps inside it. */
   int nvol;
-  int64_t *z0;   /* [nvol + 1] */
-  uint64_t *cum; /* [nvol] */
+  int64_t *z0;      /* [nvol + 1] */
+  int64_t (*yx)[2]; /* [nvol] */
+  uint64_t *cum;    /* [nvol] */
 } sf__sampler;
 
 void sf__sampler_init(sf__sampler *s, const int64_t shape[3], uint64_t seed,
@@ -79,12 +81,15 @@ slabfeed_status sf__sampler_holdout(sf__sampler *s, const int64_t crop[3],
                                     int n, const int64_t (*boxes)[6],
                                     sf__err *e);
 
-/* Makes the sampler's box a stack of n volumes (shape[0] must be z0[n]):
- * weights w[] (0: never drawn; their sum at most 2^62) pick the volume of
- * each sample, draw 4. With held-out regions (sf__sampler_holdout, called
- * after this one with the volumes' common shape) they apply inside every
- * volume. Fails when every weight is 0. */
+/* Makes the sampler's box a stack of n volumes (shape[0] must be z0[n]),
+ * volume v of shape vshape[v] (its z extent z0[v+1] - z0[v]): weights w[]
+ * (0: never drawn; their sum at most 2^62) pick the volume of each
+ * sample, draw 4, and the origin is drawn in its own extents. With
+ * held-out regions (sf__sampler_holdout, called after this one with the
+ * volumes' common shape) they apply inside every volume. Fails when every
+ * weight is 0. */
 slabfeed_status sf__sampler_volumes(sf__sampler *s, int n, const int64_t *z0,
+                                    const int64_t (*vshape)[3],
                                     const uint64_t *w, sf__err *e);
 
 /* Releases what sf__sampler_holdout and sf__sampler_volumes took. */

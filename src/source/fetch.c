@@ -458,9 +458,13 @@ slabfeed_status sf__fetch_serve(sf__fetch *f, uint64_t j, sf__err *e)
     if (!advance(f, j, 0, e) && e->status == SLABFEED_OK)
       advance(f, j, 1, e);
   /* Delivered: the last K of them, the older ones were completed before
-   * their slots were reused. */
-  for (uint64_t b = j + 1 > K ? j + 1 - K : 0;
-       b <= j && e->status == SLABFEED_OK; b++) {
+   * their slots were reused. A slot that already holds a later batch
+   * (sends run up to K - 1 batches ahead) is left alone: its receives may
+   * not be posted yet, and the peer posts them only in a later next. */
+  uint64_t b0 = j + 1 > K ? j + 1 - K : 0;
+  if (f->sent > K && f->sent - K > b0)
+    b0 = f->sent - K;
+  for (uint64_t b = b0; b <= j && e->status == SLABFEED_OK; b++) {
     const int slot = (int)(b % K);
     int done;
     if (complete(f->ns[slot], f->sreq + (size_t)slot * (size_t)f->plan->size, 1,

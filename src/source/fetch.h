@@ -118,10 +118,16 @@ slabfeed_status sf__fetch_pump(sf__fetch *f, uint64_t upto, sf__err *e);
 slabfeed_status sf__fetch_wait(sf__fetch *f, uint64_t j, sf__err *e);
 
 /* Blocks until this rank's messages for every batch up to j are posted and
- * delivered (SEND mode; a no-op otherwise). For the last batch of a tiled
- * pass: afterwards the caller may enter any other collective (a writer's
- * close, a reduction of the validation loss) while the peers still wait
- * for their last batch, which no longer needs this rank inside next. */
+ * delivered (SEND mode; a no-op otherwise). The back ends call it before
+ * they return batch j: the peers' batch j needs those messages, and once
+ * next has returned the caller may enter any other collective (NCCL's
+ * gradient all-reduce, a writer's close, a reduction of the validation
+ * loss) that cannot end before the peers' next returns. Without it a rank
+ * could return batch j with its sends of j still unposted (their slots
+ * waiting on older sends) and the peers would wait in next for a message
+ * that this rank posts only in its next call: a deadlock. The peers have
+ * posted their receives of j (up to K batches ahead) by the time they wait
+ * for it, so this wait ends once they are inside next. */
 slabfeed_status sf__fetch_serve(sf__fetch *f, uint64_t j, sf__err *e);
 
 /* Collective (every rank at the same point of the stream, as for seek and
