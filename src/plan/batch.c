@@ -107,10 +107,10 @@ slabfeed_status sf__batch_volume_weights(const sf__config *c,
       w[i] = 0;
     p = *end == ',' ? end + 1 : end;
   }
-  uint64_t sum = 0;
+  uint64_t any = 0;
   for (int i = 0; i < n; i++)
-    sum |= w[i];
-  if (sum == 0)
+    any |= w[i];
+  if (any == 0)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: every volume of the dataset is held out (or "
                     "weighs 0): no volume is left to draw training crops "

@@ -199,11 +199,6 @@ slabfeed_status sf__sampler_volumes(sf__sampler *s, int n, const int64_t *z0,
     s->cum[i] = sum += w[i];
   }
   s->nvol = n;
-  if (sum == 0)
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "sampler: every volume of the dataset is held out (or "
-                    "weighs 0): no volume is left to draw training crops "
-                    "from");
   return SLABFEED_OK;
 }
 

@@ -86,8 +86,9 @@ slabfeed_status sf__sampler_holdout(sf__sampler *s, const int64_t crop[3],
  * (0: never drawn; their sum at most 2^62) pick the volume of each
  * sample, draw 4, and the origin is drawn in its own extents. With
  * held-out regions (sf__sampler_holdout, called after this one with the
- * volumes' common shape) they apply inside every volume. Fails when every
- * weight is 0. */
+ * volumes' common shape) they apply inside every volume. Some weight must
+ * be positive (sf__batch_volume_weights refuses all 0). Fails only for
+ * memory. */
 slabfeed_status sf__sampler_volumes(sf__sampler *s, int n, const int64_t *z0,
                                     const int64_t (*vshape)[3],
                                     const uint64_t *w, sf__err *e);
