@@ -147,6 +147,7 @@ static slabfeed_status stack_training(const slabfeed_loader *l, sf__volume *v,
     return sf__fail(e, SLABFEED_ERR_NOMEM, "volume weights");
   if (sf__batch_volume_weights(&l->cfg, &v->suite, w, e) == SLABFEED_OK)
     sf__volume_stack(v, w);
+  injected(l, "weights", e);
   free(w);
   return e->status;
 }

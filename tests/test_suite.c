@@ -300,6 +300,10 @@ static void refusals(const char *spec)
   snprintf(fail, sizeof fail, "volume.missing@%d", size - 1);
   setenv("SLABFEED_TEST_FAIL", fail, 1);
   refused(&c, "vol0.h5': No such file", "missing on one rank");
+  /* The stacking by weight (before the store) failing on one rank. */
+  snprintf(fail, sizeof fail, "weights@%d", size - 1);
+  setenv("SLABFEED_TEST_FAIL", fail, 1);
+  refused(&c, "injected failure at stage 'weights'", "weights on one rank");
   unsetenv("SLABFEED_TEST_FAIL");
   config(&c, spec, 6);
   c.holdout_volumes = "/no/such.h5";
