@@ -868,6 +868,28 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def locality_cuts(starts, Zt, nodes, R):
+    """Node ranges of one group of `nodes` nodes of R ranks under locality
+    over several volumes (src/plan/placement.c, group_cores): node j begins
+    at the volume start nearest Zt * j * R / (nodes * R), after node j-1's
+    and leaving one for every later node, ties to the lower. Returns the
+    range bounds (nodes + 1 of them), or None with more nodes than
+    volumes."""
+    n = len(starts)
+    if nodes > n:
+        return None
+    gs = nodes * R
+    cut = [0]
+    for j in range(1, nodes):
+        want = Zt * j * R
+        c = cut[-1] + 1
+        while c < n - (nodes - j) and \
+                abs(starts[c + 1] * gs - want) < abs(starts[c] * gs - want):
+            c += 1
+        cut.append(c)
+    return [starts[c] for c in cut] + [Zt]
+
+
 def suite_placement(n_boxes, Z, Y, X, channels, crop, nodes, R, budget,
                     group=None):
     """Placement of a suite of n_boxes volumes of Z x Y x X (src/io/suite.h:
@@ -875,9 +897,13 @@ def suite_placement(n_boxes, Z, Y, X, channels, crop, nodes, R, budget,
     nodes of R ranks, as src/plan/placement.c places one box of n_boxes*Z
     planes: the smallest group of G nodes whose fullest node store fits
     `budget` bytes (or `group`). Returns a dict: G, groups, node store,
-    volumes per node (whole, split across two nodes), and the share of
-    crops held on the drawing rank's node without and with locality
-    (exact, every origin of every volume enumerated)."""
+    volumes per node (whole, split across two nodes), the share of crops
+    held on the drawing rank's node without locality (exact, every origin
+    of every volume enumerated), and locality's own placement (node ranges
+    cut at volume starts, so every crop is local): its G, fullest node
+    store, and the range of a volume's sampling probability against the
+    voxel-weighted stream (a node's ranks draw their share from its
+    volumes only)."""
     Zt = n_boxes * Z
     plane = Y * X * channels * 4
     G = group
@@ -906,29 +932,36 @@ def suite_placement(n_boxes, Z, Y, X, channels, crop, nodes, R, budget,
     # Uniform stream: a crop of volume v at origin o is local to the rank's
     # node when all its planes lie on that node (rank's node uniform).
     local_any = 0
-    # Locality: origin uniform over the node's planes (stacked), the node
-    # keeping crop - 1 planes above its range.
-    local_loc = [0] * G
     for v in range(n_boxes):
         z0 = v * Z
         for o in range(Z):
             planes = [z0 + (o + i) % Z for i in range(crop)]
-            nodes_hit = {node_of[z] for z in planes}
-            if len(nodes_hit) == 1:
+            if len({node_of[z] for z in planes}) == 1:
                 local_any += 1
-            n = node_of[z0 + o]
-            hi = (bounds[n + 1] + crop - 1) % Zt
-            top = bounds[n + 1] + crop - 1
-            ok = all(bounds[n] <= z < top or (top > Zt and z < top - Zt)
-                     for z in planes)
-            local_loc[n] += ok
     share_any = local_any / (n_boxes * Z) / G
-    share_loc = sum(local_loc[k] / (bounds[k + 1] - bounds[k])
-                    for k in range(G)) / G
+    # Locality: whole volumes per node, its own G from the same budget.
+    starts = [v * Z for v in range(n_boxes)]
+    GL, cuts = None, None
+    for g in ([group] if group is not None else range(1, nodes + 1)):
+        c = locality_cuts(starts, Zt, g, R)
+        if c is None:
+            break
+        GL, cuts = g, c
+        if max(c[k + 1] - c[k] for k in range(g)) * plane <= budget:
+            break
+    if cuts is None:
+        loc = dict(G_locality=None)
+    else:
+        boxes = [(cuts[k + 1] - cuts[k]) // Z for k in range(GL)]
+        # node k's R ranks draw 1/GL of the samples, spread over its boxes
+        ratio = [n_boxes / (GL * m) for m in boxes]
+        loc = dict(G_locality=GL, node_bytes_locality=max(boxes) * Z * plane,
+                   boxes_per_node=(min(boxes), max(boxes)),
+                   sampling=(min(ratio), max(ratio)))
     return dict(G=G, groups=max(1, nodes // G), node_bytes=most * plane,
                 planes_per_node=most, volumes_whole=whole,
                 volumes_split=split, local_uniform=share_any,
-                local_locality=share_loc, total_bytes=Zt * plane)
+                total_bytes=Zt * plane, **loc)
 
 
 def suite_table(a, p, n_boxes):
@@ -948,14 +981,28 @@ def suite_table(a, p, n_boxes):
            fmt_bytes(budget)))
     print("| nodes | G (nodes per group) | groups | store of the fullest node "
           "| boxes whole on one node | boxes split over two nodes "
-          "| crops on the drawing rank's node, uniform | with locality |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| crops on the drawing rank's node |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for N, r in rows:
-        print("| %d | %d | %d | %s%s | %d | %d | %.3f | %.3f |" %
+        print("| %d | %d | %d | %s%s | %d | %d | %.3f |" %
               (N, r["G"], r["groups"], fmt_bytes(r["node_bytes"]),
                " !" if r["node_bytes"] > budget else "",
-               r["volumes_whole"], r["volumes_split"], r["local_uniform"],
-               r["local_locality"]))
+               r["volumes_whole"], r["volumes_split"], r["local_uniform"]))
+    print("\nWith locality (whole boxes per node, every crop on its node):\n")
+    print("| nodes | G | groups | store of the fullest node | boxes per node "
+          "| a box's sampling probability / voxel-weighted |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for N, r in rows:
+        if r["G_locality"] is None:
+            print("| %d | - | - | refused: more nodes per group than boxes "
+                  "| - | - |" % N)
+            continue
+        GL = r["G_locality"]
+        print("| %d | %d | %d | %s%s | %d-%d | %.3f-%.3f |" %
+              (N, GL, max(1, N // GL), fmt_bytes(r["node_bytes_locality"]),
+               " !" if r["node_bytes_locality"] > budget else "",
+               r["boxes_per_node"][0], r["boxes_per_node"][1],
+               r["sampling"][0], r["sampling"][1]))
 
 
 def main(argv=None):

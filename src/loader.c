@@ -152,6 +152,53 @@ static slabfeed_status stack_training(const slabfeed_loader *l, sf__volume *v,
   return e->status;
 }
 
+/* The planes where the stacked volumes that hold planes begin (the node
+ * cuts of locality over several volumes): *n of them in *cuts, which the
+ * caller frees. Local. */
+static slabfeed_status volume_starts(const sf__suite *s, int64_t **cuts, int *n,
+                                     sf__err *e)
+{
+  *n = 0;
+  *cuts = malloc((size_t)s->n * sizeof **cuts);
+  if (*cuts == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "volume starts");
+  for (int i = 0; i < s->n; i++)
+    if (s->z0[i + 1] > s->z0[i])
+      (*cuts)[(*n)++] = s->z0[i];
+  return SLABFEED_OK;
+}
+
+/* The store over the stacked planes of v, then its slabs from the file. */
+static void open_store(slabfeed_loader *l, sf__volume *v,
+                       const slabfeed_dataset_info info[2], sf__err *e)
+{
+  const int64_t ch[2] = {info[0].channels, info[1].channels};
+  const slabfeed_config *p = &l->cfg.pub;
+  sf__store_opts o = {l->cfg.rank_per_node,
+                      l->cfg.group_nodes,
+                      p->node_memory,
+                      p->locality,
+                      p->halo,
+                      p->crop[0],
+                      0,
+                      NULL};
+  /* Locality over several volumes keeps each volume on one node. */
+  int64_t *cuts = NULL;
+  if (p->locality && v->suite.n > 1 && p->tile == 0)
+    volume_starts(&v->suite, &cuts, &o.ncuts, e);
+  o.cuts = cuts;
+  if (sf__agree(l->comm, e) == SLABFEED_OK &&
+      sf__store_open(&l->store, l->comm, l->cfg.ndsets, ch, info[0].shape, &o,
+                     e) == SLABFEED_OK) {
+    sf__fetch_selfcheck(&l->store,
+                        l->cfg.remote_get ? SF__FETCH_GET : SF__FETCH_SEND,
+                        p->locality, e);
+    if (sf__agree(l->comm, e) == SLABFEED_OK)
+      read_slabs(l, v, e);
+  }
+  free(cuts);
+}
+
 /* Store, slabs, plan and back end, each stage agreed on by all ranks. */
 static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
 {
@@ -162,22 +209,7 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
       (stack_training(l, &v, e), sf__suite_copy(&l->suite, &v.suite, e),
        sf__agree(l->comm, e)) == SLABFEED_OK) {
     memcpy(info, v.info, sizeof info);
-    const int64_t ch[2] = {info[0].channels, info[1].channels};
-    const slabfeed_config *p = &l->cfg.pub;
-    const sf__store_opts o = {l->cfg.rank_per_node,
-                              l->cfg.group_nodes,
-                              p->node_memory,
-                              p->locality,
-                              p->halo,
-                              p->crop[0]};
-    if (sf__store_open(&l->store, l->comm, l->cfg.ndsets, ch, info[0].shape, &o,
-                       e) == SLABFEED_OK) {
-      sf__fetch_selfcheck(&l->store,
-                          l->cfg.remote_get ? SF__FETCH_GET : SF__FETCH_SEND,
-                          p->locality, e);
-      if (sf__agree(l->comm, e) == SLABFEED_OK)
-        read_slabs(l, &v, e);
-    }
+    open_store(l, &v, info, e);
   }
   sf__volume_close(&v);
   if (e->status != SLABFEED_OK)
@@ -384,6 +416,15 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
                                                  "group fits"
                                                : "",
            (double)s->fill_remote / 1e9, how);
+  const size_t used = strlen(buf);
+  if (l->plan.locality && l->suite.n > 1 && used + 1 < len) {
+    const int64_t a = L->reach0[s->rank], n = L->reach[s->rank];
+    snprintf(buf + used, len - used,
+             "; whole volumes per node, this rank's node holds volumes "
+             "%d..%d of %d",
+             sf__suite_of(&l->suite, a), sf__suite_of(&l->suite, a + n - 1),
+             l->suite.n);
+  }
   return SLABFEED_OK;
 }
 

@@ -18,7 +18,8 @@ static void check_layout(int P, int N, int interleaved, int64_t Z, int G)
   sf__placement L;
   sf__err e;
   sf__err_clear(&e);
-  CHECK(sf__placement_make(&L, P, N, nodeof, Z, G, 1, 1, 5, &e) == SLABFEED_OK,
+  const sf__placement_req q = {P, N, nodeof, Z, 1, 1, 5, 0, NULL};
+  CHECK(sf__placement_make(&L, &q, G, &e) == SLABFEED_OK,
         "P %d N %d Z %lld G %d: %s", P, N, (long long)Z, G, e.msg);
   if (e.status != SLABFEED_OK) {
     free(nodeof);
@@ -77,6 +78,7 @@ static void check_choose(void)
   int nodeof[16];
   for (int r = 0; r < 16; r++)
     nodeof[r] = r / 2;
+  const sf__placement_req q = {16, 8, nodeof, 64, 0, 0, 1, 0, NULL};
   const struct {
     uint64_t budget;
     int forced, want;
@@ -87,9 +89,8 @@ static void check_choose(void)
     sf__placement L;
     sf__err e;
     sf__err_clear(&e);
-    CHECK(sf__placement_choose(&L, 16, 8, nodeof, 64, cases[i].forced,
-                               cases[i].budget, 1 << 20, 0, 0, 1,
-                               &e) == SLABFEED_OK,
+    CHECK(sf__placement_choose(&L, &q, cases[i].forced, cases[i].budget,
+                               1 << 20, &e) == SLABFEED_OK,
           "choose: %s", e.msg);
     CHECK_EQ(L.G, cases[i].want, "budget %llu forced %d: G",
              (unsigned long long)cases[i].budget, cases[i].forced);
@@ -98,13 +99,68 @@ static void check_choose(void)
   sf__placement L;
   sf__err e;
   sf__err_clear(&e);
-  CHECK(sf__placement_choose(&L, 16, 8, nodeof, 64, 9, 0, 1, 0, 0, 1, &e) ==
-                SLABFEED_ERR_ARG &&
+  CHECK(sf__placement_choose(&L, &q, 9, 0, 1, &e) == SLABFEED_ERR_ARG &&
             strstr(e.msg, "group_nodes 9") != NULL,
         "G above the node count refused: %s", e.msg);
   CHECK(sf__placement_default_budget((uint64_t)256 << 30, 4) ==
             ((uint64_t)128 << 30) - ((uint64_t)8 << 30),
         "default budget: half of 256 GiB less 2 GiB per rank");
+}
+
+/* Locality over several volumes: node ranges begin at volume starts, the
+ * one nearest the even split (ties to the lower), each node's ranks split
+ * its range evenly, no node keeps planes above its range; a group with
+ * more nodes than volumes is refused. */
+static void check_cuts(void)
+{
+  /* 3 nodes of 1, 2 and 1 ranks; 7 volumes: starts 0 10 20 25 40 50 55,
+   * 64 planes. Even boundaries at 16 (1/4) and 48 (3/4): cuts 20 and 50. */
+  const int nodeof[4] = {0, 1, 1, 2};
+  const int64_t cuts[7] = {0, 10, 20, 25, 40, 50, 55};
+  const sf__placement_req q = {4, 3, nodeof, 64, 0, 1, 5, 7, cuts};
+  sf__placement L;
+  sf__err e;
+  sf__err_clear(&e);
+  CHECK(sf__placement_make(&L, &q, 3, &e) == SLABFEED_OK, "cuts: %s", e.msg);
+  if (e.status != SLABFEED_OK)
+    return;
+  const int64_t want[4][2] = {{0, 20}, {20, 35}, {35, 50}, {50, 64}};
+  for (int r = 0; r < 4; r++) {
+    CHECK(L.core0[r] == want[r][0] && L.core1[r] == want[r][1] &&
+              L.hi[r] == 0 && L.lo[r] == 0,
+          "rank %d core [%lld, %lld) halo %lld/%lld, want [%lld, %lld)", r,
+          (long long)L.core0[r], (long long)L.core1[r], (long long)L.lo[r],
+          (long long)L.hi[r], (long long)want[r][0], (long long)want[r][1]);
+    int64_t end;
+    for (int64_t z = want[r][0]; z < want[r][1]; z++)
+      CHECK(sf__placement_owner(&L, 0, z, &end) == r && end == want[r][1],
+            "owner of plane %lld", (long long)z);
+  }
+  CHECK(L.reach0[1] == 20 && L.reach[1] == 30 && L.reach0[2] == 20,
+        "node 1's range [20, 50)");
+  sf__placement_free(&L);
+  /* A tie (even boundary 32 between cuts 25 and 39) goes to the lower. */
+  const int nodeof2[2] = {0, 1};
+  const int64_t tie[3] = {0, 25, 39};
+  const sf__placement_req t = {2, 2, nodeof2, 64, 0, 1, 5, 3, tie};
+  CHECK(sf__placement_make(&L, &t, 2, &e) == SLABFEED_OK && L.core1[0] == 25,
+        "tie: node 0 ends at %lld", (long long)L.core1[0]);
+  sf__placement_free(&L);
+  /* Two volumes, three nodes in one group: refused; in groups of one
+   * node (G = 1) each node holds both. */
+  const int64_t two[2] = {0, 30};
+  const int n3[3] = {0, 1, 2};
+  const sf__placement_req f3 = {3, 3, n3, 64, 0, 1, 5, 2, two};
+  CHECK(
+      sf__placement_make(&L, &f3, 3, &e) == SLABFEED_ERR_ARG &&
+          strstr(e.msg, "group 0 has 3 nodes and the dataset only 2 volumes") !=
+              NULL,
+      "more nodes than volumes refused: %s", e.msg);
+  sf__err_clear(&e);
+  CHECK(sf__placement_make(&L, &f3, 1, &e) == SLABFEED_OK && L.ng == 3 &&
+            L.reach[0] == 64,
+        "groups of one node: %s", e.msg);
+  sf__placement_free(&L);
 }
 
 int main(int argc, char **argv)
@@ -116,13 +172,14 @@ int main(int argc, char **argv)
   check_layout(15, 5, 0, 31, 2); /* groups of 2 and 3 nodes */
   check_layout(16, 8, 1, 16, 3); /* one plane per rank in a group */
   check_choose();
+  check_cuts();
   /* a group with more ranks than planes is refused */
   int nodeof[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   sf__placement L;
   sf__err e;
   sf__err_clear(&e);
-  CHECK(sf__placement_make(&L, 8, 8, nodeof, 3, 8, 0, 0, 1, &e) ==
-                SLABFEED_ERR_ARG &&
+  const sf__placement_req q = {8, 8, nodeof, 3, 0, 0, 1, 0, NULL};
+  CHECK(sf__placement_make(&L, &q, 8, &e) == SLABFEED_ERR_ARG &&
             strstr(e.msg, "8 ranks but the box has only 3") != NULL,
         "too few planes refused: %s", e.msg);
   return check_finish("unit.placement");

@@ -5,7 +5,10 @@
  * the pieces tile the crop, each names planes its holder keeps, the count
  * stays within sf__batch_max_pieces, no piece crosses nodes when a rank of
  * the viewer's node keeps its planes, and in locality mode no crop whose
- * origin lies in the viewer's node range needs another node at all. */
+ * origin lies in the viewer's node range needs another node at all.
+ * Locality over datasets of 2-4 volumes (node ranges cut at volume
+ * starts): every volume lies on one node of each group, and no crop of
+ * a volume of the viewer's node needs another node. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +16,23 @@
 #include "plan/batch.h"
 #include "check.h"
 #include "common/geometry.h"
+#include "io/suite.h"
 
-static int64_t bad_tile, bad_plane, bad_count, bad_remote, bad_local, cases;
+static int64_t bad_tile, bad_plane, bad_count, bad_remote, bad_local,
+    bad_volume, cases;
+
+/* 1 when the planes of volume [a, b) all lie on one node in every group. */
+static int volume_on_one_node(const sf__placement *L, int64_t a, int64_t b)
+{
+  for (int g = 0; g < L->ng; g++) {
+    int64_t end;
+    const int first = sf__placement_owner(L, g, a, &end);
+    for (int64_t z = a; z < b; z++)
+      if (L->nodeof[sf__placement_owner(L, g, z, &end)] != L->nodeof[first])
+        return 0;
+  }
+  return 1;
+}
 
 static int node_keeps(const sf__store *s, int v, int64_t z)
 {
@@ -27,19 +45,33 @@ static int node_keeps(const sf__store *s, int v, int64_t z)
   return 0;
 }
 
+/* nv > 1: a dataset of nv volumes of about Z / nv planes (locality only). */
 static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
-                       int64_t cz, int locality)
+                       int64_t cz, int locality, int nv)
 {
   int nodeof[8];
   for (int r = 0; r < P; r++)
     nodeof[r] = inter ? r % N : (int)((int64_t)r * N / P);
+  int64_t z0[5], shape[4][3];
+  for (int i = 0; i <= nv; i++)
+    z0[i] = sf__split_begin(Z, nv, i);
+  for (int i = 0; i < nv; i++) {
+    shape[i][0] = z0[i + 1] - z0[i];
+    shape[i][1] = shape[i][2] = 4;
+  }
+  sf__suite suite = {nv, NULL, z0, shape};
+  if (nv > 1 && cz > Z / nv)
+    return; /* a volume below the crop: refused at open */
   sf__store s;
   memset(&s, 0, sizeof s);
   sf__err e;
   sf__err_clear(&e);
-  if (sf__placement_make(&s.L, P, N, nodeof, Z, G, halo, locality, cz, &e) !=
-      SLABFEED_OK)
-    return; /* more ranks than planes in a group */
+  const sf__placement_req q = {P,        N,  nodeof,          Z, halo,
+                               locality, cz, nv > 1 ? nv : 0, z0};
+  if (sf__placement_make(&s.L, &q, G, &e) != SLABFEED_OK)
+    return; /* more ranks than planes in a group, or nodes than volumes */
+  for (int i = 0; nv > 1 && i < nv; i++)
+    bad_volume += !volume_on_one_node(&s.L, z0[i], z0[i + 1]);
   s.size = P;
   s.shape[0] = Z;
   s.shape[1] = s.shape[2] = 4;
@@ -48,6 +80,7 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
   sf__batch_plan b;
   memset(&b, 0, sizeof b);
   b.store = &s;
+  b.suite = nv > 1 ? &suite : NULL;
   b.crop[0] = cz;
   b.crop[1] = b.crop[2] = 4;
   const int maxp = sf__batch_max_pieces(&b);
@@ -61,6 +94,9 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
       bad_count += np > maxp;
       int64_t covered = 0;
       int remote = 0;
+      /* the crop's planes wrap inside the origin's volume */
+      const int vol = nv > 1 ? sf__suite_of(&suite, z) : 0;
+      const int64_t vb = nv > 1 ? z0[vol] : 0, vn = nv > 1 ? shape[vol][0] : Z;
       for (int k = 0; k < np; k++) {
         const sf__piece *p = &pc[k];
         const int64_t held = sf__placement_planes(&s.L, p->src);
@@ -69,7 +105,7 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
         const int far = nodeof[p->src] != nodeof[v];
         remote |= far;
         for (int64_t t = 0; t < p->n[0]; t++) {
-          const int64_t want = sf__pmod(z + p->d[0] + t, Z);
+          const int64_t want = vb + sf__pmod(z - vb + p->d[0] + t, vn);
           bad_plane +=
               sf__pmod(sf__placement_first(&s.L, p->src) + p->q + t, Z) != want;
           bad_remote += far && node_keeps(&s, v, want);
@@ -96,7 +132,8 @@ int main(int argc, char **argv)
             for (int64_t halo = 0; halo <= 3; halo++)
               for (int64_t cz = 1; cz <= Z; cz += 2)
                 for (int loc = 0; loc < 2; loc++)
-                  one_layout(P, N, inter, G, Z, halo, cz, loc);
+                  for (int nv = 1; nv <= (loc ? 4 : 1); nv++)
+                    one_layout(P, N, inter, G, Z, halo, cz, loc, nv);
   printf("unit.split: %lld (placement, viewer, origin) cases\n",
          (long long)cases);
   CHECK(bad_tile == 0, "%lld crops not tiled by their pieces",
@@ -112,5 +149,8 @@ int main(int argc, char **argv)
   CHECK(bad_local == 0,
         "%lld locality crops (origin in the node's range) need another node",
         (long long)bad_local);
+  CHECK(bad_volume == 0,
+        "%lld volumes split between nodes by locality's node cuts",
+        (long long)bad_volume);
   return check_finish("unit.split");
 }

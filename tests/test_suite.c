@@ -12,14 +12,19 @@
  *    memory (the store of the rest alone). A seek gives the same batches.
  *  - An HDF5 virtual dataset stacking the two volumes of one y, x is one
  *    volume: its crops equal the direct read of the virtual dataset.
+ *  - Locality: on one node it is the stream without locality; with every
+ *    rank its own node (the rpn run) each node holds whole volumes (one
+ *    each here, by the documented cut rule, worked out again in
+ *    node_volumes), every sample's volume is one of its rank's node, no
+ *    byte comes from another node, and the crops are checked as above.
  *  - Refusals, the same on every rank and naming the file: an empty
  *    pattern, a missing file (on every rank, and on one rank only), a file
  *    listed twice (by name and through a
  *    symlink), a volume with other channels, another element type, a
  *    volume smaller than the crop in z and in y, a manifest with a blank
- *    or a relative line, bad weights or held-out indices, locality (not
- *    supported with several volumes yet), and a tiled pass over several
- *    volumes. */
+ *    or a relative line, bad weights or held-out indices, locality with
+ *    fewer training volumes than nodes (rpn), and a tiled pass over
+ *    several volumes. */
 #include "testutil.h"
 
 #include <sys/stat.h>
@@ -63,21 +68,60 @@ static void config(slabfeed_config *c, const char *spec, int64_t crop)
 
 /* Every sample of `steps` batches against a direct read of its volume's
  * file; returns the samples per volume (summed over ranks) in count[]. */
-static void crops_match(const char *spec, int64_t crop, int steps,
-                        const char *weights, const char *held,
-                        uint64_t count[NV])
+static int rpn; /* every rank its own node (SLABFEED_RANK_PER_NODE) */
+
+/* The volumes [lo, hi) of this rank's node under locality: on one node all
+ * of them; with every rank its own node and one group, node r's range
+ * begins at the volume start nearest r * Z / size (docs/CONVENTIONS.md,
+ * the rule written out again here from the volume shapes). */
+static void node_volumes(int *lo, int *hi)
+{
+  *lo = 0;
+  *hi = NV;
+  if (!rpn)
+    return;
+  int64_t z0[NV + 1] = {0};
+  for (int v = 0; v < NV; v++)
+    z0[v + 1] = z0[v] + vshape[v][0];
+  int cut[NV + 1];
+  cut[0] = 0;
+  for (int r = 1; r <= size; r++) {
+    int best = r == size ? NV : cut[r - 1] + 1;
+    for (int v = cut[r - 1] + 1; r < size && v <= NV - (size - r); v++) {
+      const int64_t d = z0[v] * size - z0[NV] * r,
+                    b = z0[best] * size - z0[NV] * r;
+      if ((d < 0 ? -d : d) < (b < 0 ? -b : b))
+        best = v;
+    }
+    cut[r] = best;
+  }
+  *lo = cut[rank];
+  *hi = cut[rank + 1];
+}
+
+/* Every sample of `steps` batches against a direct read of its volume's
+ * file; returns the samples per volume (summed over ranks) in count[] and
+ * a hash of the batches. With locality, every sample's volume must be one
+ * of this rank's node and no byte may come from another node. */
+static uint64_t crops_match(const char *spec, int64_t crop, int steps,
+                            const char *weights, const char *held, int locality,
+                            uint64_t count[NV])
 {
   slabfeed_config c;
   config(&c, spec, crop);
   c.volume_weights = weights;
   c.holdout_volumes = held;
+  c.locality = locality;
   c.seed = 7;
+  int vlo = 0, vhi = NV;
+  if (locality)
+    node_volumes(&vlo, &vhi);
   char err[1024] = "";
   slabfeed_loader *l = NULL;
   slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
   CHECK(st == SLABFEED_OK, "open %s: %s", weights ? weights : "", err);
   if (st != SLABFEED_OK)
-    return;
+    return 0;
   CHECK_EQ(slabfeed_volume_count(l), NV, "volumes");
   slabfeed_reader *ref[NV] = {NULL};
   for (int v = 0; v < NV; v++) {
@@ -119,7 +163,8 @@ static void crops_match(const char *spec, int64_t crop, int steps,
              (uint64_t)b.symmetry[i] * 131u;
         if (pass == 1)
           continue;
-        CHECK(v >= 0 && v < NV, "volume %d", v);
+        CHECK(v >= vlo && v < vhi, "volume %d (this rank's: [%d, %d))", v, vlo,
+              vhi);
         if (v < 0 || v >= NV)
           continue;
         count[v]++;
@@ -142,6 +187,11 @@ static void crops_match(const char *spec, int64_t crop, int steps,
     }
   }
   CHECK_EQ(h1, h2, "batches after seek(0, 0) differ");
+  slabfeed_stats stats = SLABFEED_STATS_INIT;
+  CHECK(slabfeed_stats_get(l, &stats) == SLABFEED_OK, "stats");
+  if (locality)
+    CHECK_EQ(stats.bytes_remote, (uint64_t)0,
+             "locality: bytes from other nodes");
   CHECK_EQ(bad, (int64_t)0, "crops differing from the direct read");
   MPI_Allreduce(MPI_IN_PLACE, count, NV, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &wrapped, 1, MPI_INT64_T, MPI_SUM,
@@ -149,14 +199,18 @@ static void crops_match(const char *spec, int64_t crop, int steps,
   if (rank == 0)
     printf("  %-22s samples per volume %llu %llu %llu (%lld axis wraps), "
            "%s\n",
-           weights != NULL ? weights : "voxels", (unsigned long long)count[0],
-           (unsigned long long)count[1], (unsigned long long)count[2],
-           (long long)wrapped, bad == 0 ? "bit for bit" : "DIFFER");
+           locality          ? "locality"
+           : weights != NULL ? weights
+                             : "voxels",
+           (unsigned long long)count[0], (unsigned long long)count[1],
+           (unsigned long long)count[2], (long long)wrapped,
+           bad == 0 ? "bit for bit" : "DIFFER");
   CHECK(wrapped > 0, "no crop wrapped inside its volume: the test saw none");
   free(want);
   for (int v = 0; v < NV; v++)
     slabfeed_reader_close(ref[v]);
   slabfeed_close(l);
+  return h1;
 }
 
 /* This rank's store bytes of a training loader over spec with `held`
@@ -318,9 +372,13 @@ static void refusals(const char *spec)
   refused(&c, "not a volume index", "held out: out of range");
   c.holdout_volumes = "0-2";
   refused(&c, "every volume of the dataset is held out", "held out: all");
-  config(&c, spec, 6);
-  c.locality = 1;
-  refused(&c, "locality with a dataset of several volumes", "locality");
+  if (rpn) { /* 3 nodes in one group, 2 training volumes */
+    config(&c, spec, 6);
+    c.locality = 1;
+    c.holdout_volumes = "0";
+    refused(&c, "has 3 nodes and the dataset only 2 volumes",
+            "locality: too few volumes");
+  }
   config(&c, spec, 6);
   c.tile = 4;
   c.pad = 1;
@@ -410,6 +468,7 @@ int main(int argc, char **argv)
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  rpn = getenv("SLABFEED_RANK_PER_NODE") != NULL;
   /* Absolute: manifests hold absolute paths only. */
   char cwd[160] = ".";
   CHECK(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
@@ -441,23 +500,34 @@ int main(int argc, char **argv)
   const double equal[NV] = {1.0 / 3, 1.0 / 3, 1.0 / 3};
   const double given[NV] = {0.5, 0, 0.5};
   const int steps = 600 / size; /* 1200 samples in all */
-  crops_match(spec, 6, steps, NULL, NULL, count);
+  crops_match(spec, 6, steps, NULL, NULL, 0, count);
   /* 2 degrees of freedom: P(chi2 > 13.8) = 0.001. */
   double x = chi2_of(count, voxels);
   CHECK(x < 13.8, "by voxels: chi2 %.2f", x);
-  crops_match(spec, 6, steps, "equal", NULL, count);
+  crops_match(spec, 6, steps, "equal", NULL, 0, count);
   x = chi2_of(count, equal);
   CHECK(x < 13.8, "equal: chi2 %.2f", x);
-  crops_match(spec, 6, steps, "3,0,3", NULL, count);
+  crops_match(spec, 6, steps, "3,0,3", NULL, 0, count);
   CHECK_EQ(count[1], (uint64_t)0, "weight 0 drawn");
   x = chi2_of(count, given);
   CHECK(x < 10.8, "given: chi2 %.2f", x);
-  crops_match(spec, 6, steps, NULL, "0", count);
+  crops_match(spec, 6, steps, NULL, "0", 0, count);
   CHECK_EQ(count[0], (uint64_t)0, "held-out volume 0 drawn");
   char byname[300];
   snprintf(byname, sizeof byname, "%s/vol2.h5", dir);
-  crops_match(spec, 6, steps, NULL, byname, count);
+  crops_match(spec, 6, steps, NULL, byname, 0, count);
   CHECK_EQ(count[2], (uint64_t)0, "volume 2 held out by path drawn");
+  /* Locality: on one node the stream of before; every rank its own node,
+   * one volume each (see node_volumes), so each volume has the samples of
+   * one rank's batches whatever its voxels. */
+  const int rpn_steps = rpn ? steps : steps / 4;
+  const uint64_t local = crops_match(spec, 6, rpn_steps, NULL, NULL, 1, count);
+  if (!rpn)
+    CHECK(local == crops_match(spec, 6, rpn_steps, NULL, NULL, 0, count),
+          "locality on one node changed the stream");
+  for (int v = 0; rpn && size == NV && v < NV; v++)
+    CHECK_EQ(count[v], (uint64_t)(2 * rpn_steps),
+             "locality: samples of volume %d", v);
   held_out_memory(spec);
   virtual_dataset();
   refusals(spec);

@@ -146,15 +146,6 @@ static slabfeed_status init_volumes(sf__batch_plan *b, const sf__config *c,
                         (long long)s->shape[i][1], (long long)s->shape[i][2],
                         s->path[0], (long long)s->shape[0][0],
                         (long long)s->shape[0][1], (long long)s->shape[0][2]);
-  if (p->locality)
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: locality with a dataset of several volumes (%d) "
-                    "is not supported yet: it draws each rank's origins from "
-                    "its node's planes whatever the volume (so it could not "
-                    "keep volumes out or weight them), and crops that wrap "
-                    "into a volume split between nodes would need the "
-                    "remote fetch that locality otherwise does without",
-                    s->n);
   uint64_t *w = malloc((size_t)s->n * sizeof *w);
   if (w == NULL)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "volume weights");
@@ -293,14 +284,18 @@ void sf__batch_draw(const sf__batch_plan *b, int rank, uint64_t epoch,
     *sym = b->pass_symmetry;
     return;
   }
-  int64_t zlo = 0, zn = b->sampler.shape[0];
   if (!b->locality) {
     sf__sampler_draw(&b->sampler, epoch, k, origin, sym);
     return;
   }
-  zlo = b->store->L.reach0[rank];
-  zn = b->store->L.reach[rank];
-  sf__sampler_draw_in(&b->sampler, epoch, k, zlo, zn, origin, sym);
+  /* Locality: origins in the z-range of the rank's node; over several
+   * volumes, the whole volumes of that range, by their weights. */
+  const int64_t a = b->store->L.reach0[rank], n = b->store->L.reach[rank];
+  if (b->sampler.nvol > 1)
+    sf__sampler_draw_among(&b->sampler, epoch, k, sf__suite_of(b->suite, a),
+                           sf__suite_of(b->suite, a + n - 1) + 1, origin, sym);
+  else
+    sf__sampler_draw_in(&b->sampler, epoch, k, a, n, origin, sym);
 }
 
 void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,

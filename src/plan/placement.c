@@ -66,22 +66,105 @@ static int order_ranks(sf__placement *L)
   return 1;
 }
 
-slabfeed_status sf__placement_make(sf__placement *L, int P, int N,
-                                   const int *nodeof, int64_t Z, int G,
-                                   int64_t halo, int locality, int64_t crop_z,
-                                   sf__err *e)
+/* The start of node range j of a group with cuts: the cut nearest the
+ * even split's boundary Z * before / gs, from index lo to hi (inclusive);
+ * ties go to the lower cut. Returns the index of the cut. */
+static int nearest_cut(const sf__placement_req *q, int lo, int hi,
+                       int64_t before, int64_t gs)
 {
+  /* |cut * gs - Z * before| is exact in 64 bits (planes and ranks of a
+   * real job are far below 2^31 each). */
+  const int64_t want = q->Z * before;
+  int c = lo;
+  while (c < hi) {
+    const int64_t here = q->cuts[c] * gs - want;
+    const int64_t next = q->cuts[c + 1] * gs - want;
+    if ((next < 0 ? -next : next) >= (here < 0 ? -here : here))
+      break;
+    c++;
+  }
+  return c;
+}
+
+/* The cores of group g: the even split of [0, Z) over its ranks, or with
+ * cuts, node ranges beginning at cuts and each split evenly over its
+ * node's ranks. */
+static slabfeed_status group_cores(sf__placement *L, const sf__placement_req *q,
+                                   int g, sf__err *e)
+{
+  const int first = L->gfirst[g], gs = L->gfirst[g + 1] - first;
+  const int64_t Z = q->Z;
+  if ((int64_t)gs > Z)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "group %d of %d has %d ranks but the box has only %lld "
+                    "z-planes: every rank needs at least one plane (use fewer "
+                    "ranks, or larger groups of nodes share less: fewer nodes "
+                    "per group)",
+                    g, L->ng, gs, (long long)Z);
+  if (q->ncuts == 0) {
+    for (int i = 0; i < gs; i++) {
+      const int r = L->order[first + i];
+      L->core0[r] = sf__split_begin(Z, gs, i);
+      L->core1[r] = sf__split_begin(Z, gs, i + 1);
+    }
+    return SLABFEED_OK;
+  }
+  const int n0 = L->nodeof[L->order[first]];
+  const int nodes = L->nodeof[L->order[first + gs - 1]] - n0 + 1;
+  if (nodes > q->ncuts)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "locality over a dataset of several volumes keeps every "
+                    "volume on one node, but group %d has %d nodes and the "
+                    "dataset only %d volume%s to place (fewer nodes per "
+                    "group: group_nodes, or a larger node_memory; or no "
+                    "locality)",
+                    g, nodes, q->ncuts, q->ncuts == 1 ? "" : "s");
+  int c = 0; /* the cut node j begins at */
+  for (int i = 0, j = 0; i < gs; j++) {
+    int k = i; /* the node's ranks: members i..k of the group */
+    while (k + 1 < gs &&
+           L->nodeof[L->order[first + k + 1]] == L->nodeof[L->order[first + i]])
+      k++;
+    const int next =
+        k + 1 < gs
+            ? nearest_cut(q, c + 1, q->ncuts - (nodes - j - 1), k + 1, gs)
+            : q->ncuts;
+    const int64_t a = q->cuts[c], b = next < q->ncuts ? q->cuts[next] : Z;
+    const int n = k - i + 1;
+    if (b - a < n)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "locality over a dataset of several volumes: node %d "
+                      "of group %d runs %d ranks but holds only %lld "
+                      "z-planes (the volumes from plane %lld): every rank "
+                      "needs one (fewer ranks per node, or no locality)",
+                      L->nodeof[L->order[first + i]], g, n, (long long)(b - a),
+                      (long long)a);
+    for (int m = 0; m < n; m++) {
+      const int r = L->order[first + i + m];
+      L->core0[r] = a + sf__split_begin(b - a, n, m);
+      L->core1[r] = a + sf__split_begin(b - a, n, m + 1);
+    }
+    c = next;
+    i = k + 1;
+  }
+  return SLABFEED_OK;
+}
+
+slabfeed_status sf__placement_make(sf__placement *L, const sf__placement_req *q,
+                                   int G, sf__err *e)
+{
+  const int P = q->P, N = q->N;
   memset(L, 0, sizeof *L);
   L->P = P;
   L->N = N;
   L->G = G;
   L->ng = N / G > 1 ? N / G : 1;
-  L->Z = Z;
+  L->Z = q->Z;
   if (!alloc_tables(L)) {
     sf__placement_free(L);
     return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the placement");
   }
-  memcpy(L->nodeof, nodeof, (size_t)P * sizeof *nodeof);
+  memcpy(L->nodeof, q->nodeof, (size_t)P * sizeof *q->nodeof);
   if (!order_ranks(L)) {
     sf__placement_free(L);
     return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the placement");
@@ -89,25 +172,15 @@ slabfeed_status sf__placement_make(sf__placement *L, int P, int N,
   /* The smallest group sets the G reported. */
   L->G = N / L->ng;
   for (int g = 0; g < L->ng; g++) {
-    const int first = L->gfirst[g], gs = L->gfirst[g + 1] - first;
-    if ((int64_t)gs > Z) {
-      sf__fail(e, SLABFEED_ERR_ARG,
-               "group %d of %d has %d ranks but the box has only %lld "
-               "z-planes: every rank needs at least one plane (use fewer "
-               "ranks, or larger groups of nodes share less: fewer nodes "
-               "per group)",
-               g, L->ng, gs, (long long)Z);
+    if (group_cores(L, q, g, e) != SLABFEED_OK) {
       sf__placement_free(L);
       return e->status;
     }
-    for (int i = 0; i < gs; i++) {
-      const int r = L->order[first + i];
-      L->core0[r] = sf__split_begin(Z, gs, i);
-      L->core1[r] = sf__split_begin(Z, gs, i + 1);
-      L->lo[r] = L->hi[r] = halo;
-    }
-    /* The z-range of each node of the group; its last rank keeps the
-     * planes a crop starting in the range reaches above it. */
+    const int first = L->gfirst[g], gs = L->gfirst[g + 1] - first;
+    for (int i = 0; i < gs; i++)
+      L->lo[L->order[first + i]] = L->hi[L->order[first + i]] = q->halo;
+    /* The z-range of each node of the group; without cuts, its last rank
+     * keeps the planes a crop starting in the range reaches above it. */
     for (int i = 0; i < gs;) {
       int j = i;
       while (j + 1 < gs && L->nodeof[L->order[first + j + 1]] ==
@@ -119,8 +192,9 @@ slabfeed_status sf__placement_make(sf__placement *L, int P, int N,
         L->reach0[L->order[first + k]] = a;
         L->reach[L->order[first + k]] = b - a;
       }
-      if (locality && crop_z - 1 > L->hi[L->order[first + j]])
-        L->hi[L->order[first + j]] = crop_z - 1;
+      const int last = L->order[first + j];
+      if (q->locality && q->ncuts == 0 && q->crop_z - 1 > L->hi[last])
+        L->hi[last] = q->crop_z - 1;
       i = j + 1;
     }
   }
@@ -139,8 +213,17 @@ int64_t sf__placement_first(const sf__placement *L, int r)
 
 int sf__placement_owner(const sf__placement *L, int g, int64_t z, int64_t *end)
 {
-  const int first = L->gfirst[g], gs = L->gfirst[g + 1] - first;
-  const int r = L->order[first + sf__split_owner(L->Z, gs, z)];
+  /* The last member of the group whose core begins at or below z (cores
+   * tile [0, Z) in the group's order). */
+  int lo = L->gfirst[g], hi = L->gfirst[g + 1] - 1;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (L->core0[L->order[mid]] <= z)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const int r = L->order[lo];
   *end = L->core1[r];
   return r;
 }
@@ -175,20 +258,19 @@ int64_t sf__placement_node_bytes(const sf__placement *L, int64_t plane_bytes)
   return max;
 }
 
-slabfeed_status sf__placement_choose(sf__placement *L, int P, int N,
-                                     const int *nodeof, int64_t Z, int forced,
+slabfeed_status sf__placement_choose(sf__placement *L,
+                                     const sf__placement_req *q, int forced,
                                      uint64_t budget, int64_t plane_bytes,
-                                     int64_t halo, int locality, int64_t crop_z,
                                      sf__err *e)
 {
+  const int N = q->N;
   if (forced > N)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: group_nodes %d but the job has %d node(s) "
                     "(-1 for all nodes)",
                     forced, N);
   if (forced > 0 || forced == -1)
-    return sf__placement_make(L, P, N, nodeof, Z, forced > 0 ? forced : N, halo,
-                              locality, crop_z, e);
+    return sf__placement_make(L, q, forced > 0 ? forced : N, e);
   int last_ng = 0;
   for (int G = 1; G <= N; G++) {
     const int ng = N / G > 1 ? N / G : 1;
@@ -197,8 +279,7 @@ slabfeed_status sf__placement_choose(sf__placement *L, int P, int N,
     last_ng = ng;
     sf__err probe;
     sf__err_clear(&probe);
-    if (sf__placement_make(L, P, N, nodeof, Z, G, halo, locality, crop_z,
-                           &probe) != SLABFEED_OK) {
+    if (sf__placement_make(L, q, G, &probe) != SLABFEED_OK) {
       if (probe.status == SLABFEED_ERR_NOMEM) {
         *e = probe;
         return e->status;
@@ -211,7 +292,7 @@ slabfeed_status sf__placement_choose(sf__placement *L, int P, int N,
     sf__placement_free(L);
   }
   /* Only reached when even one group of all nodes has too few planes. */
-  return sf__placement_make(L, P, N, nodeof, Z, N, halo, locality, crop_z, e);
+  return sf__placement_make(L, q, N, e);
 }
 
 uint64_t sf__placement_default_budget(uint64_t mem_total, int ranks)
@@ -246,8 +327,8 @@ slabfeed_status slabfeed_plan_placement(int64_t Z, uint64_t plane_bytes,
             : UINT64_MAX;
   }
   sf__placement L;
-  if (sf__placement_choose(&L, ranks, nodes, nodeof, Z, group_nodes, budget,
-                           (int64_t)plane_bytes, halo, 0, 1,
+  const sf__placement_req q = {ranks, nodes, nodeof, Z, halo, 0, 1, 0, NULL};
+  if (sf__placement_choose(&L, &q, group_nodes, budget, (int64_t)plane_bytes,
                            &e) == SLABFEED_OK) {
     slabfeed_placement_plan p;
     memset(&p, 0, sizeof p);

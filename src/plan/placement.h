@@ -8,7 +8,9 @@
  * The N nodes are split into ng = max(1, N / G) groups of consecutive nodes
  * (sizes G or G + 1 when G does not divide N). Each group holds the whole
  * volume: its ranks, ordered by (node, rank), split the Z planes evenly
- * (sf__split_begin), so the ranks of one node hold one contiguous z-range.
+ * (sf__split_begin), so the ranks of one node hold one contiguous z-range
+ * (locality over several volumes first cuts the planes into node ranges
+ * at volume starts, then splits each range evenly over its node's ranks).
  * Every plane is read from the file once: plane z goes to the group whose
  * part of the group-0 slab holding z contains it (each group-0 slab is cut
  * into ng parts), and is read by the rank of that group holding z. */
@@ -33,15 +35,37 @@ typedef struct sf__placement {
   int64_t *reach;   /* [P] planes of that range */
 } sf__placement;
 
-/* Fills *L for P ranks on N nodes (nodeof[r] in [0, N)) and a box of Z
- * planes with groups of G nodes (1 <= G <= N), `halo` planes on both sides
- * of every core and, with locality, crop_z - 1 planes above the z-range
- * of every node (kept by its last rank). Fails with SLABFEED_ERR_ARG when
- * a group has more ranks than planes, SLABFEED_ERR_NOMEM without memory. */
-slabfeed_status sf__placement_make(sf__placement *L, int P, int N,
-                                   const int *nodeof, int64_t Z, int G,
-                                   int64_t halo, int locality, int64_t crop_z,
-                                   sf__err *e);
+/* What a placement is made for: the ranks and their nodes, the box, and
+ * what every rank keeps beyond its core. */
+typedef struct sf__placement_req {
+  int P, N;          /* ranks, nodes */
+  const int *nodeof; /* [P] node of each rank, in [0, N) */
+  int64_t Z;         /* planes of the box */
+  int64_t halo;      /* planes kept below and above every core */
+  int locality;      /* crops drawn in their node's range stay there */
+  int64_t crop_z;    /* the crop's z edge (locality) */
+  /* Locality over a dataset of several volumes: the planes where the
+   * volumes begin (increasing, cuts[0] = 0, all below Z). A group's node
+   * ranges then begin only there, so that every volume lies wholly on one
+   * node, and no node keeps crop_z - 1 planes above its range (a crop
+   * wraps inside its volume). ncuts 0: node ranges follow the even split
+   * of the planes over the group's ranks. */
+  int ncuts;
+  const int64_t *cuts;
+} sf__placement_req;
+
+/* Fills *L for the request q with groups of G nodes (1 <= G <= q->N):
+ * every core keeps q->halo planes on both sides and, with locality and no
+ * cuts, the last rank of every node keeps crop_z - 1 planes above its
+ * node's z-range. With cuts, node j of a group of gs ranks begins at the
+ * cut nearest Z * (ranks of the group before node j) / gs (after the cut
+ * of node j - 1, leaving one for every later node; ties to the lower),
+ * and the node's ranks split its range evenly. Fails with
+ * SLABFEED_ERR_ARG when a group (or with cuts, a node) has more ranks than
+ * planes, or a group more nodes than cuts; SLABFEED_ERR_NOMEM without
+ * memory. */
+slabfeed_status sf__placement_make(sf__placement *L, const sf__placement_req *q,
+                                   int G, sf__err *e);
 void sf__placement_free(sf__placement *L);
 
 /* Planes rank r keeps (core + halo) and the global index of the first one
@@ -65,10 +89,9 @@ int64_t sf__placement_node_bytes(const sf__placement *L, int64_t plane_bytes);
  * > 0 (fails with SLABFEED_ERR_ARG when above N), N when -1, else (0) the
  * smallest G whose largest node store fits the budget, or N when none
  * does. Leaves the layout of the choice in *L. */
-slabfeed_status sf__placement_choose(sf__placement *L, int P, int N,
-                                     const int *nodeof, int64_t Z, int forced,
+slabfeed_status sf__placement_choose(sf__placement *L,
+                                     const sf__placement_req *q, int forced,
                                      uint64_t budget, int64_t plane_bytes,
-                                     int64_t halo, int locality, int64_t crop_z,
                                      sf__err *e);
 
 /* The default per-node budget of a node with `mem_total` bytes of

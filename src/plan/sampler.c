@@ -202,12 +202,16 @@ slabfeed_status sf__sampler_volumes(sf__sampler *s, int n, const int64_t *z0,
   return SLABFEED_OK;
 }
 
-/* Volume of sample k: the first whose running weight exceeds draw 4. */
-static int pick_volume(const sf__sampler *s, uint64_t epoch, uint64_t k)
+/* Volume of sample k among volumes [lo, hi): the first whose running
+ * weight exceeds draw 4, scaled to their weights (all volumes: the
+ * dataset's choice). */
+static int pick_volume(const sf__sampler *s, uint64_t epoch, uint64_t k, int lo,
+                       int hi)
 {
-  const uint64_t u =
-      sf__uniform(sf__hash(s->seed, epoch, k, 4), s->cum[s->nvol - 1]);
-  int lo = 0, hi = s->nvol - 1;
+  const uint64_t below = lo > 0 ? s->cum[lo - 1] : 0;
+  const uint64_t u = below + sf__uniform(sf__hash(s->seed, epoch, k, 4),
+                                         s->cum[hi - 1] - below);
+  hi--;
   while (lo < hi) {
     const int mid = lo + (hi - lo) / 2;
     if (s->cum[mid] > u)
@@ -236,12 +240,27 @@ static void draw_box(const sf__sampler *s, uint64_t epoch, uint64_t k,
 void sf__sampler_draw(const sf__sampler *s, uint64_t epoch, uint64_t k,
                       int64_t origin[3], int32_t *sym)
 {
-  const int v = s->nvol > 1 ? pick_volume(s, epoch, k) : 0;
-  const int64_t zb = s->nvol > 1 ? s->z0[v] : 0;
-  const int64_t zn = s->nvol > 1 ? s->z0[v + 1] - zb : s->shape[0];
+  if (s->nvol > 1) {
+    sf__sampler_draw_among(s, epoch, k, 0, s->nvol, origin, sym);
+    return;
+  }
   if (s->hold == NULL) {
-    const int64_t n[3] = {zn, s->nvol > 1 ? s->yx[v][0] : s->shape[1],
-                          s->nvol > 1 ? s->yx[v][1] : s->shape[2]};
+    draw_box(s, epoch, k, 0, s->shape[0], s->shape, origin, sym);
+    return;
+  }
+  holdout_origin(s->hold,
+                 sf__uniform(sf__hash(s->seed, epoch, k, 0), s->hold->allowed),
+                 origin);
+  *sym = s->sym[sf__uniform(sf__hash(s->seed, epoch, k, 3), (uint64_t)s->nsym)];
+}
+
+void sf__sampler_draw_among(const sf__sampler *s, uint64_t epoch, uint64_t k,
+                            int vlo, int vhi, int64_t origin[3], int32_t *sym)
+{
+  const int v = pick_volume(s, epoch, k, vlo, vhi);
+  const int64_t zb = s->z0[v], zn = s->z0[v + 1] - zb;
+  if (s->hold == NULL) {
+    const int64_t n[3] = {zn, s->yx[v][0], s->yx[v][1]};
     draw_box(s, epoch, k, zb, zn, n, origin, sym);
     return;
   }

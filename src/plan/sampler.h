@@ -105,6 +105,13 @@ int sf__box_hits(const int64_t shape[3], const int64_t crop[3],
 void sf__sampler_draw(const sf__sampler *s, uint64_t epoch, uint64_t k,
                       int64_t origin[3], int32_t *sym);
 
+/* The same for a dataset of several volumes (sf__sampler_volumes) with
+ * the volume drawn among volumes [vlo, vhi) only (their weights scaled to
+ * sum 1; some must be positive): locality mode, where a node holds whole
+ * volumes. vlo 0, vhi n is sf__sampler_draw. */
+void sf__sampler_draw_among(const sf__sampler *s, uint64_t epoch, uint64_t k,
+                            int vlo, int vhi, int64_t origin[3], int32_t *sym);
+
 /* The same with the z origin drawn from [z0, z0 + nz) (mod Z) instead of
  * [0, Z): locality mode. nz == Z, z0 == 0 is sf__sampler_draw. */
 void sf__sampler_draw_in(const sf__sampler *s, uint64_t epoch, uint64_t k,

@@ -209,10 +209,12 @@ static slabfeed_status place(sf__store *s, const sf__store_opts *o, sf__err *e)
   int64_t plane = 0;
   for (int d = 0; d < s->ndsets; d++)
     plane += s->channels[d] * sf__store_plane_bytes(s);
+  const sf__placement_req q = {s->size,     s->nodes, nodeof,
+                               s->shape[0], o->halo,  o->locality,
+                               o->crop_z,   o->ncuts, o->cuts};
   if (e->status == SLABFEED_OK &&
-      sf__placement_choose(&s->L, s->size, s->nodes, nodeof, s->shape[0],
-                           o->group_nodes, s->budget, plane, o->halo,
-                           o->locality, o->crop_z, e) == SLABFEED_OK)
+      sf__placement_choose(&s->L, &q, o->group_nodes, s->budget, plane, e) ==
+          SLABFEED_OK)
     s->node_bytes = sf__placement_node_bytes(&s->L, plane);
 out:
   free(nodeof);

@@ -16,6 +16,8 @@ typedef struct sf__store_opts {
   int locality;      /* keep crop_z - 1 planes above each node's range */
   int64_t halo;      /* planes below and above every core */
   int64_t crop_z;
+  int ncuts;           /* locality over several volumes: node ranges begin */
+  const int64_t *cuts; /* only at these planes (sf__placement_req) */
 } sf__store_opts;
 
 typedef struct sf__store {
