@@ -2,7 +2,9 @@
  * seed are equal bit for bit (all dtypes and layouts, input + target,
  * vector groups, with and without per-channel normalisation: log channels
  * whose NaN and -inf come out alike, vector groups of one scale), on 1 and
- * 2 ranks, also with one rank per "node" (MPI_Get into pinned staging). Then
+ * 2 ranks, also with one rank per "node" (MPI_Get into pinned staging),
+ * also for crops as large as the box on some axes (staged as one source
+ * box and rearranged on the device). Then
  * 200 steps on a training stream: the counters of the CUDA layer show no
  * allocation, free, registration, stream synchronisation or default-stream use
  * after slabfeed_open (device synchronisation does not exist in the library:
@@ -110,8 +112,9 @@ static void compare(const char *path, slabfeed_dtype dt,
       free(host);
     }
     if (step == 5) { /* resume mid-way on both */
-      CHECK(slabfeed_seek(cpu, 3, 1) == SLABFEED_OK &&
-                slabfeed_seek(gpu, 3, 1) == SLABFEED_OK,
+      const uint64_t to = slabfeed_steps_per_epoch(cpu) > 1; /* in range */
+      CHECK(slabfeed_seek(cpu, 3, to) == SLABFEED_OK &&
+                slabfeed_seek(gpu, 3, to) == SLABFEED_OK,
             "seek");
     }
   }
@@ -387,6 +390,20 @@ int main(int argc, char **argv)
           expect_remote, PASS, 0);
   compare(path, SLABFEED_DTYPE_F32, SLABFEED_OUT_NDHWC, 0, s, expect_thread,
           expect_remote, PASS, 1);
+  /* Crops as large as the box on every axis (20^3), and on y and x only
+   * (26 x 20 x 20): the GPU path stages a crop whose pieces fill one
+   * source box as that box, then rearranges it on the device. */
+  const int64_t edge[2][3] = {{20, 20, 20}, {26, 20, 20}};
+  for (int w = 0; w < 2; w++) {
+    char wpath[64];
+    snprintf(wpath, sizeof wpath, "gpu_whole%d_np%d_%d.h5", w, size, rpn);
+    make_file(wpath, edge[w][0], edge[w][1], edge[w][2], SLABFEED_LAYOUT_CF, 0,
+              0, 1);
+    compare(wpath, SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW, 0, s, expect_thread,
+            expect_remote, RANDOM, 0);
+    compare(wpath, SLABFEED_DTYPE_BF16, SLABFEED_OUT_NDHWC, 0, s, expect_thread,
+            expect_remote, RANDOM, 1);
+  }
   slow_consumer(path, s);
   two_streams(path, s);
   device_restored(path);

@@ -1,5 +1,6 @@
 /* The sampler: uniform origins on every axis (last position included),
- * uniform symmetry ids over the chosen set, chi-square at p = 1e-6. */
+ * uniform symmetry ids over the chosen set, chi-square at p = 1e-6; the
+ * volume draw restricted to some volumes (locality over a suite). */
 #include <math.h>
 #include <string.h>
 
@@ -112,11 +113,55 @@ static void test_independence(void)
         "epochs/seeds give other streams (%d,%d)", same_epoch, same_seed);
 }
 
+/* A dataset of 4 volumes of weights 1, 2, 3, 4: draws among volumes
+ * [1, 3) (locality's node of volumes 1 and 2) give only those, in the
+ * ratio 2 : 3 (chi-square), each origin inside its volume; draws among
+ * all volumes are sf__sampler_draw's, bit for bit. */
+static void test_among(void)
+{
+  const int64_t vs[4][3] = {{5, 6, 7}, {4, 6, 7}, {6, 5, 7}, {3, 6, 6}};
+  const int64_t z0[5] = {0, 5, 9, 15, 18};
+  const uint64_t w[4] = {1, 2, 3, 4};
+  const int64_t shape[3] = {18, 6, 7};
+  sf__sampler s;
+  sf__sampler_init(&s, shape, 99, SLABFEED_SYM_ALL);
+  sf__err e;
+  sf__err_clear(&e);
+  CHECK(sf__sampler_volumes(&s, 4, z0, vs, w, &e) == SLABFEED_OK, "volumes");
+  const int n = 30000;
+  uint64_t count[2] = {0, 0};
+  int outside = 0, differ = 0;
+  for (int k = 0; k < n; k++) {
+    int64_t o[3], p[3];
+    int32_t g, h;
+    sf__sampler_draw_among(&s, 2, (uint64_t)k, 1, 3, o, &g);
+    const int v = o[0] >= z0[2] ? 2 : o[0] >= z0[1] ? 1 : 0;
+    if (v == 1 || v == 2)
+      count[v - 1]++;
+    outside += v == 0 || o[0] >= z0[3] || o[1] >= vs[v][1] || o[2] >= vs[v][2];
+    sf__sampler_draw_among(&s, 2, (uint64_t)k, 0, 4, o, &g);
+    sf__sampler_draw(&s, 2, (uint64_t)k, p, &h);
+    differ += memcmp(o, p, sizeof o) != 0 || g != h;
+  }
+  CHECK_EQ(outside, 0, "draws among volumes 1-2 outside them");
+  CHECK_EQ(differ, 0, "draws among all volumes differ from sf__sampler_draw");
+  const double p[2] = {0.4, 0.6};
+  double x = 0;
+  for (int i = 0; i < 2; i++) {
+    const double ex = p[i] * (double)(count[0] + count[1]);
+    x += ((double)count[i] - ex) * ((double)count[i] - ex) / ex;
+  }
+  CHECK(x < chi2_crit(1), "volumes 1 and 2 drawn %llu : %llu (chi2 %.2f)",
+        (unsigned long long)count[0], (unsigned long long)count[1], x);
+  sf__sampler_free(&s);
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
   test_origins();
   test_rotations();
   test_independence();
+  test_among();
   return check_finish("unit.sampler");
 }

@@ -237,31 +237,15 @@ static void draw_box(const sf__sampler *s, uint64_t epoch, uint64_t k,
   *sym = s->sym[sf__uniform(sf__hash(s->seed, epoch, k, 3), (uint64_t)s->nsym)];
 }
 
-void sf__sampler_draw(const sf__sampler *s, uint64_t epoch, uint64_t k,
-                      int64_t origin[3], int32_t *sym)
+/* The origin of sample k inside the volume of planes [zb, zb + n[0]) and
+ * extents n[1], n[2] (uniform, or among the origins the hold-out allows),
+ * and its symmetry. */
+static void draw_in_volume(const sf__sampler *s, uint64_t epoch, uint64_t k,
+                           int64_t zb, const int64_t n[3], int64_t origin[3],
+                           int32_t *sym)
 {
-  if (s->nvol > 1) {
-    sf__sampler_draw_among(s, epoch, k, 0, s->nvol, origin, sym);
-    return;
-  }
   if (s->hold == NULL) {
-    draw_box(s, epoch, k, 0, s->shape[0], s->shape, origin, sym);
-    return;
-  }
-  holdout_origin(s->hold,
-                 sf__uniform(sf__hash(s->seed, epoch, k, 0), s->hold->allowed),
-                 origin);
-  *sym = s->sym[sf__uniform(sf__hash(s->seed, epoch, k, 3), (uint64_t)s->nsym)];
-}
-
-void sf__sampler_draw_among(const sf__sampler *s, uint64_t epoch, uint64_t k,
-                            int vlo, int vhi, int64_t origin[3], int32_t *sym)
-{
-  const int v = pick_volume(s, epoch, k, vlo, vhi);
-  const int64_t zb = s->z0[v], zn = s->z0[v + 1] - zb;
-  if (s->hold == NULL) {
-    const int64_t n[3] = {zn, s->yx[v][0], s->yx[v][1]};
-    draw_box(s, epoch, k, zb, zn, n, origin, sym);
+    draw_box(s, epoch, k, zb, n[0], n, origin, sym);
     return;
   }
   holdout_origin(s->hold,
@@ -269,6 +253,23 @@ void sf__sampler_draw_among(const sf__sampler *s, uint64_t epoch, uint64_t k,
                  origin);
   origin[0] += zb;
   *sym = s->sym[sf__uniform(sf__hash(s->seed, epoch, k, 3), (uint64_t)s->nsym)];
+}
+
+void sf__sampler_draw(const sf__sampler *s, uint64_t epoch, uint64_t k,
+                      int64_t origin[3], int32_t *sym)
+{
+  if (s->nvol > 1)
+    sf__sampler_draw_among(s, epoch, k, 0, s->nvol, origin, sym);
+  else
+    draw_in_volume(s, epoch, k, 0, s->shape, origin, sym);
+}
+
+void sf__sampler_draw_among(const sf__sampler *s, uint64_t epoch, uint64_t k,
+                            int vlo, int vhi, int64_t origin[3], int32_t *sym)
+{
+  const int v = pick_volume(s, epoch, k, vlo, vhi);
+  const int64_t n[3] = {s->z0[v + 1] - s->z0[v], s->yx[v][0], s->yx[v][1]};
+  draw_in_volume(s, epoch, k, s->z0[v], n, origin, sym);
 }
 
 void sf__sampler_draw_in(const sf__sampler *s, uint64_t epoch, uint64_t k,
