@@ -184,8 +184,10 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
                       NULL};
   /* Locality over several volumes keeps each volume on one node. */
   int64_t *cuts = NULL;
-  if (p->locality && v->suite.n > 1 && p->tile == 0)
+  if (p->locality && v->suite.n > 1 && p->tile == 0) {
     volume_starts(&v->suite, &cuts, &o.ncuts, e);
+    injected(l, "cuts", e);
+  }
   o.cuts = cuts;
   if (sf__agree(l->comm, e) == SLABFEED_OK &&
       sf__store_open(&l->store, l->comm, l->cfg.ndsets, ch, info[0].shape, &o,

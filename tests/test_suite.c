@@ -378,6 +378,12 @@ static void refusals(const char *spec)
     c.holdout_volumes = "0";
     refused(&c, "has 3 nodes and the dataset only 2 volumes",
             "locality: too few volumes");
+    /* The volume starts (before the store) failing on the last rank. */
+    c.holdout_volumes = NULL;
+    snprintf(fail, sizeof fail, "cuts@%d", size - 1);
+    setenv("SLABFEED_TEST_FAIL", fail, 1);
+    refused(&c, "injected failure at stage 'cuts'", "cuts on one rank");
+    unsetenv("SLABFEED_TEST_FAIL");
   }
   config(&c, spec, 6);
   c.tile = 4;

@@ -155,7 +155,8 @@ static slabfeed_status create_objects(sf__backend *g, sf__err *e)
         return e->status;
       mem.staging_bytes += bytes;
     }
-  for (int d = 0; d < p->ndsets && crop_fills_a_volume(p); d++) {
+  const int boxes = crop_fills_a_volume(p);
+  for (int d = 0; d < p->ndsets && boxes; d++) {
     const size_t bytes = (size_t)sf__batch_stage_elems(p, d) * sizeof(float);
     if (sf__cudart_malloc((void **)&g->draw[d], bytes, e))
       return e->status;
