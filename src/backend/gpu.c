@@ -32,10 +32,11 @@ struct sf__backend {
   int K;
   cudaStream_t copy, compute, aux;
   float *dstage[SF_STAGES][SF_MAX_DSETS]; /* device crop staging */
-  /* A crop's source box, before its pieces are put in crop order
-   * (stage_box); NULL when no crop can be as large as its volume on an
-   * axis. Written and read on the copy stream only. */
-  float *draw[SF_MAX_DSETS];
+  /* A crop's source box per stage, before its pieces are put in crop
+   * order (stage_box); NULL when no crop can be as large as its volume on
+   * an axis. Written on the copy stream, read on the compute stream, and
+   * guarded with dstage[] of the same stage by staged[] and consumed[]. */
+  float *draw[SF_STAGES][SF_MAX_DSETS];
   cudaEvent_t staged[SF_STAGES], consumed[SF_STAGES];
   int stage;
   /* Remote pieces: K pinned landing slots (batch n lands in n % K), and
@@ -156,12 +157,13 @@ static slabfeed_status create_objects(sf__backend *g, sf__err *e)
       mem.staging_bytes += bytes;
     }
   const int boxes = crop_fills_a_volume(p);
-  for (int d = 0; d < p->ndsets && boxes; d++) {
-    const size_t bytes = (size_t)sf__batch_stage_elems(p, d) * sizeof(float);
-    if (sf__cudart_malloc((void **)&g->draw[d], bytes, e))
-      return e->status;
-    mem.staging_bytes += bytes;
-  }
+  for (int i = 0; i < SF_STAGES && boxes; i++)
+    for (int d = 0; d < p->ndsets; d++) {
+      const size_t bytes = (size_t)sf__batch_stage_elems(p, d) * sizeof(float);
+      if (sf__cudart_malloc((void **)&g->draw[i][d], bytes, e))
+        return e->status;
+      mem.staging_bytes += bytes;
+    }
   if (sf__fetch_needed(p))
     for (int k = 0; k < g->K; k++) {
       if (sf__cudart_host_alloc((void **)&g->landing[k],
@@ -291,11 +293,11 @@ static void gpu_close(sf__backend *g)
     sf__cudart_event_destroy(g->released[k]);
     sf__cudart_event_destroy(g->copied[k]);
   }
-  for (int d = 0; d < SF_MAX_DSETS; d++)
-    sf__cudart_free(g->draw[d]);
   for (int i = 0; i < SF_STAGES; i++) {
-    for (int d = 0; d < SF_MAX_DSETS; d++)
+    for (int d = 0; d < SF_MAX_DSETS; d++) {
       sf__cudart_free(g->dstage[i][d]);
+      sf__cudart_free(g->draw[i][d]);
+    }
     sf__cudart_event_destroy(g->staged[i]);
     sf__cudart_event_destroy(g->consumed[i]);
   }
@@ -375,8 +377,9 @@ static slabfeed_status copy_piece(const sf__view *v, int64_t c,
  * the source, the whole volume on those axes, in another order. When all
  * of them are read in place from one segment, that box crosses the link as
  * one copy into draw[] and the pieces are put in crop order by device
- * copies (about 40 x the link's rate). The bytes are the same; the result
- * is the same bit for bit. */
+ * copies (about 40 x the link's rate) on the compute stream, beside the
+ * next crop's copy over the link. The bytes are the same; the result is
+ * the same bit for bit. */
 
 /* The source box of the n pieces of a crop in its first corner lo[] when
  * they come from one in-place segment and fill a box of the crop's
@@ -407,7 +410,10 @@ static int one_box(const sf__store *s, const sf__batch_plan *p, int n,
 }
 
 /* Stages the n pieces of a crop that form one source box at lo[] into
- * device staging st: the box to draw[], then each piece to its place. */
+ * device staging st: the box crosses the link into draw[st] on the copy
+ * stream; the compute stream waits for it and puts each piece in its
+ * place, so those device copies overlap the next crop's copy over the
+ * link instead of queueing in front of it. */
 static slabfeed_status stage_box(sf__backend *g, int n, const int64_t lo[3],
                                  int st, slabfeed_stats *delta, sf__err *e)
 {
@@ -424,23 +430,29 @@ static slabfeed_status stage_box(sf__backend *g, int n, const int64_t lo[3],
     sf__view v;
     src->view(s, d, &box, NULL, &v);
     for (int64_t c = 0; c < s->channels[d] && e->status == SLABFEED_OK; c++)
-      copy_piece(&v, c, &box, p->crop, g->draw[d], g->copy, e);
+      copy_piece(&v, c, &box, p->crop, g->draw[st][d], g->copy, e);
+  }
+  if (e->status != SLABFEED_OK ||
+      sf__cudart_record(g->staged[st], g->copy, e) ||
+      sf__cudart_wait(g->compute, g->staged[st], e))
+    return e->status;
+  for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++)
     for (int k = 0; k < n && e->status == SLABFEED_OK; k++) {
       const sf__piece *pc = &p->pieces[k];
-      const sf__view raw = {g->draw[d],
+      const sf__view raw = {g->draw[st][d],
                             SF__MEM_DEVICE,
                             {p->crop[0], p->crop[1], p->crop[2]},
                             {pc->q - lo[0], pc->y - lo[1], pc->x - lo[2]}};
       for (int64_t c = 0; c < s->channels[d] && e->status == SLABFEED_OK; c++)
-        copy_piece(&raw, c, pc, p->crop, g->dstage[st][d], g->copy, e);
+        copy_piece(&raw, c, pc, p->crop, g->dstage[st][d], g->compute, e);
       sf__source_account(src, s, d, pc, delta);
     }
-  }
   return e->status;
 }
 
-/* Stages sample i of slot `slot` into device staging st; remote pieces
- * come from landing slot `land` (batch n lands in n % K). */
+/* Stages sample i of slot `slot` into device staging st, ready for the
+ * compute stream (which waits for staged[st]) when this returns; remote
+ * pieces come from landing slot `land` (batch n lands in n % K). */
 static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
                                   const float *land, slabfeed_stats *delta,
                                   sf__err *e)
@@ -453,7 +465,7 @@ static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
   SF_RANGE_PUSH("h2d");
   const double t0 = sf__now();
   int64_t lo[3];
-  if (g->draw[0] != NULL && one_box(s, p, n, lo)) {
+  if (g->draw[st][0] != NULL && one_box(s, p, n, lo)) {
     stage_box(g, n, lo, st, delta, e);
     delta->t_h2d += sf__now() - t0;
     SF_RANGE_POP();
@@ -472,6 +484,9 @@ static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
       sf__source_account(src, s, d, pc, delta);
     }
   }
+  if (e->status == SLABFEED_OK &&
+      sf__cudart_record(g->staged[st], g->copy, e) == SLABFEED_OK)
+    sf__cudart_wait(g->compute, g->staged[st], e);
   delta->t_h2d += sf__now() - t0;
   SF_RANGE_POP();
   return e->status;
@@ -515,11 +530,10 @@ static slabfeed_status produce(sf__backend *g, uint64_t n, sf__err *e)
   for (int i = 0; i < p->B && e->status == SLABFEED_OK; i++) {
     const int st = g->stage;
     g->stage = (g->stage + 1) % SF_STAGES;
-    /* Staging st is free once the transform that last read it is done. */
+    /* Staging st (and its box) is free once the transform that last read
+     * it is done. */
     if (sf__cudart_wait(g->copy, g->consumed[st], e) ||
-        stage_crop(g, slot, i, st, g->landing[land], &delta, e) ||
-        sf__cudart_record(g->staged[st], g->copy, e) ||
-        sf__cudart_wait(g->compute, g->staged[st], e))
+        stage_crop(g, slot, i, st, g->landing[land], &delta, e))
       break;
     SF_RANGE_PUSH("transform");
     t = sf__now();
