@@ -259,6 +259,9 @@ static herr_t show(hid_t group, const char *name, const link_info *li,
 static int print_plan(const char *prog, const info_args *a, const ctx *c)
 {
   const int64_t ranks = a->ranks, halo = a->halo;
+  /* The mean plane: exact for a box or a suite at one resolution; for
+   * mixed resolutions the plan's node bytes are the mean's (the loader
+   * counts each plane at its size). */
   const double per_plane = c->bytes_f32 / (double)c->shape[0];
   /* The loader's rule (slabfeed_open refuses more): 0 <= halo <= Z. */
   if (halo > c->shape[0]) {
@@ -653,15 +656,13 @@ static int list_volumes(const char *prog, ctx *c, const cli_spec *vols)
             prog);
     return 1;
   }
-  /* Planes of the largest y and x: a smaller volume fills their low
-   * corner, and the rest of its planes is padding in the store. */
-  const double planes = (double)z * (double)yx[0] * (double)yx[1];
+  /* Every volume is stored at its own plane size: the store holds the
+   * volumes' own bytes. The stacked box's y and x are the largest. */
   printf("  total: %d volumes, stacked box %lldx%lldx%lld, %.3f GB as "
          "float32",
          vols->n, (long long)z, (long long)yx[0], (long long)yx[1], f32 / 1e9);
-  if (voxels < planes)
-    printf(", padding %.1f %% of the store (volumes of smaller y,x)",
-           100.0 * (1.0 - voxels / planes));
+  if (voxels < (double)z * (double)yx[0] * (double)yx[1])
+    printf(" (volumes of other y,x: each stored at its own plane size)");
   printf("; volume 0's datasets:\n");
   c->quiet = 0;
   if (describe_file(prog, c) != 0)
@@ -669,7 +670,7 @@ static int list_volumes(const char *prog, ctx *c, const cli_spec *vols)
   c->shape[0] = z;
   c->shape[1] = yx[0];
   c->shape[2] = yx[1];
-  c->bytes_f32 = f32 * planes / voxels;
+  c->bytes_f32 = f32;
   return 0;
 }
 

@@ -404,6 +404,15 @@ int main(int argc, char **argv)
     compare(wpath, SLABFEED_DTYPE_BF16, SLABFEED_OUT_NDHWC, 0, s, expect_thread,
             expect_remote, RANDOM, 1);
   }
+  /* Two volumes of other plane sizes (20 x 20 and 24 x 21), each stored
+   * at its own: the GPU's pitched copies out of either (the host path is
+   * checked against the files by mpi.suite). */
+  char mixed[64], spec[160];
+  snprintf(mixed, sizeof mixed, "gpu_mixed_np%d_%d.h5", size, rpn);
+  make_file(mixed, 22, 24, 21, SLABFEED_LAYOUT_CF, 0, 0, 1);
+  snprintf(spec, sizeof spec, "gpu_whole0_np%d_%d.h5\n%s", size, rpn, mixed);
+  compare(spec, SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW, 0, s, expect_thread,
+          expect_remote, RANDOM, 0);
   slow_consumer(path, s);
   two_streams(path, s);
   device_restored(path);

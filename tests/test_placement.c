@@ -85,23 +85,26 @@ static void check_choose(void)
   } cases[] = {{64 << 20, 0, 1}, {32 << 20, 0, 2}, {20 << 20, 0, 4},
                {9 << 20, 0, 8},  {1 << 20, 0, 8},  {1 << 30, 4, 4},
                {1, -1, 8}};
+  sf__planes g;
+  sf__err e;
+  sf__err_clear(&e);
+  CHECK(sf__planes_box(&g, 64, 512, 512, &e) == SLABFEED_OK, "box: %s", e.msg);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     sf__placement L;
-    sf__err e;
     sf__err_clear(&e);
-    CHECK(sf__placement_choose(&L, &q, cases[i].forced, cases[i].budget,
-                               1 << 20, &e) == SLABFEED_OK,
+    CHECK(sf__placement_choose(&L, &q, cases[i].forced, cases[i].budget, &g, 4,
+                               &e) == SLABFEED_OK,
           "choose: %s", e.msg);
     CHECK_EQ(L.G, cases[i].want, "budget %llu forced %d: G",
              (unsigned long long)cases[i].budget, cases[i].forced);
     sf__placement_free(&L);
   }
   sf__placement L;
-  sf__err e;
   sf__err_clear(&e);
-  CHECK(sf__placement_choose(&L, &q, 9, 0, 1, &e) == SLABFEED_ERR_ARG &&
+  CHECK(sf__placement_choose(&L, &q, 9, 0, &g, 4, &e) == SLABFEED_ERR_ARG &&
             strstr(e.msg, "group_nodes 9") != NULL,
         "G above the node count refused: %s", e.msg);
+  sf__planes_free(&g);
   CHECK(sf__placement_default_budget((uint64_t)256 << 30, 4) ==
             ((uint64_t)128 << 30) - ((uint64_t)8 << 30),
         "default budget: half of 256 GiB less 2 GiB per rank");
@@ -163,6 +166,57 @@ static void check_cuts(void)
   sf__placement_free(&L);
 }
 
+/* Plane sizes per volume: sf__planes_span against a plane-by-plane sum,
+ * for every start and lengths of up to three turns, runs of no plane left
+ * out; and a store of mixed plane sizes chooses its group from the bytes
+ * it holds, not from its largest plane. */
+static void check_planes(void)
+{
+  const int64_t z0[5] = {0, 3, 3, 8, 10};
+  const int64_t yx[4][2] = {{4, 5}, {9, 9}, {2, 3}, {6, 1}};
+  sf__planes g;
+  sf__err e;
+  sf__err_clear(&e);
+  CHECK(sf__planes_make(&g, 4, z0, yx, &e) == SLABFEED_OK, "make: %s", e.msg);
+  CHECK(g.n == 3 && g.below[3] == 3 * 20 + 5 * 6 + 2 * 6,
+        "3 runs (the empty one left out), %lld floats",
+        (long long)g.below[g.n]);
+  int64_t area[10];
+  for (int64_t z = 0; z < 10; z++)
+    area[z] = z < 3 ? 20 : z < 8 ? 6 : 6;
+  int bad = 0;
+  for (int64_t z = 0; z < 10; z++) {
+    const int k = sf__planes_run(&g, z);
+    bad += !(g.z0[k] <= z && z < g.z0[k + 1]) ||
+           g.yx[k][0] * g.yx[k][1] != area[z];
+    for (int64_t len = 0; len <= 30; len++) {
+      int64_t want = 0;
+      for (int64_t i = 0; i < len; i++)
+        want += area[(z + i) % 10];
+      bad += sf__planes_span(&g, z, len) != want;
+    }
+  }
+  CHECK(bad == 0, "%d plane spans or runs wrong", bad);
+  sf__planes_free(&g);
+
+  /* 2 nodes of 1 rank, volumes of 8 planes of 64^2 and 8 planes of 8^2
+   * floats, a byte each: padded to 64^2 they would take 64 KiB a node at
+   * G = 1; at their own sizes 32768 + 512 bytes, so a budget of 40 KiB
+   * keeps one node per group. */
+  const int nodeof[2] = {0, 1};
+  const int64_t mz[3] = {0, 8, 16}, myx[2][2] = {{64, 64}, {8, 8}};
+  CHECK(sf__planes_make(&g, 2, mz, myx, &e) == SLABFEED_OK, "make: %s", e.msg);
+  const sf__placement_req q = {2, 2, nodeof, 16, 0, 0, 1, 0, NULL};
+  sf__placement L;
+  CHECK(sf__placement_choose(&L, &q, 0, 40 << 10, &g, 1, &e) == SLABFEED_OK,
+        "choose: %s", e.msg);
+  CHECK(L.G == 1 && sf__placement_node_bytes(&L, &g, 1) == 32768 + 512,
+        "G %d, node store %lld bytes (want G 1, 33280)", L.G,
+        (long long)sf__placement_node_bytes(&L, &g, 1));
+  sf__placement_free(&L);
+  sf__planes_free(&g);
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -172,6 +226,7 @@ int main(int argc, char **argv)
   check_layout(15, 5, 0, 31, 2); /* groups of 2 and 3 nodes */
   check_layout(16, 8, 1, 16, 3); /* one plane per rank in a group */
   check_choose();
+  check_planes();
   check_cuts();
   /* a group with more ranks than planes is refused */
   int nodeof[8] = {0, 1, 2, 3, 4, 5, 6, 7};

@@ -35,8 +35,11 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
             info[1].channels == 5,
         "layout and channels resolved from the shape");
   const int64_t ch[2] = {4, 5};
-  const sf__store_opts o = {rank_per_node, group_nodes, 0, locality,
-                            halo,          3,           0, NULL};
+  const sf__store_opts o = {.rank_per_node = rank_per_node,
+                            .group_nodes = group_nodes,
+                            .locality = locality,
+                            .halo = halo,
+                            .crop_z = 3};
   CHECK(sf__store_open(&s, MPI_COMM_WORLD, 2, ch, info[0].shape, &o, &e) ==
             SLABFEED_OK,
         "store: %s", e.msg);

@@ -232,13 +232,26 @@ static uint64_t store_bytes(const char *spec, const char *held)
 }
 
 /* A held-out volume takes no memory: holding volume 0 out stores exactly
- * what the dataset of volumes 1 and 2 stores, on every rank. */
+ * what the dataset of volumes 1 and 2 stores, on every rank. Every volume
+ * is stored at its own plane size: on one node (one copy of the box) the
+ * ranks' stores add up to the volumes' floats, 4 + 5 channels each, not
+ * to planes of the largest y and x. */
 static void held_out_memory(const char *spec)
 {
   char rest[600];
   snprintf(rest, sizeof rest, "%s/vol1.h5\n%s/vol2.h5", dir, dir);
   const uint64_t all = store_bytes(spec, NULL), held = store_bytes(spec, "0"),
                  two = store_bytes(rest, NULL);
+  uint64_t sum = 0, want = 0;
+  MPI_Allreduce(&all, &sum, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  for (int v = 0; v < NV; v++)
+    want += (uint64_t)(vshape[v][0] * vshape[v][1] * vshape[v][2]) * 9 * 4;
+  if (!rpn)
+    CHECK(sum == want,
+          "store of the 3 volumes: %llu bytes over the ranks, their floats "
+          "take %llu (padded to 12 x 12 planes: %llu)",
+          (unsigned long long)sum, (unsigned long long)want,
+          (unsigned long long)(49 * 12 * 12 * 9 * 4));
   CHECK(held == two && held < all,
         "store with volume 0 held out %llu bytes, of volumes 1 and 2 %llu, "
         "of all %llu",

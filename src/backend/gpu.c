@@ -323,19 +323,16 @@ static slabfeed_status copy_planes(const sf__view *v, int64_t c,
                                    int64_t depth, const int64_t crop[3],
                                    float *dst, cudaStream_t s, sf__err *e)
 {
-  const float *from =
-      v->base +
-      ((c * v->dims[0] + v->at[0] + k0) * v->dims[1] + v->at[1]) * v->dims[2] +
-      v->at[2];
+  const float *from = sf__view_row(v, c, k0, 0);
   float *to = dst +
               ((c * crop[0] + p->d[0] + k0) * crop[1] + p->d[1]) * crop[2] +
               p->d[2];
   struct cudaMemcpy3DParms m;
   memset(&m, 0, sizeof m);
   m.srcPtr.ptr = (void *)from;
-  m.srcPtr.pitch = (size_t)v->dims[2] * sizeof(float);
-  m.srcPtr.xsize = (size_t)v->dims[2];
-  m.srcPtr.ysize = (size_t)v->dims[1];
+  m.srcPtr.pitch = (size_t)v->cols * sizeof(float);
+  m.srcPtr.xsize = (size_t)v->cols;
+  m.srcPtr.ysize = (size_t)v->rows;
   m.dstPtr.ptr = to;
   m.dstPtr.pitch = (size_t)crop[2] * sizeof(float);
   m.dstPtr.xsize = (size_t)crop[2];
@@ -441,7 +438,9 @@ static slabfeed_status stage_box(sf__backend *g, int n, const int64_t lo[3],
       const sf__piece *pc = &p->pieces[k];
       const sf__view raw = {g->draw[st][d],
                             SF__MEM_DEVICE,
-                            {p->crop[0], p->crop[1], p->crop[2]},
+                            p->crop[0] * p->crop[1] * p->crop[2],
+                            p->crop[1],
+                            p->crop[2],
                             {pc->q - lo[0], pc->y - lo[1], pc->x - lo[2]}};
       for (int64_t c = 0; c < s->channels[d] && e->status == SLABFEED_OK; c++)
         copy_piece(&raw, c, pc, p->crop, g->dstage[st][d], g->compute, e);

@@ -394,27 +394,16 @@ static int fully_allocated(hid_t dset)
 
 /* Selects the low y x x corner of planes [off, off+n) of channel c of the
  * memory buffer, or nothing when n == 0. */
-static herr_t select_mem(hid_t space, int64_t c, int64_t off, int64_t n,
-                         int64_t y, int64_t x)
+/* The n planes of y x x floats of channel c in a buffer whose channels are
+ * cstride floats apart, from float `off` of the channel on. */
+static herr_t select_mem(hid_t space, int64_t cstride, int64_t c, int64_t off,
+                         int64_t n, int64_t y, int64_t x)
 {
   if (n == 0)
     return H5Sselect_none(space);
-  const hsize_t start[4] = {(hsize_t)c, (hsize_t)off, 0, 0};
-  const hsize_t count[4] = {1, (hsize_t)n, (hsize_t)y, (hsize_t)x};
-  return H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
-}
-
-/* Rows of n dense planes of y x x floats at the start of buf moved to the
- * low corners of planes of Y x X (Y >= y, X >= x), the last row first: a
- * row never lands before where it was, so none is overwritten unread. */
-static void spread_rows(float *buf, int64_t n, int64_t y, int64_t x, int64_t Y,
-                        int64_t X)
-{
-  if (y == Y && x == X)
-    return;
-  for (int64_t r = n * y; r-- > 0;)
-    memmove(buf + (r / y) * Y * X + (r % y) * X, buf + r * x,
-            (size_t)x * sizeof *buf);
+  const hsize_t start = (hsize_t)(c * cstride + off),
+                count = (hsize_t)(n * y * x);
+  return H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, NULL, &count, NULL);
 }
 
 /* The dataset's element type when it is IEEE binary16 little endian (the
@@ -448,14 +437,11 @@ static void widen_halves(float *buf, size_t n)
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
-                            int64_t planes, const int64_t yx[2], sf__err *e)
+                            int64_t cstride, sf__err *e)
 {
-  const int64_t Y = yx != NULL ? yx[0] : info->shape[1],
-                X = yx != NULL ? yx[1] : info->shape[2];
-  const hsize_t mdims[4] = {(hsize_t)info->channels, (hsize_t)planes,
-                            (hsize_t)Y, (hsize_t)X};
+  const hsize_t mdims = (hsize_t)(info->channels * cstride);
   const hid_t fspace = H5Dget_space(dset);
-  const hid_t mspace = H5Screate_simple(4, mdims, NULL);
+  const hid_t mspace = H5Screate_simple(1, &mdims, NULL);
   const hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   const int collective = fully_allocated(dset);
   if (fspace < 0 || mspace < 0 || dxpl < 0)
@@ -468,7 +454,6 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
 #endif
   const int can_read = fspace >= 0 && mspace >= 0 && dxpl >= 0;
   const hid_t half = half_type(dset);
-  const int64_t plane = Y * X;
   /* Every rank makes n_runs * channels calls; after a local failure they
    * transfer nothing, so that collective calls keep matching. Independent
    * reads of a failed rank are simply skipped. */
@@ -484,21 +469,19 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
         /* The halves as stored, into the start of the planes' floats,
          * then widened: HDF5 1.10's conversion of a user-defined half
          * type runs at about 30 MB/s. */
-        float *at = dst + (c * (int64_t)planes + r->off) * plane;
+        float *at = dst + c * cstride + r->off;
         const hsize_t cnt = (hsize_t)(n * info->shape[1] * info->shape[2]);
         const hid_t hs = H5Screate_simple(1, &cnt, NULL);
         rc = rc < 0 || hs < 0 ? -1 : n == 0 ? H5Sselect_none(hs) : 0;
         if (rc >= 0)
           rc = H5Dread(dset, half, hs, fspace, dxpl, at);
-        if (rc >= 0) {
+        if (rc >= 0)
           widen_halves(at, (size_t)cnt);
-          spread_rows(at, n, info->shape[1], info->shape[2], Y, X);
-        }
         if (hs >= 0)
           H5Sclose(hs);
       } else {
         rc = rc < 0 ? rc
-                    : select_mem(mspace, c, r->off, n, info->shape[1],
+                    : select_mem(mspace, cstride, c, r->off, n, info->shape[1],
                                  info->shape[2]);
         if (rc >= 0)
           rc = H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, dst);

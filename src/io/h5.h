@@ -92,10 +92,9 @@ slabfeed_status sf__h5_dataset(hid_t file, const char *path, const char *name,
                                slabfeed_dataset_info *info, sf__err *e);
 
 /* A transfer of planes [z, z+n) of the box (no wrap) of every channel into
- * planes [off, off+n) of dst, laid out [C][planes][Y][X] floats (Y, X the
- * destination's plane extents, at least the dataset's: a smaller dataset
- * fills the low corner of each plane). n == 0 is an empty transfer, still
- * taking part in collective reads. */
+ * dst, each channel's n dense planes (the dataset's own y and x) from its
+ * float `off` on. n == 0 is an empty transfer, still taking part in
+ * collective reads. */
 typedef struct sf__h5_run {
   int64_t z, n, off;
 } sf__h5_run;
@@ -107,11 +106,11 @@ typedef struct sf__h5_run {
  * Datasets whose storage is not fully allocated (chunks never written,
  * read as the fill value) are read with independent I/O: collective reads
  * of them hang or fail in HDF5 1.10. runs == NULL: n_runs empty runs.
- * yx: dst's plane extents (Y, X), or NULL for the dataset's own. */
+ * dst's channels are cstride floats apart. */
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
-                            int64_t planes, const int64_t yx[2], sf__err *e);
+                            int64_t cstride, sf__err *e);
 
 /* Appends HDF5's innermost error description (if any) to *e's message. */
 void sf__h5_detail(sf__err *e);

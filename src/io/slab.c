@@ -7,8 +7,9 @@
 
 /* The planes of rank r's core that it reads itself (placement.h) inside
  * the volume of stacked planes [z0, z0 + nz), in runs cut every `cap`
- * planes, z counted in the volume, placed at their index in r's segment.
- * Writes up to max runs into runs (when not NULL); returns the count. */
+ * planes, z counted in the volume, placed at their float offset inside a
+ * channel of r's segment (sf__store_at). Writes up to max runs into runs
+ * (when not NULL); returns the count. */
 static int store_runs(const sf__store *s, int r, int64_t cap, int64_t z0,
                       int64_t nz, sf__h5_run *runs, int max)
 {
@@ -24,7 +25,8 @@ static int store_runs(const sf__store *s, int r, int64_t cap, int64_t z0,
     for (int64_t a = z; reader == r && a < end; a += cap) {
       const int64_t len = end - a < cap ? end - a : cap;
       if (runs != NULL && n < max)
-        runs[n] = (sf__h5_run){a - z0, len, a - L->core0[r] + L->lo[r]};
+        runs[n] = (sf__h5_run){a - z0, len,
+                               sf__store_at(s, r, a - L->core0[r] + L->lo[r])};
       n++;
     }
     z = end;
@@ -39,7 +41,8 @@ slabfeed_status sf__slab_read(sf__store *s, int d, hid_t dset, const char *path,
 {
   /* One channel's read stays below 1 GiB: large MPI-IO requests overflow
    * int counts in some MPI-IO stacks. */
-  int64_t cap = ((int64_t)1 << 30) / sf__store_plane_bytes(s);
+  int64_t cap = ((int64_t)1 << 30) /
+                (info->shape[1] * info->shape[2] * (int64_t)sizeof(float));
   if (cap < 1)
     cap = 1;
   int max_runs = 0;
@@ -57,7 +60,7 @@ slabfeed_status sf__slab_read(sf__store *s, int d, hid_t dset, const char *path,
                max_runs); /* the rest stay empty */
   float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d));
   sf__h5_read(dset, path, name, info, runs, max_runs, dst,
-              sf__store_planes(s, s->rank), &s->shape[1], e);
+              sf__store_chan(s, s->rank), e);
   free(runs);
   return e->status;
 }

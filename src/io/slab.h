@@ -13,8 +13,8 @@
  * (opened as dset, described by *info) into this rank's segment, in runs of
  * at most ~1 GiB per call. The file is the volume that holds planes
  * [z0, z0 + nz) of the stacked box (io/suite.h; 0 and Z for one volume):
- * only the planes of this rank inside it are read, into the low corner of
- * the store's planes when its y, x extents are smaller. A rank whose *e
+ * only the planes of this rank inside it are read, at the volume's own
+ * plane size (store.h). A rank whose *e
  * already holds a failure takes part with empty transfers. */
 slabfeed_status sf__slab_read(sf__store *s, int d, hid_t dset, const char *path,
                               const char *name,

@@ -11,8 +11,8 @@
  * inode) is refused. One plain path is the one-volume dataset of before.
  *
  * The volumes are stacked along z: volume v holds planes [z0[v], z0[v+1])
- * of a box of z0[n] planes of the largest y and x extents, its own
- * shape[v][1] x shape[v][2] in their low corner. Every crop stays inside
+ * of a box of z0[n] planes, stored at its own shape[v][1] x shape[v][2]
+ * (the store's plane table, store.h). Every crop stays inside
  * one volume and wraps periodically inside it on all three axes
  * (sf__suite_of finds it). */
 #ifndef SF_SUITE_H

@@ -158,10 +158,10 @@ slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
 void sf__volume_stack(sf__volume *v, const uint64_t *w)
 {
   const sf__config *c = v->cfg;
-  /* The stacked box: every kept volume's planes, one after the other, in
-   * planes of the largest y and x extents of them (a smaller volume fills
-   * the low corner of its planes; docs/DECISIONS.md). A volume of weight
-   * 0 takes no planes: it is never read. */
+  /* The stacked box: every kept volume's planes, one after the other; its
+   * y and x are the largest of them (each volume is stored at its own:
+   * the store's plane table). A volume of weight 0 takes no planes: it is
+   * never read. */
   int64_t z = 0, yx[2] = {0, 0};
   for (int i = 0; i < v->suite.n; i++) {
     v->suite.z0[i] = z;

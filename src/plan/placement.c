@@ -240,15 +240,104 @@ int sf__placement_reader(const sf__placement *L, int64_t z, int64_t *end)
   return r;
 }
 
-int64_t sf__placement_node_bytes(const sf__placement *L, int64_t plane_bytes)
+int sf__planes_run(const sf__planes *g, int64_t z)
+{
+  /* The last run that begins at or below z. */
+  int lo = 0, hi = g->n - 1;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (g->z0[mid] <= z)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+slabfeed_status sf__planes_make(sf__planes *g, int n, const int64_t z0[],
+                                const int64_t (*yx)[2], sf__err *e)
+{
+  memset(g, 0, sizeof *g);
+  g->z0 = malloc(((size_t)n + 1) * sizeof *g->z0);
+  g->yx = malloc(((size_t)n + 1) * sizeof *g->yx);
+  g->below = malloc(((size_t)n + 1) * sizeof *g->below);
+  if (g->z0 == NULL || g->yx == NULL || g->below == NULL) {
+    sf__planes_free(g);
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the plane table");
+  }
+  int64_t sum = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t b;
+    if (z0[i + 1] == z0[i])
+      continue;
+    if (!sf__prod4(z0[i + 1] - z0[i], yx[i][0], yx[i][1], 1, &b) ||
+        !sf__add64(sum, b, &b)) {
+      sf__planes_free(g);
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "the box's floats per channel overflow 64 bits");
+    }
+    g->z0[g->n] = z0[i];
+    memcpy(g->yx[g->n], yx[i], sizeof g->yx[0]);
+    g->below[g->n++] = sum;
+    sum = b;
+  }
+  g->z0[g->n] = z0[n];
+  g->below[g->n] = sum;
+  return SLABFEED_OK;
+}
+
+slabfeed_status sf__planes_box(sf__planes *g, int64_t Z, int64_t Y, int64_t X,
+                               sf__err *e)
+{
+  const int64_t z0[2] = {0, Z}, yx[1][2] = {{Y, X}};
+  return sf__planes_make(g, 1, z0, yx, e);
+}
+
+void sf__planes_free(sf__planes *g)
+{
+  free(g->z0);
+  free(g->yx);
+  free(g->below);
+  memset(g, 0, sizeof *g);
+}
+
+/* Floats of one channel in planes [0, z), 0 <= z <= Z (no overflow: below
+ * the total, checked by sf__planes_make). */
+static int64_t planes_below(const sf__planes *g, int64_t z)
+{
+  if (z >= g->z0[g->n])
+    return g->below[g->n];
+  const int k = sf__planes_run(g, z);
+  return g->below[k] + (z - g->z0[k]) * g->yx[k][0] * g->yx[k][1];
+}
+
+int64_t sf__planes_span(const sf__planes *g, int64_t z, int64_t len)
+{
+  const int64_t Z = g->z0[g->n], all = g->below[g->n];
+  const int64_t below = planes_below(g, z);
+  int64_t turns, span = 0;
+  const int64_t rest = len % Z, end = z + rest;
+  if (!sf__mul64(len / Z, all, &turns))
+    return -1;
+  if (end <= Z)
+    span = planes_below(g, end) - below;
+  else /* around the end of the box, into its first planes */
+    span = all - below + planes_below(g, end - Z);
+  return sf__add64(turns, span, &span) ? span : -1;
+}
+
+int64_t sf__placement_node_bytes(const sf__placement *L, const sf__planes *g,
+                                 int64_t chan_bytes)
 {
   int64_t *node = calloc((size_t)L->N, sizeof *node);
   int64_t max = 0;
   if (node == NULL)
     return -1;
   for (int r = 0; r < L->P && max >= 0; r++) {
+    const int64_t f = sf__planes_span(g, sf__placement_first(L, r),
+                                      sf__placement_planes(L, r));
     int64_t b;
-    if (!sf__mul64(sf__placement_planes(L, r), plane_bytes, &b) ||
+    if (f < 0 || !sf__mul64(f, chan_bytes, &b) ||
         !sf__add64(node[L->nodeof[r]], b, &node[L->nodeof[r]]))
       max = -1;
     else if (node[L->nodeof[r]] > max)
@@ -260,8 +349,8 @@ int64_t sf__placement_node_bytes(const sf__placement *L, int64_t plane_bytes)
 
 slabfeed_status sf__placement_choose(sf__placement *L,
                                      const sf__placement_req *q, int forced,
-                                     uint64_t budget, int64_t plane_bytes,
-                                     sf__err *e)
+                                     uint64_t budget, const sf__planes *g,
+                                     int64_t chan_bytes, sf__err *e)
 {
   const int N = q->N;
   if (forced > N)
@@ -286,7 +375,7 @@ slabfeed_status sf__placement_choose(sf__placement *L,
       }
       continue; /* a group with more ranks than planes: larger groups */
     }
-    const int64_t need = sf__placement_node_bytes(L, plane_bytes);
+    const int64_t need = sf__placement_node_bytes(L, g, chan_bytes);
     if (G == N || (need >= 0 && (uint64_t)need <= budget))
       return SLABFEED_OK;
     sf__placement_free(L);
@@ -328,15 +417,18 @@ slabfeed_status slabfeed_plan_placement(int64_t Z, uint64_t plane_bytes,
   }
   sf__placement L;
   const sf__placement_req q = {ranks, nodes, nodeof, Z, halo, 0, 1, 0, NULL};
-  if (sf__placement_choose(&L, &q, group_nodes, budget, (int64_t)plane_bytes,
-                           &e) == SLABFEED_OK) {
+  /* Planes of one float, each taking plane_bytes. */
+  sf__planes g;
+  if (sf__planes_box(&g, Z, 1, 1, &e) == SLABFEED_OK &&
+      sf__placement_choose(&L, &q, group_nodes, budget, &g,
+                           (int64_t)plane_bytes, &e) == SLABFEED_OK) {
     slabfeed_placement_plan p;
     memset(&p, 0, sizeof p);
     p.size = sizeof p;
     p.nodes = nodes;
     p.group_nodes = L.G;
     p.groups = L.ng;
-    const int64_t need = sf__placement_node_bytes(&L, (int64_t)plane_bytes);
+    const int64_t need = sf__placement_node_bytes(&L, &g, (int64_t)plane_bytes);
     p.node_store_bytes = need < 0 ? UINT64_MAX : (uint64_t)need;
     p.budget = budget;
     p.fits = need >= 0 && (uint64_t)need <= budget;
@@ -346,6 +438,7 @@ slabfeed_status slabfeed_plan_placement(int64_t Z, uint64_t plane_bytes,
     sf__sized_write(out, &p, sizeof p, sizeof(size_t));
     sf__placement_free(&L);
   }
+  sf__planes_free(&g);
   free(nodeof);
   return e.status;
 }

@@ -81,9 +81,40 @@ int sf__placement_owner(const sf__placement *L, int g, int64_t z, int64_t *end);
  * planes from z on that it reads. */
 int sf__placement_reader(const sf__placement *L, int64_t z, int64_t *end);
 
-/* Largest store of one node, in bytes, when a plane of all channels of all
- * datasets takes plane_bytes; -1 on overflow. */
-int64_t sf__placement_node_bytes(const sf__placement *L, int64_t plane_bytes);
+/* The size of the box's planes: planes [z0[i], z0[i + 1]) are yx[i][0]
+ * rows of yx[i][1] floats (i < n; z0 increasing from z0[0] = 0 to Z =
+ * z0[n]). One box is one run; a dataset of several volumes has a run per
+ * volume, so that every volume is stored at its own plane size. */
+typedef struct sf__planes {
+  int n;
+  int64_t *z0;      /* [n + 1] */
+  int64_t (*yx)[2]; /* [n] */
+  int64_t *below;   /* [n + 1]: floats of one channel before run i */
+} sf__planes;
+
+/* Fills *g (owned copies) from n runs beginning at z0[i] (z0[n] = Z) of
+ * yx[i] planes; runs of no plane are left out. SLABFEED_ERR_ARG when the
+ * box's floats per channel overflow 64 bits, SLABFEED_ERR_NOMEM; *g is
+ * then empty. */
+slabfeed_status sf__planes_make(sf__planes *g, int n, const int64_t z0[],
+                                const int64_t (*yx)[2], sf__err *e);
+/* The geometry of one box of Z planes of Y x X. */
+slabfeed_status sf__planes_box(sf__planes *g, int64_t Z, int64_t Y, int64_t X,
+                               sf__err *e);
+void sf__planes_free(sf__planes *g);
+
+/* The run holding plane z (0 <= z < Z). */
+int sf__planes_run(const sf__planes *g, int64_t z);
+
+/* Floats of one channel in the planes [z, z + len) of the box, taken mod
+ * Z (z in [0, Z), len >= 0, any number of turns); -1 on overflow. */
+int64_t sf__planes_span(const sf__planes *g, int64_t z, int64_t len);
+
+/* Largest store of one node, in bytes, with planes of geometry g and
+ * chan_bytes bytes per float of a plane (4 x the channels of all
+ * datasets); -1 on overflow. */
+int64_t sf__placement_node_bytes(const sf__placement *L, const sf__planes *g,
+                                 int64_t chan_bytes);
 
 /* Group size chosen for a budget of `budget` bytes per node: `forced` when
  * > 0 (fails with SLABFEED_ERR_ARG when above N), N when -1, else (0) the
@@ -91,8 +122,8 @@ int64_t sf__placement_node_bytes(const sf__placement *L, int64_t plane_bytes);
  * does. Leaves the layout of the choice in *L. */
 slabfeed_status sf__placement_choose(sf__placement *L,
                                      const sf__placement_req *q, int forced,
-                                     uint64_t budget, int64_t plane_bytes,
-                                     sf__err *e);
+                                     uint64_t budget, const sf__planes *g,
+                                     int64_t chan_bytes, sf__err *e);
 
 /* The default per-node budget of a node with `mem_total` bytes of
  * physical memory and `ranks` ranks: half of it, less 2 GiB per rank for

@@ -551,20 +551,23 @@ int sf__fetch_get_flushes(void)
 #define SF_PROBE_REPS 4
 
 /* The box probed in rank h's dataset-0 segment: every channel, up to 4
- * planes, 32 rows and 32 columns, off the segment's first row and column
- * where the box allows (a true subarray, as crop pieces are). */
+ * planes of the size of its first plane, 32 rows and 32 columns, off the
+ * segment's first row and column where the box allows (a true subarray,
+ * as crop pieces are). */
 static sf__piece probe_piece(const sf__store *s, int h)
 {
   const int64_t planes = sf__store_planes(s, h);
   sf__piece p = {.src = h};
-  p.n[0] = planes < 4 ? planes : 4;
+  int64_t yx[2] = {0, 0};
+  const int64_t run = planes > 0 ? sf__store_pitch(s, h, 0, yx) : 0;
+  p.n[0] = run < 4 ? run : 4;
   for (int a = 1; a < 3; a++) {
-    const int64_t N = s->shape[a];
+    const int64_t N = yx[a - 1];
     p.n[a] = N <= 1 ? N : N - 1 < 32 ? N - 1 : 32;
   }
-  p.q = planes > p.n[0] ? 1 : 0;
-  p.y = s->shape[1] > p.n[1] ? 1 : 0;
-  p.x = s->shape[2] > p.n[2] ? 1 : 0;
+  p.q = run > p.n[0] ? 1 : 0;
+  p.y = yx[0] > p.n[1] ? 1 : 0;
+  p.x = yx[1] > p.n[2] ? 1 : 0;
   return p;
 }
 
@@ -590,20 +593,27 @@ static int probe_holder(const sf__store *s, int r)
 }
 
 /* Writes this rank's probe pattern into its own segment (in place, in the
- * segment's [C][planes][Y][X] layout). */
+ * segment's layout: store.h). */
 static void probe_fill(sf__store *s)
 {
   const sf__piece p = probe_piece(s, s->rank);
-  float *seg = (float *)(s->base + sf__store_offset(s, s->rank, 0));
-  const int64_t D = sf__store_planes(s, s->rank), Y = s->shape[1],
-                X = s->shape[2];
+  int64_t yx[2];
+  sf__store_pitch(s, s->rank, 0, yx);
+  const sf__view at = {
+      (const float *)(s->base + sf__store_offset(s, s->rank, 0)),
+      SF__MEM_HOST,
+      sf__store_chan(s, s->rank),
+      yx[0],
+      yx[1],
+      {p.q, p.y, p.x}};
   int64_t i = 0;
   for (int64_t c = 0; c < s->channels[0]; c++)
     for (int64_t k = 0; k < p.n[0]; k++)
-      for (int64_t j = 0; j < p.n[1]; j++)
+      for (int64_t j = 0; j < p.n[1]; j++) {
+        float *row = (float *)sf__view_row(&at, c, k, j);
         for (int64_t x = 0; x < p.n[2]; x++)
-          seg[((c * D + p.q + k) * Y + p.y + j) * X + p.x + x] =
-              probe_value(s->rank, i++);
+          row[x] = probe_value(s->rank, i++);
+      }
 }
 
 /* GET: this rank reads its holder's probe SF_PROBE_REPS times at once, as

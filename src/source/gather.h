@@ -23,14 +23,25 @@ typedef enum {
                         slabs held on the GPU) */
 } sf__mem;
 
-/* An addressable float array [C][dims0][dims1][dims2] in memory of kind
- * `mem`, and the first voxel of a piece in it. */
+/* An addressable float array in memory of kind `mem`, and the first
+ * voxel of a piece in it: channel c's plane k, row j, column i of the
+ * array is base[c * cstride + (k * rows + j) * cols + i], and the piece
+ * starts at plane at[0], row at[1], column at[2]. */
 typedef struct sf__view {
   const float *base;
   sf__mem mem;
-  int64_t dims[3];
+  int64_t cstride;    /* floats from one channel to the next */
+  int64_t rows, cols; /* of a plane (the row pitch is cols floats) */
   int64_t at[3];
 } sf__view;
+
+/* The float of channel c, plane k, row j of piece p's first column in v. */
+static inline const float *sf__view_row(const sf__view *v, int64_t c, int64_t k,
+                                        int64_t j)
+{
+  return v->base + c * v->cstride +
+         ((v->at[0] + k) * v->rows + v->at[1] + j) * v->cols + v->at[2];
+}
 
 /* Floats of dataset d of piece p: C * n0 * n1 * n2. */
 int64_t sf__gather_elems(const sf__store *s, int d, const sf__piece *p);
@@ -41,9 +52,9 @@ void sf__gather_copy(const sf__view *v, int64_t C, const sf__piece *p,
                      const int64_t crop[3], float *dst);
 
 /* The MPI datatype of dataset d of piece p inside its holder's segment
- * (a subarray of [C][planes][Y][X] floats), committed; the caller frees
- * it. With displacement 0 at the segment's start of dataset d
- * (sf__store_offset). */
+ * (its C channels, cstride apart, each a subarray of the planes of the
+ * piece's volume), committed; the caller frees it. With displacement 0 at
+ * the segment's start of dataset d (sf__store_offset). */
 slabfeed_status sf__gather_type(const sf__store *s, int d, const sf__piece *p,
                                 MPI_Datatype *t, sf__err *e);
 

@@ -13,7 +13,11 @@ static void landed_view(const sf__store *s, int d, const sf__piece *p,
 {
   (void)s;
   (void)d;
-  *v = (sf__view){landed, SF__MEM_HOST, {p->n[0], p->n[1], p->n[2]}, {0, 0, 0}};
+  *v = (sf__view){.base = landed,
+                  .mem = SF__MEM_HOST,
+                  .cstride = p->n[0] * p->n[1] * p->n[2],
+                  .rows = p->n[1],
+                  .cols = p->n[2]};
 }
 
 const sf__source sf__source_landed = {"landed", 1,

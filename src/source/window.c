@@ -13,16 +13,22 @@ static int serves_node(const sf__store *s, const sf__piece *p)
   return sf__store_segment(s, p->src, 0) != NULL;
 }
 
-/* Dataset d's segment of the holder: [C][planes][Y][X], the piece at its
- * first plane (q) and its first row and column in the box. */
+/* Dataset d's segment of the holder from the piece's first plane (q) on,
+ * in the plane size of the piece's volume (store.h), the piece at its
+ * first row and column in that volume. */
 static void window_view(const sf__store *s, int d, const sf__piece *p,
                         const float *landed, sf__view *v)
 {
   (void)landed;
-  *v = (sf__view){sf__store_segment(s, p->src, d),
+  int64_t yx[2];
+  sf__store_pitch(s, p->src, p->q, yx);
+  *v = (sf__view){sf__store_segment(s, p->src, d) +
+                      sf__store_at(s, p->src, p->q),
                   SF__MEM_HOST,
-                  {sf__store_planes(s, p->src), s->shape[1], s->shape[2]},
-                  {p->q, p->y, p->x}};
+                  sf__store_chan(s, p->src),
+                  yx[0],
+                  yx[1],
+                  {0, p->y, p->x}};
 }
 
 const sf__source sf__source_own = {

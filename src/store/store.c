@@ -14,32 +14,48 @@ int64_t sf__store_planes(const sf__store *s, int r)
   return sf__placement_planes(&s->L, r);
 }
 
-int64_t sf__store_plane_bytes(const sf__store *s)
+int64_t sf__store_chan(const sf__store *s, int r)
 {
-  return s->shape[1] * s->shape[2] * (int64_t)sizeof(float);
+  return sf__planes_span(&s->g, sf__placement_first(&s->L, r),
+                         sf__store_planes(s, r));
+}
+
+int64_t sf__store_at(const sf__store *s, int r, int64_t q)
+{
+  return sf__planes_span(&s->g, sf__placement_first(&s->L, r), q);
+}
+
+int64_t sf__store_pitch(const sf__store *s, int r, int64_t q, int64_t yx[2])
+{
+  const int64_t Z = s->shape[0];
+  const int64_t z = sf__pmod(sf__placement_first(&s->L, r) + q, Z);
+  const int k = sf__planes_run(&s->g, z);
+  const int64_t left = sf__store_planes(s, r) - q, run = s->g.z0[k + 1] - z;
+  yx[0] = s->g.yx[k][0];
+  yx[1] = s->g.yx[k][1];
+  return run < left ? run : left;
 }
 
 int64_t sf__store_offset(const sf__store *s, int r, int d)
 {
   int64_t off = 0;
   for (int i = 0; i < d; i++)
-    off += s->channels[i] * sf__store_planes(s, r) * sf__store_plane_bytes(s);
+    off += s->channels[i] * sf__store_chan(s, r) * (int64_t)sizeof(float);
   return off;
 }
 
 /* Segment size of rank r, overflow-checked; -1 on overflow. */
 static int64_t segment_bytes(const sf__store *s, int r)
 {
+  const int64_t chan = sf__store_chan(s, r);
   int64_t total = 0;
-  for (int d = 0; d < s->ndsets; d++) {
+  for (int d = 0; d < s->ndsets && chan >= 0; d++) {
     int64_t b;
-    if (!sf__prod4(s->channels[d], sf__store_planes(s, r), s->shape[1],
-                   s->shape[2], &b) ||
-        !sf__mul64(b, (int64_t)sizeof(float), &b) ||
+    if (!sf__prod4(s->channels[d], chan, (int64_t)sizeof(float), 1, &b) ||
         !sf__add64(total, b, &total))
       return -1;
   }
-  return total;
+  return chan < 0 ? -1 : total;
 }
 
 /* The node communicator: ranks sharing memory (each rank alone with
@@ -206,16 +222,16 @@ static slabfeed_status place(sf__store *s, const sf__store_opts *o, sf__err *e)
     SF_MPI_GOTO(
         MPI_Allreduce(&budget, &s->budget, 1, MPI_UINT64_T, MPI_MIN, s->comm),
         e, out);
-  int64_t plane = 0;
+  int64_t chan_bytes = 0;
   for (int d = 0; d < s->ndsets; d++)
-    plane += s->channels[d] * sf__store_plane_bytes(s);
+    chan_bytes += s->channels[d] * (int64_t)sizeof(float);
   const sf__placement_req q = {s->size,     s->nodes, nodeof,
                                s->shape[0], o->halo,  o->locality,
                                o->crop_z,   o->ncuts, o->cuts};
   if (e->status == SLABFEED_OK &&
-      sf__placement_choose(&s->L, &q, o->group_nodes, s->budget, plane, e) ==
-          SLABFEED_OK)
-    s->node_bytes = sf__placement_node_bytes(&s->L, plane);
+      sf__placement_choose(&s->L, &q, o->group_nodes, s->budget, &s->g,
+                           chan_bytes, e) == SLABFEED_OK)
+    s->node_bytes = sf__placement_node_bytes(&s->L, &s->g, chan_bytes);
 out:
   free(nodeof);
   free(first);
@@ -242,6 +258,11 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   if (o->halo < 0 || o->halo > shape[0])
     sf__fail(e, SLABFEED_ERR_ARG, "halo %lld must be in [0, Z=%lld]",
              (long long)o->halo, (long long)shape[0]);
+  else if (o->planes != NULL)
+    sf__planes_make(&s->g, o->planes->n, o->planes->z0,
+                    (const int64_t(*)[2])o->planes->yx, e);
+  else
+    sf__planes_box(&s->g, shape[0], shape[1], shape[2], e);
   /* Every rank computes the same placement from agreed inputs, so a
    * failure of the placement itself is found by all. */
   make_node(s, o->rank_per_node, e);
@@ -267,19 +288,21 @@ const float *sf__store_segment(const sf__store *s, int r, int d)
   return (const float *)(s->peer[r] + sf__store_offset(s, r, d));
 }
 
-/* Copies `len` planes of every channel of every dataset from plane qr of
- * rank r's segment to plane q of this rank's: memcpy from a segment of
- * this node, else MPI_Get (blocks of at most 1 GiB). */
-static slabfeed_status fetch_planes(sf__store *s, int r, int64_t qr, int64_t q,
-                                    int64_t len, sf__err *e)
+/* Copies `len` planes of every channel of every dataset, the box's planes
+ * [z, z + len), from plane qr of rank r's segment to plane q of this
+ * rank's: memcpy from a segment of this node, else MPI_Get (blocks of at
+ * most 1 GiB). */
+static slabfeed_status fetch_planes(sf__store *s, int r, int64_t z, int64_t qr,
+                                    int64_t q, int64_t len, sf__err *e)
 {
-  const int64_t pb = sf__store_plane_bytes(s);
-  const int64_t pr = sf__store_planes(s, r), pm = sf__store_planes(s, s->rank);
+  const int64_t fb = (int64_t)sizeof(float);
+  const int64_t cr = sf__store_chan(s, r), cm = sf__store_chan(s, s->rank);
+  const int64_t ar = sf__store_at(s, r, qr), am = sf__store_at(s, s->rank, q);
+  const int64_t bytes = sf__planes_span(&s->g, z, len) * fb;
   for (int d = 0; d < s->ndsets; d++)
     for (int64_t c = 0; c < s->channels[d]; c++) {
-      const int64_t from = sf__store_offset(s, r, d) + (c * pr + qr) * pb;
-      char *to = s->base + sf__store_offset(s, s->rank, d) + (c * pm + q) * pb;
-      const int64_t bytes = len * pb;
+      const int64_t from = sf__store_offset(s, r, d) + (c * cr + ar) * fb;
+      char *to = s->base + sf__store_offset(s, s->rank, d) + (c * cm + am) * fb;
       if (s->peer[r] != NULL) {
         memmove(to, s->peer[r] + from, (size_t)bytes);
         continue;
@@ -314,7 +337,7 @@ static slabfeed_status fill(sf__store *s, sf__err *e)
       len = planes - q;
     const int64_t qr = z - L->core0[r] + L->lo[r];
     if (r != s->rank || qr != q)
-      fetch_planes(s, r, qr, q, len, e);
+      fetch_planes(s, r, z, qr, q, len, e);
     q += len;
   }
   if (e->status == SLABFEED_OK && s->world_win != MPI_WIN_NULL)
@@ -382,4 +405,5 @@ void sf__store_close(sf__store *s)
   s->peer_bytes = NULL;
   s->base = NULL;
   sf__placement_free(&s->L);
+  sf__planes_free(&s->g);
 }

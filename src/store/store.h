@@ -18,6 +18,9 @@ typedef struct sf__store_opts {
   int64_t crop_z;
   int ncuts;           /* locality over several volumes: node ranges begin */
   const int64_t *cuts; /* only at these planes (sf__placement_req) */
+  /* The size of the planes of each volume (copied); NULL: every plane is
+   * shape[1] x shape[2]. */
+  const sf__planes *planes;
 } sf__store_opts;
 
 typedef struct sf__store {
@@ -30,7 +33,8 @@ typedef struct sf__store {
   uint64_t budget;      /* per-node budget in effect (minimum over nodes) */
   int64_t node_bytes;   /* largest store of one node */
   uint64_t fill_remote; /* bytes this rank fetched over MPI at open */
-  int64_t shape[3];     /* Z,Y,X */
+  int64_t shape[3];     /* Z, and the largest Y and X of any plane */
+  sf__planes g;         /* the size of every plane (owned) */
   int ndsets;
   int64_t channels[SF_MAX_DSETS];
   MPI_Win shm_win;   /* node shared memory */
@@ -43,12 +47,22 @@ typedef struct sf__store {
   int64_t *peer_bytes; /* [size]: segment sizes of those ranks */
 } sf__store;
 
+/* A segment holds, for each dataset d and channel c in turn, the planes
+ * of the rank one after the other, each at its own size (the size of its
+ * volume: sf__planes), as [planes][rows][columns] floats. */
+
 /* Planes held by rank r: its core slab plus its halo planes. */
 int64_t sf__store_planes(const sf__store *s, int r);
+/* Floats of one channel in rank r's segment: its planes at their sizes. */
+int64_t sf__store_chan(const sf__store *s, int r);
+/* Float offset of rank r's plane q (0 <= q <= planes) inside each of its
+ * channels. */
+int64_t sf__store_at(const sf__store *s, int r, int64_t q);
+/* The rows and columns of rank r's plane q into yx[]; returns how many of
+ * r's planes from q on have that size (at least 1). */
+int64_t sf__store_pitch(const sf__store *s, int r, int64_t q, int64_t yx[2]);
 /* Byte offset of dataset d inside rank r's segment. */
 int64_t sf__store_offset(const sf__store *s, int r, int d);
-/* Bytes of one plane of one channel. */
-int64_t sf__store_plane_bytes(const sf__store *s);
 
 /* Collective over comm. Finds the nodes, agrees on the per-node budget,
  * chooses the placement and allocates this rank's segment in the node's
