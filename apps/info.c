@@ -260,8 +260,9 @@ static int print_plan(const char *prog, const info_args *a, const ctx *c)
 {
   const int64_t ranks = a->ranks, halo = a->halo;
   /* The mean plane: exact for a box or a suite at one resolution; for
-   * mixed resolutions the plan's node bytes are the mean's (the loader
-   * counts each plane at its size). */
+   * mixed resolutions the loader splits the planes evenly in bytes, so
+   * its node stores differ from the mean's by at most one plane per
+   * rank. */
   const double per_plane = c->bytes_f32 / (double)c->shape[0];
   /* The loader's rule (slabfeed_open refuses more): 0 <= halo <= Z. */
   if (halo > c->shape[0]) {

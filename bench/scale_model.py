@@ -872,9 +872,10 @@ def locality_cuts(starts, Zt, nodes, R):
     """Node ranges of one group of `nodes` nodes of R ranks under locality
     over several volumes (src/plan/placement.c, group_cores): node j begins
     at the volume start nearest Zt * j * R / (nodes * R), after node j-1's
-    and leaving one for every later node, ties to the lower. Returns the
-    range bounds (nodes + 1 of them), or None with more nodes than
-    volumes."""
+    and leaving one for every later node, ties to the lower (planes of one
+    size, as in the suites modelled here; the loader measures in bytes
+    where they differ). Returns the range bounds (nodes + 1 of them), or
+    None with more nodes than volumes."""
     n = len(starts)
     if nodes > n:
         return None

@@ -66,8 +66,8 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
   memset(&s, 0, sizeof s);
   sf__err e;
   sf__err_clear(&e);
-  const sf__placement_req q = {P,        N,  nodeof,          Z, halo,
-                               locality, cz, nv > 1 ? nv : 0, z0};
+  const sf__placement_req q = {P,        N,  nodeof,          Z,  halo,
+                               locality, cz, nv > 1 ? nv : 0, z0, NULL};
   if (sf__placement_make(&s.L, &q, G, &e) != SLABFEED_OK)
     return; /* more ranks than planes in a group, or nodes than volumes */
   for (int i = 0; nv > 1 && i < nv; i++)

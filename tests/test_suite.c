@@ -264,6 +264,28 @@ static void held_out_memory(const char *spec)
            (unsigned long long)two);
 }
 
+/* The ranks split a suite of mixed y, x evenly in bytes: vol0 (20 planes
+ * of 12 x 10) and wide (8 of 24 x 20, four times the plane) on one node,
+ * where every rank's store is within one wide plane of 1/size of the
+ * dataset (split by planes, 2 ranks would hold 1680 and 4560 floats per
+ * channel, against 3360 and 2880). */
+static void byte_split(void)
+{
+  char spec[600];
+  snprintf(spec, sizeof spec, "%s/vol0.h5\n%s/wide.h5", dir, dir);
+  const uint64_t mine = store_bytes(spec, NULL);
+  uint64_t most = 0;
+  MPI_Allreduce(&mine, &most, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  const uint64_t all = (20 * 120 + 8 * 480) * 9 * 4, plane = 480 * 9 * 4;
+  if (!rpn)
+    CHECK(most <= all / (uint64_t)size + plane,
+          "largest store of the mixed suite %llu bytes on %d ranks; 1/%d of "
+          "it is %llu, a wide plane %llu",
+          (unsigned long long)most, size, size,
+          (unsigned long long)(all / (uint64_t)size),
+          (unsigned long long)plane);
+}
+
 /* Pearson's statistic of counts against expected shares p[]. */
 static double chi2_of(const uint64_t count[NV], const double p[NV])
 {
@@ -506,6 +528,8 @@ int main(int argc, char **argv)
   gen(path, 16, Y, X, 3, 0, 9);
   snprintf(path, sizeof path, "%s/odd_f16.h5", dir);
   gen(path, 16, Y, X, 4, 1, 9);
+  snprintf(path, sizeof path, "%s/wide.h5", dir);
+  gen(path, 8, 24, 20, 4, 0, 11);
   /* The spec: a path, a pattern (vol1, vol2) in a manifest's company. */
   char man[512], spec[2048];
   snprintf(man, sizeof man, "%s/rest.txt", dir);
@@ -548,6 +572,7 @@ int main(int argc, char **argv)
     CHECK_EQ(count[v], (uint64_t)(2 * rpn_steps),
              "locality: samples of volume %d", v);
   held_out_memory(spec);
+  byte_split();
   virtual_dataset();
   refusals(spec);
   MPI_Barrier(MPI_COMM_WORLD);

@@ -66,24 +66,69 @@ static int order_ranks(sf__placement *L)
   return 1;
 }
 
+/* Floats of one channel in planes [0, z) of the request's box (planes
+ * when they are all of one size). */
+static int64_t floats_below(const sf__placement_req *q, int64_t z)
+{
+  return q->planes != NULL ? sf__planes_span(q->planes, 0, z) : z;
+}
+
+/* Boundary i of the split of planes [a, b) into n ranges of at least one
+ * plane each (boundary 0 is a, n is b), given boundary i - 1 at prev. With
+ * planes of one size, the even split in planes (sf__split_begin); else the
+ * first plane where the floats since a reach i / n of the range's, kept
+ * after prev and before the planes the later ranges need. */
+static int64_t split_at(const sf__placement_req *q, int64_t a, int64_t b, int n,
+                        int i, int64_t prev)
+{
+  if (i == 0 || i == n || q->planes == NULL || q->planes->n <= 1)
+    return a + sf__split_begin(b - a, n, i);
+  const int64_t base = floats_below(q, a);
+  const int64_t want = (floats_below(q, b) - base) * i; /* x n at the cut */
+  int64_t lo = prev + 1, hi = b - (n - i);
+  while (lo < hi) { /* the first z in [lo, hi] with enough, else hi */
+    const int64_t mid = lo + (hi - lo) / 2;
+    if ((floats_below(q, mid) - base) * n >= want)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 /* The start of node range j of a group with cuts: the cut nearest the
- * even split's boundary Z * before / gs, from index lo to hi (inclusive);
- * ties go to the lower cut. Returns the index of the cut. */
+ * even split's boundary (Z * before / gs, in floats where planes differ),
+ * from index lo to hi (inclusive); ties go to the lower cut. Returns the
+ * index of the cut. */
 static int nearest_cut(const sf__placement_req *q, int lo, int hi,
                        int64_t before, int64_t gs)
 {
-  /* |cut * gs - Z * before| is exact in 64 bits (planes and ranks of a
-   * real job are far below 2^31 each). */
-  const int64_t want = q->Z * before;
+  /* |below(cut) * gs - below(Z) * before| is exact in 64 bits while a
+   * channel's floats times the ranks stay below 2^63 (9e18: a 1.2 TB
+   * suite has 3e10 floats per channel). */
+  const int64_t want = floats_below(q, q->Z) * before;
   int c = lo;
   while (c < hi) {
-    const int64_t here = q->cuts[c] * gs - want;
-    const int64_t next = q->cuts[c + 1] * gs - want;
+    const int64_t here = floats_below(q, q->cuts[c]) * gs - want;
+    const int64_t next = floats_below(q, q->cuts[c + 1]) * gs - want;
     if ((next < 0 ? -next : next) >= (here < 0 ? -here : here))
       break;
     c++;
   }
   return c;
+}
+
+/* Cores of the n ranks order[first .. first + n) of L: the split of
+ * planes [a, b). */
+static void split_cores(sf__placement *L, const sf__placement_req *q, int first,
+                        int n, int64_t a, int64_t b)
+{
+  int64_t at = a;
+  for (int i = 0; i < n; i++) {
+    const int r = L->order[first + i];
+    L->core0[r] = at;
+    L->core1[r] = at = split_at(q, a, b, n, i + 1, at);
+  }
 }
 
 /* The cores of group g: the even split of [0, Z) over its ranks, or with
@@ -102,11 +147,7 @@ static slabfeed_status group_cores(sf__placement *L, const sf__placement_req *q,
                     "per group)",
                     g, L->ng, gs, (long long)Z);
   if (q->ncuts == 0) {
-    for (int i = 0; i < gs; i++) {
-      const int r = L->order[first + i];
-      L->core0[r] = sf__split_begin(Z, gs, i);
-      L->core1[r] = sf__split_begin(Z, gs, i + 1);
-    }
+    split_cores(L, q, first, gs, 0, Z);
     return SLABFEED_OK;
   }
   const int n0 = L->nodeof[L->order[first]];
@@ -139,11 +180,7 @@ static slabfeed_status group_cores(sf__placement *L, const sf__placement_req *q,
                       "needs one (fewer ranks per node, or no locality)",
                       L->nodeof[L->order[first + i]], g, n, (long long)(b - a),
                       (long long)a);
-    for (int m = 0; m < n; m++) {
-      const int r = L->order[first + i + m];
-      L->core0[r] = a + sf__split_begin(b - a, n, m);
-      L->core1[r] = a + sf__split_begin(b - a, n, m + 1);
-    }
+    split_cores(L, q, first + i, n, a, b);
     c = next;
     i = k + 1;
   }
@@ -276,6 +313,11 @@ slabfeed_status sf__planes_make(sf__planes *g, int n, const int64_t z0[],
       return sf__fail(e, SLABFEED_ERR_ARG,
                       "the box's floats per channel overflow 64 bits");
     }
+    if (g->n > 0 && g->yx[g->n - 1][0] == yx[i][0] &&
+        g->yx[g->n - 1][1] == yx[i][1]) { /* the run before goes on */
+      sum = b;
+      continue;
+    }
     g->z0[g->n] = z0[i];
     memcpy(g->yx[g->n], yx[i], sizeof g->yx[0]);
     g->below[g->n++] = sum;
@@ -349,8 +391,8 @@ int64_t sf__placement_node_bytes(const sf__placement *L, const sf__planes *g,
 
 slabfeed_status sf__placement_choose(sf__placement *L,
                                      const sf__placement_req *q, int forced,
-                                     uint64_t budget, const sf__planes *g,
-                                     int64_t chan_bytes, sf__err *e)
+                                     uint64_t budget, int64_t chan_bytes,
+                                     sf__err *e)
 {
   const int N = q->N;
   if (forced > N)
@@ -375,7 +417,7 @@ slabfeed_status sf__placement_choose(sf__placement *L,
       }
       continue; /* a group with more ranks than planes: larger groups */
     }
-    const int64_t need = sf__placement_node_bytes(L, g, chan_bytes);
+    const int64_t need = sf__placement_node_bytes(L, q->planes, chan_bytes);
     if (G == N || (need >= 0 && (uint64_t)need <= budget))
       return SLABFEED_OK;
     sf__placement_free(L);
@@ -416,12 +458,13 @@ slabfeed_status slabfeed_plan_placement(int64_t Z, uint64_t plane_bytes,
             : UINT64_MAX;
   }
   sf__placement L;
-  const sf__placement_req q = {ranks, nodes, nodeof, Z, halo, 0, 1, 0, NULL};
   /* Planes of one float, each taking plane_bytes. */
   sf__planes g;
+  const sf__placement_req q = {ranks, nodes, nodeof, Z,    halo,
+                               0,     1,     0,      NULL, &g};
   if (sf__planes_box(&g, Z, 1, 1, &e) == SLABFEED_OK &&
-      sf__placement_choose(&L, &q, group_nodes, budget, &g,
-                           (int64_t)plane_bytes, &e) == SLABFEED_OK) {
+      sf__placement_choose(&L, &q, group_nodes, budget, (int64_t)plane_bytes,
+                           &e) == SLABFEED_OK) {
     slabfeed_placement_plan p;
     memset(&p, 0, sizeof p);
     p.size = sizeof p;

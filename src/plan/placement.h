@@ -8,9 +8,11 @@
  * The N nodes are split into ng = max(1, N / G) groups of consecutive nodes
  * (sizes G or G + 1 when G does not divide N). Each group holds the whole
  * volume: its ranks, ordered by (node, rank), split the Z planes evenly
- * (sf__split_begin), so the ranks of one node hold one contiguous z-range
- * (locality over several volumes first cuts the planes into node ranges
- * at volume starts, then splits each range evenly over its node's ranks).
+ * (sf__split_begin; in bytes where the planes differ in size, so that a
+ * suite of mixed y, x puts as many bytes on every rank as whole planes
+ * allow), so the ranks of one node hold one contiguous z-range (locality
+ * over several volumes first cuts the planes into node ranges at volume
+ * starts, then splits each range evenly over its node's ranks).
  * Every plane is read from the file once: plane z goes to the group whose
  * part of the group-0 slab holding z contains it (each group-0 slab is cut
  * into ng parts), and is read by the rank of that group holding z. */
@@ -52,6 +54,10 @@ typedef struct sf__placement_req {
    * of the planes over the group's ranks. */
   int ncuts;
   const int64_t *cuts;
+  /* The size of the planes (sf__planes below): splits are even in bytes,
+   * not in planes, when they differ. NULL: planes of one size (then
+   * sf__placement_choose cannot be used). */
+  const struct sf__planes *planes;
 } sf__placement_req;
 
 /* Fills *L for the request q with groups of G nodes (1 <= G <= q->N):
@@ -60,7 +66,11 @@ typedef struct sf__placement_req {
  * node's z-range. With cuts, node j of a group of gs ranks begins at the
  * cut nearest Z * (ranks of the group before node j) / gs (after the cut
  * of node j - 1, leaving one for every later node; ties to the lower),
- * and the node's ranks split its range evenly. Fails with
+ * and the node's ranks split its range evenly. Where q->planes differ in
+ * size, "evenly" and "nearest" count floats of a channel, not planes: a
+ * range of n ranks is cut where the floats below first reach i / n of the
+ * range's (every rank keeping at least one plane), and a cut is measured
+ * by the floats below it. Fails with
  * SLABFEED_ERR_ARG when a group (or with cuts, a node) has more ranks than
  * planes, or a group more nodes than cuts; SLABFEED_ERR_NOMEM without
  * memory. */
@@ -93,7 +103,8 @@ typedef struct sf__planes {
 } sf__planes;
 
 /* Fills *g (owned copies) from n runs beginning at z0[i] (z0[n] = Z) of
- * yx[i] planes; runs of no plane are left out. SLABFEED_ERR_ARG when the
+ * yx[i] planes; runs of no plane are left out and adjacent runs of one
+ * y, x merged (so planes of one size are one run). SLABFEED_ERR_ARG when the
  * box's floats per channel overflow 64 bits, SLABFEED_ERR_NOMEM; *g is
  * then empty. */
 slabfeed_status sf__planes_make(sf__planes *g, int n, const int64_t z0[],
@@ -116,14 +127,15 @@ int64_t sf__planes_span(const sf__planes *g, int64_t z, int64_t len);
 int64_t sf__placement_node_bytes(const sf__placement *L, const sf__planes *g,
                                  int64_t chan_bytes);
 
-/* Group size chosen for a budget of `budget` bytes per node: `forced` when
- * > 0 (fails with SLABFEED_ERR_ARG when above N), N when -1, else (0) the
- * smallest G whose largest node store fits the budget, or N when none
+/* Group size chosen for a budget of `budget` bytes per node, with
+ * chan_bytes bytes per float of a plane of q->planes (not NULL): `forced`
+ * when > 0 (fails with SLABFEED_ERR_ARG when above N), N when -1, else (0)
+ * the smallest G whose largest node store fits the budget, or N when none
  * does. Leaves the layout of the choice in *L. */
 slabfeed_status sf__placement_choose(sf__placement *L,
                                      const sf__placement_req *q, int forced,
-                                     uint64_t budget, const sf__planes *g,
-                                     int64_t chan_bytes, sf__err *e);
+                                     uint64_t budget, int64_t chan_bytes,
+                                     sf__err *e);
 
 /* The default per-node budget of a node with `mem_total` bytes of
  * physical memory and `ranks` ranks: half of it, less 2 GiB per rank for

@@ -225,12 +225,12 @@ static slabfeed_status place(sf__store *s, const sf__store_opts *o, sf__err *e)
   int64_t chan_bytes = 0;
   for (int d = 0; d < s->ndsets; d++)
     chan_bytes += s->channels[d] * (int64_t)sizeof(float);
-  const sf__placement_req q = {s->size,     s->nodes, nodeof,
-                               s->shape[0], o->halo,  o->locality,
-                               o->crop_z,   o->ncuts, o->cuts};
+  const sf__placement_req q = {s->size, s->nodes,    nodeof,    s->shape[0],
+                               o->halo, o->locality, o->crop_z, o->ncuts,
+                               o->cuts, &s->g};
   if (e->status == SLABFEED_OK &&
-      sf__placement_choose(&s->L, &q, o->group_nodes, s->budget, &s->g,
-                           chan_bytes, e) == SLABFEED_OK)
+      sf__placement_choose(&s->L, &q, o->group_nodes, s->budget, chan_bytes,
+                           e) == SLABFEED_OK)
     s->node_bytes = sf__placement_node_bytes(&s->L, &s->g, chan_bytes);
 out:
   free(nodeof);
