@@ -7,8 +7,9 @@
  * the viewer's node keeps its planes, and in locality mode no crop whose
  * origin lies in the viewer's node range needs another node at all.
  * Locality over datasets of 2-4 volumes (node ranges cut at volume
- * starts): every volume lies on one node of each group, and no crop of
- * a volume of the viewer's node needs another node. */
+ * starts), of one plane size and of mixed ones (ranks split in bytes):
+ * every volume lies on one node of each group, and no crop of a volume
+ * of the viewer's node needs another node. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,9 +46,11 @@ static int node_keeps(const sf__store *s, int v, int64_t z)
   return 0;
 }
 
-/* nv > 1: a dataset of nv volumes of about Z / nv planes (locality only). */
+/* nv > 1: a dataset of nv volumes of about Z / nv planes (locality only);
+ * mixed: volume i's planes are 4 (i + 1) squared, so the ranks split the
+ * planes in bytes (uneven cores). */
 static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
-                       int64_t cz, int locality, int nv)
+                       int64_t cz, int locality, int nv, int mixed)
 {
   int nodeof[8];
   for (int r = 0; r < P; r++)
@@ -55,9 +58,11 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
   int64_t z0[5], shape[4][3];
   for (int i = 0; i <= nv; i++)
     z0[i] = sf__split_begin(Z, nv, i);
+  int64_t yx[4][2];
   for (int i = 0; i < nv; i++) {
     shape[i][0] = z0[i + 1] - z0[i];
     shape[i][1] = shape[i][2] = 4;
+    yx[i][0] = yx[i][1] = mixed ? 4 * (i + 1) : 4;
   }
   sf__suite suite = {nv, NULL, z0, shape};
   if (nv > 1 && cz > Z / nv)
@@ -66,9 +71,16 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
   memset(&s, 0, sizeof s);
   sf__err e;
   sf__err_clear(&e);
+  sf__planes g;
+  if (sf__planes_make(&g, nv, z0, (const int64_t(*)[2])yx, &e) != SLABFEED_OK) {
+    bad_plane++;
+    return;
+  }
   const sf__placement_req q = {P,        N,  nodeof,          Z,  halo,
-                               locality, cz, nv > 1 ? nv : 0, z0, NULL};
-  if (sf__placement_make(&s.L, &q, G, &e) != SLABFEED_OK)
+                               locality, cz, nv > 1 ? nv : 0, z0, &g};
+  const slabfeed_status made = sf__placement_make(&s.L, &q, G, &e);
+  sf__planes_free(&g);
+  if (made != SLABFEED_OK)
     return; /* more ranks than planes in a group, or nodes than volumes */
   for (int i = 0; nv > 1 && i < nv; i++)
     bad_volume += !volume_on_one_node(&s.L, z0[i], z0[i + 1]);
@@ -133,7 +145,8 @@ int main(int argc, char **argv)
               for (int64_t cz = 1; cz <= Z; cz += 2)
                 for (int loc = 0; loc < 2; loc++)
                   for (int nv = 1; nv <= (loc ? 4 : 1); nv++)
-                    one_layout(P, N, inter, G, Z, halo, cz, loc, nv);
+                    for (int mixed = 0; mixed <= (nv > 1); mixed++)
+                      one_layout(P, N, inter, G, Z, halo, cz, loc, nv, mixed);
   printf("unit.split: %lld (placement, viewer, origin) cases\n",
          (long long)cases);
   CHECK(bad_tile == 0, "%lld crops not tiled by their pieces",

@@ -39,6 +39,19 @@ int sf__split_owner(int64_t Z, int P, int64_t z)
   return (int)(rem + (z - big) / base);
 }
 
+int sf__last_at_or_below(const int64_t *a, int n, int64_t x)
+{
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (a[mid] <= x)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 slabfeed_status slabfeed_slab_plan(int64_t Z, int P, int r, int64_t *z0,
                                    int64_t *z1)
 {

@@ -26,6 +26,10 @@ int64_t sf__split_begin(int64_t Z, int P, int r);
 /* Rank whose slab holds plane z (0 <= z < Z) in the split over P ranks. */
 int sf__split_owner(int64_t Z, int P, int64_t z);
 
+/* The last index i in [0, n) with a[i] <= x, for a[] increasing and
+ * a[0] <= x (n >= 1): the run holding x of runs beginning at a[]. */
+int sf__last_at_or_below(const int64_t *a, int n, int64_t x);
+
 /* A contiguous run [begin, begin+len) of one axis of the box, and the
  * offset of the run inside the crop. */
 typedef struct sf__run {

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/geometry.h"
+
 /* ---- Building the list -------------------------------------------------- */
 
 /* The paths found so far, and each file's identity (to find a file
@@ -286,15 +288,7 @@ void sf__suite_free(sf__suite *s)
 
 int sf__suite_of(const sf__suite *s, int64_t z)
 {
-  int lo = 0, hi = s->n - 1; /* the last volume with z0 <= z */
-  while (lo < hi) {
-    const int mid = lo + (hi - lo + 1) / 2;
-    if (s->z0[mid] <= z)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
+  return sf__last_at_or_below(s->z0, s->n, z); /* the last with z0 <= z */
 }
 
 /* ---- Public: the expansion for tools ------------------------------------ */

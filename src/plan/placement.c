@@ -279,16 +279,7 @@ int sf__placement_reader(const sf__placement *L, int64_t z, int64_t *end)
 
 int sf__planes_run(const sf__planes *g, int64_t z)
 {
-  /* The last run that begins at or below z. */
-  int lo = 0, hi = g->n - 1;
-  while (lo < hi) {
-    const int mid = lo + (hi - lo + 1) / 2;
-    if (g->z0[mid] <= z)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
+  return sf__last_at_or_below(g->z0, g->n, z);
 }
 
 slabfeed_status sf__planes_make(sf__planes *g, int n, const int64_t z0[],
