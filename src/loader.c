@@ -182,7 +182,9 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
                       p->crop[0],
                       0,
                       NULL,
-                      NULL};
+                      v->suite.n,
+                      v->suite.z0,
+                      (const int64_t(*)[3])v->suite.shape};
   /* Locality over several volumes keeps each volume on one node. */
   int64_t *cuts = NULL;
   if (p->locality && v->suite.n > 1 && p->tile == 0) {
@@ -190,18 +192,6 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
     injected(l, "cuts", e);
   }
   o.cuts = cuts;
-  /* Every volume at its own plane size. */
-  sf__planes g = {0};
-  int64_t(*yx)[2] = malloc((size_t)v->suite.n * sizeof *yx);
-  if (yx == NULL)
-    sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the plane table");
-  for (int i = 0; i < v->suite.n && yx != NULL; i++)
-    memcpy(yx[i], &v->suite.shape[i][1], sizeof yx[i]);
-  if (e->status == SLABFEED_OK &&
-      sf__planes_make(&g, v->suite.n, v->suite.z0, (const int64_t(*)[2])yx,
-                      e) == SLABFEED_OK)
-    o.planes = &g;
-  free(yx);
   if (sf__agree(l->comm, e) == SLABFEED_OK &&
       sf__store_open(&l->store, l->comm, l->cfg.ndsets, ch, info[0].shape, &o,
                      e) == SLABFEED_OK) {
@@ -211,7 +201,6 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
     if (sf__agree(l->comm, e) == SLABFEED_OK)
       read_slabs(l, v, e);
   }
-  sf__planes_free(&g);
   free(cuts);
 }
 

@@ -174,7 +174,7 @@ static void check_cuts(void)
 static void check_planes(void)
 {
   const int64_t z0[5] = {0, 3, 3, 8, 10};
-  const int64_t yx[4][2] = {{4, 5}, {9, 9}, {2, 3}, {6, 1}};
+  const int64_t yx[4][3] = {{3, 4, 5}, {0, 9, 9}, {5, 2, 3}, {2, 6, 1}};
   sf__planes g;
   sf__err e;
   sf__err_clear(&e);
@@ -205,7 +205,7 @@ static void check_planes(void)
    * G = 1; at their own sizes 32768 + 512 bytes, so a budget of 40 KiB
    * keeps one node per group. */
   const int nodeof[2] = {0, 1};
-  const int64_t mz[3] = {0, 8, 16}, myx[2][2] = {{64, 64}, {8, 8}};
+  const int64_t mz[3] = {0, 8, 16}, myx[2][3] = {{8, 64, 64}, {8, 8, 8}};
   CHECK(sf__planes_make(&g, 2, mz, myx, &e) == SLABFEED_OK, "make: %s", e.msg);
   const sf__placement_req q = {2, 2, nodeof, 16, 0, 0, 1, 0, NULL, &g};
   sf__placement L;
@@ -233,7 +233,8 @@ static int64_t core_floats(const sf__placement *L, const sf__planes *g, int r)
 static void check_bytes(void)
 {
   /* 8 planes of 4 x 4, 8 of 16 x 16, 3 of 2 x 2: 128 + 2048 + 12 floats */
-  const int64_t z0[4] = {0, 8, 16, 19}, yx[3][2] = {{4, 4}, {16, 16}, {2, 2}};
+  const int64_t z0[4] = {0, 8, 16, 19},
+                yx[3][3] = {{8, 4, 4}, {8, 16, 16}, {3, 2, 2}};
   sf__planes g;
   sf__err e;
   sf__err_clear(&e);
@@ -275,7 +276,7 @@ static void check_bytes(void)
    * (node 0 would hold 4096 floats, node 1 6); by floats the half (2051)
    * is nearest cut 4 (1024 below it, against 4096). */
   const int64_t lz[4] = {0, 4, 16, 22},
-                lyx[3][2] = {{16, 16}, {16, 16}, {1, 1}};
+                lyx[3][3] = {{4, 16, 16}, {12, 16, 16}, {6, 1, 1}};
   CHECK(sf__planes_make(&g, 3, lz, lyx, &e) == SLABFEED_OK && g.n == 2,
         "two runs (the two of 16 x 16 merged): %s", e.msg);
   const int64_t cuts[3] = {0, 4, 16};

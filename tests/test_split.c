@@ -58,11 +58,11 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
   int64_t z0[5], shape[4][3];
   for (int i = 0; i <= nv; i++)
     z0[i] = sf__split_begin(Z, nv, i);
-  int64_t yx[4][2];
+  int64_t runs[4][3]; /* the store's plane sizes */
   for (int i = 0; i < nv; i++) {
-    shape[i][0] = z0[i + 1] - z0[i];
+    shape[i][0] = runs[i][0] = z0[i + 1] - z0[i];
     shape[i][1] = shape[i][2] = 4;
-    yx[i][0] = yx[i][1] = mixed ? 4 * (i + 1) : 4;
+    runs[i][1] = runs[i][2] = mixed ? 4 * (i + 1) : 4;
   }
   sf__suite suite = {nv, NULL, z0, shape};
   if (nv > 1 && cz > Z / nv)
@@ -72,7 +72,8 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
   sf__err e;
   sf__err_clear(&e);
   sf__planes g;
-  if (sf__planes_make(&g, nv, z0, (const int64_t(*)[2])yx, &e) != SLABFEED_OK) {
+  if (sf__planes_make(&g, nv, z0, (const int64_t(*)[3])runs, &e) !=
+      SLABFEED_OK) {
     bad_plane++;
     return;
   }

@@ -393,6 +393,14 @@ static void refusals(const char *spec)
   snprintf(fail, sizeof fail, "weights@%d", size - 1);
   setenv("SLABFEED_TEST_FAIL", fail, 1);
   refused(&c, "injected failure at stage 'weights'", "weights on one rank");
+  /* The store's plane table (before its collective calls) failing on the
+   * last rank alone. */
+  snprintf(fail, sizeof fail, "planes@%d", size - 1);
+  setenv("SLABFEED_TEST_FAIL", fail, 1);
+  char want[96];
+  snprintf(want, sizeof want, "rank %d: injected failure at stage 'planes'",
+           size - 1);
+  refused(&c, want, "plane table on one rank");
   unsetenv("SLABFEED_TEST_FAIL");
   config(&c, spec, 6);
   c.holdout_volumes = "/no/such.h5";

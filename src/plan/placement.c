@@ -66,11 +66,21 @@ static int order_ranks(sf__placement *L)
   return 1;
 }
 
+/* Floats of one channel in planes [0, z), 0 <= z <= Z (no overflow: below
+ * the total, checked by sf__planes_make). */
+static int64_t planes_below(const sf__planes *g, int64_t z)
+{
+  if (z >= g->z0[g->n])
+    return g->below[g->n];
+  const int k = sf__planes_run(g, z);
+  return g->below[k] + (z - g->z0[k]) * g->yx[k][0] * g->yx[k][1];
+}
+
 /* Floats of one channel in planes [0, z) of the request's box (planes
  * when they are all of one size). */
 static int64_t floats_below(const sf__placement_req *q, int64_t z)
 {
-  return q->planes != NULL ? sf__planes_span(q->planes, 0, z) : z;
+  return q->planes != NULL ? planes_below(q->planes, z) : z;
 }
 
 /* Boundary i of the split of planes [a, b) into n ranges of at least one
@@ -283,7 +293,7 @@ int sf__planes_run(const sf__planes *g, int64_t z)
 }
 
 slabfeed_status sf__planes_make(sf__planes *g, int n, const int64_t z0[],
-                                const int64_t (*yx)[2], sf__err *e)
+                                const int64_t (*shape)[3], sf__err *e)
 {
   memset(g, 0, sizeof *g);
   g->z0 = malloc(((size_t)n + 1) * sizeof *g->z0);
@@ -295,22 +305,23 @@ slabfeed_status sf__planes_make(sf__planes *g, int n, const int64_t z0[],
   }
   int64_t sum = 0;
   for (int i = 0; i < n; i++) {
+    const int64_t *yx = &shape[i][1];
     int64_t b;
     if (z0[i + 1] == z0[i])
       continue;
-    if (!sf__prod4(z0[i + 1] - z0[i], yx[i][0], yx[i][1], 1, &b) ||
+    if (!sf__prod4(z0[i + 1] - z0[i], yx[0], yx[1], 1, &b) ||
         !sf__add64(sum, b, &b)) {
       sf__planes_free(g);
       return sf__fail(e, SLABFEED_ERR_ARG,
                       "the box's floats per channel overflow 64 bits");
     }
-    if (g->n > 0 && g->yx[g->n - 1][0] == yx[i][0] &&
-        g->yx[g->n - 1][1] == yx[i][1]) { /* the run before goes on */
+    if (g->n > 0 && g->yx[g->n - 1][0] == yx[0] &&
+        g->yx[g->n - 1][1] == yx[1]) { /* the run before goes on */
       sum = b;
       continue;
     }
     g->z0[g->n] = z0[i];
-    memcpy(g->yx[g->n], yx[i], sizeof g->yx[0]);
+    memcpy(g->yx[g->n], yx, sizeof g->yx[0]);
     g->below[g->n++] = sum;
     sum = b;
   }
@@ -322,8 +333,8 @@ slabfeed_status sf__planes_make(sf__planes *g, int n, const int64_t z0[],
 slabfeed_status sf__planes_box(sf__planes *g, int64_t Z, int64_t Y, int64_t X,
                                sf__err *e)
 {
-  const int64_t z0[2] = {0, Z}, yx[1][2] = {{Y, X}};
-  return sf__planes_make(g, 1, z0, yx, e);
+  const int64_t z0[2] = {0, Z}, shape[1][3] = {{Z, Y, X}};
+  return sf__planes_make(g, 1, z0, shape, e);
 }
 
 void sf__planes_free(sf__planes *g)
@@ -332,16 +343,6 @@ void sf__planes_free(sf__planes *g)
   free(g->yx);
   free(g->below);
   memset(g, 0, sizeof *g);
-}
-
-/* Floats of one channel in planes [0, z), 0 <= z <= Z (no overflow: below
- * the total, checked by sf__planes_make). */
-static int64_t planes_below(const sf__planes *g, int64_t z)
-{
-  if (z >= g->z0[g->n])
-    return g->below[g->n];
-  const int k = sf__planes_run(g, z);
-  return g->below[k] + (z - g->z0[k]) * g->yx[k][0] * g->yx[k][1];
 }
 
 int64_t sf__planes_span(const sf__planes *g, int64_t z, int64_t len)

@@ -102,13 +102,14 @@ typedef struct sf__planes {
   int64_t *below;   /* [n + 1]: floats of one channel before run i */
 } sf__planes;
 
-/* Fills *g (owned copies) from n runs beginning at z0[i] (z0[n] = Z) of
- * yx[i] planes; runs of no plane are left out and adjacent runs of one
- * y, x merged (so planes of one size are one run). SLABFEED_ERR_ARG when the
- * box's floats per channel overflow 64 bits, SLABFEED_ERR_NOMEM; *g is
- * then empty. */
+/* Fills *g (owned copies) from n runs: run i is planes [z0[i], z0[i + 1])
+ * (z0[n] = Z) of shape[i][1] x shape[i][2] (a suite's volume shapes; the
+ * planes come from z0, shape[i][0] is not read). Runs of no plane are
+ * left out and adjacent runs of one y, x merged (so planes of one size
+ * are one run). SLABFEED_ERR_ARG when the box's floats per channel
+ * overflow 64 bits, SLABFEED_ERR_NOMEM; *g is then empty. */
 slabfeed_status sf__planes_make(sf__planes *g, int n, const int64_t z0[],
-                                const int64_t (*yx)[2], sf__err *e);
+                                const int64_t (*shape)[3], sf__err *e);
 /* The geometry of one box of Z planes of Y x X. */
 slabfeed_status sf__planes_box(sf__planes *g, int64_t Z, int64_t Y, int64_t X,
                                sf__err *e);

@@ -258,11 +258,13 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   if (o->halo < 0 || o->halo > shape[0])
     sf__fail(e, SLABFEED_ERR_ARG, "halo %lld must be in [0, Z=%lld]",
              (long long)o->halo, (long long)shape[0]);
-  else if (o->planes != NULL)
-    sf__planes_make(&s->g, o->planes->n, o->planes->z0,
-                    (const int64_t(*)[2])o->planes->yx, e);
+  else if (o->runs > 0)
+    sf__planes_make(&s->g, o->runs, o->run_z0, o->run_shape, e);
   else
     sf__planes_box(&s->g, shape[0], shape[1], shape[2], e);
+  if (sf__inject("planes", s->rank))
+    sf__fail(e, SLABFEED_ERR_NOMEM,
+             "injected failure at stage 'planes' (test)");
   /* Every rank computes the same placement from agreed inputs, so a
    * failure of the placement itself is found by all. */
   make_node(s, o->rank_per_node, e);

@@ -18,9 +18,12 @@ typedef struct sf__store_opts {
   int64_t crop_z;
   int ncuts;           /* locality over several volumes: node ranges begin */
   const int64_t *cuts; /* only at these planes (sf__placement_req) */
-  /* The size of the planes of each volume (copied); NULL: every plane is
-   * shape[1] x shape[2]. */
-  const sf__planes *planes;
+  /* The plane sizes of a dataset of several volumes (sf__planes_make):
+   * volume i's planes [run_z0[i], run_z0[i + 1]) are run_shape[i][1] x
+   * run_shape[i][2]. runs 0: every plane is shape[1] x shape[2]. */
+  int runs;
+  const int64_t *run_z0;
+  const int64_t (*run_shape)[3];
 } sf__store_opts;
 
 typedef struct sf__store {
