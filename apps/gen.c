@@ -15,8 +15,67 @@ _Static_assert(sizeof(slabfeed_content) == sizeof(int), "enum size");
 typedef struct gen_args {
   slabfeed_gen_config g;
   int quiet;
-  int volumes; /* --volumes N */
+  int volumes;         /* --volumes N */
+  char attrs[4096];    /* --attr entries, "NAME=V[:V...]" joined by ',' */
+  char attrs_of[4096]; /* those of the volume being written */
 } gen_args;
+
+/* --attr NAME=VALUE (repeatable): a numeric attribute of the root group;
+ * with --volumes N, NAME=V0:V1:...:VN-1 gives each volume its own. */
+static int add_attr(void *base, const char *value, char *err, size_t errlen)
+{
+  gen_args *a = base;
+  const char *eq = strchr(value, '=');
+  if (eq == NULL || eq == value || eq[1] == '\0' || strchr(value, ',')) {
+    snprintf(err, errlen,
+             "'%s': expected NAME=VALUE (or NAME=V0:V1:... "
+             "with --volumes)",
+             value);
+    return -1;
+  }
+  const size_t have = strlen(a->attrs);
+  if (have + strlen(value) + 2 > sizeof a->attrs) {
+    snprintf(err, errlen,
+             "'%s': --attr entries are limited to %zu bytes in "
+             "all",
+             value, sizeof a->attrs - 1);
+    return -1;
+  }
+  snprintf(a->attrs + have, sizeof a->attrs - have, "%s%s", have ? "," : "",
+           value);
+  return 0;
+}
+
+/* The attrs of volume i of n into a->attrs_of: each entry's i-th value of
+ * its ':' list (or its only one). Returns 0, or -1 with the bad entry in
+ * err when a list has neither 1 nor n values. */
+static int volume_attrs(gen_args *a, int n, int i, char *err, size_t errlen)
+{
+  size_t at = 0;
+  a->attrs_of[0] = '\0';
+  for (const char *p = a->attrs; *p != '\0';) {
+    const size_t len = strcspn(p, ","), eq = strcspn(p, "=");
+    int count = 1;
+    for (size_t k = eq; k < len; k++)
+      count += p[k] == ':';
+    if (count != 1 && count != n) {
+      snprintf(err, errlen,
+               "--attr '%.*s' has %d values for %d volumes (one, "
+               "or one per volume)",
+               (int)len, p, count, n);
+      return -1;
+    }
+    const char *v = p + eq + 1;
+    for (int k = 0; count > 1 && k < i; k++)
+      v = strchr(v, ':') + 1;
+    const size_t vl = strcspn(v, ":,");
+    at +=
+        (size_t)snprintf(a->attrs_of + at, sizeof a->attrs_of - at,
+                         "%s%.*s=%.*s", at ? "," : "", (int)eq, p, (int)vl, v);
+    p += len + (p[len] == ',');
+  }
+  return 0;
+}
 
 /* --chunk Z,Y,X: the chunk edge (each in [1, 65535]), and chunked
  * storage. */
@@ -137,6 +196,13 @@ static const cli_option options[] = {
      .help = "write a dataset of N volumes of this shape, one file each "
              "(see --file); with --content index they are alike, with field "
              "each has its own seed"},
+    {.name = "--attr",
+     .kind = CLI_CALL,
+     .set = add_attr,
+     .metavar = "NAME=V",
+     .help = "a numeric attribute of the file's root group (float64; "
+             "repeatable), e.g. a parameter for the loader's --params; with "
+             "--volumes N, NAME=V0:V1:... gives each volume its value"},
     {.name = "--quiet",
      .kind = CLI_FLAG,
      .at = offsetof(gen_args, quiet),
@@ -227,6 +293,9 @@ int main(int argc, char **argv)
                   "--file '%s': the file name of a volume is longer "
                   "than %zu bytes",
                   spec, sizeof path - 1);
+  char why[512] = "";
+  bad = volume_attrs(&a, nv, 0, why, sizeof why) != 0;
+  cli_usage_agree(&app, bad, "%s", why);
 
   char err[1024];
   double bytes_all = 0;
@@ -235,6 +304,8 @@ int main(int argc, char **argv)
     volume_name(spec, nv, i, path, sizeof path);
     g->path = path;
     g->seed = seed0 + (uint64_t)i;
+    volume_attrs(&a, nv, i, why, sizeof why);
+    g->attrs = a.attrs_of;
     const double t0 = MPI_Wtime();
     const slabfeed_status st =
         slabfeed_generate(MPI_COMM_WORLD, g, err, sizeof err);

@@ -163,6 +163,7 @@ typedef enum {
 #define SLABFEED_DEVICE_LOCAL (-2)
 #define SLABFEED_MAX_REGIONS 8   /* held-out regions per loader */
 #define SLABFEED_MAX_CHANNELS 64 /* channels per dataset */
+#define SLABFEED_MAX_PARAMS 32   /* per-volume parameters (params) */
 
 /* The normalisation of one channel: y = (f(x) - shift) / scale, f(x) = x
  * (log 0) or log(x + a) (log 1). The identity is {0, 0, 0, 1}. */
@@ -261,6 +262,20 @@ typedef struct slabfeed_config {
                                   volume */
   const char *holdout_volumes; /* volumes kept out of training, by index:
                                   "3,7,10-12"; "" none (the default) */
+  /* Added in 0.7: per-volume parameters (a simulation's cosmology,
+   * redshift, astrophysical parameters). `params` names K of them,
+   * separated by commas (at most SLABFEED_MAX_PARAMS); each volume's
+   * value of a name is its manifest column NAME=VALUE when its manifest
+   * line has one, else the numeric scalar attribute NAME of its file:
+   * "Omega_m" on the root group, "Header/Redshift" on the group or
+   * dataset named before the last '/'. A volume without one is refused at
+   * open, naming file and parameter. Every batch carries the K values of
+   * each sample's volume (slabfeed_batch.params), after params_norm:
+   * n_params_norm is 0 (none) or K, one entry per parameter, applied as a
+   * channel's normalisation (docs/CONVENTIONS.md). */
+  const char *params;
+  int n_params_norm;
+  slabfeed_norm params_norm[SLABFEED_MAX_PARAMS];
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -424,6 +439,12 @@ typedef struct slabfeed_batch {
                             dataset's list, slabfeed_volume_path; 0 for a
                             one-volume dataset); `origin` is in that
                             volume's own coordinates. Host memory */
+  /* Added in 0.7: */
+  int n_params;        /* K: parameters per sample (config params); 0
+                          when none are asked for */
+  const float *params; /* [B][K] the parameters of each sample's volume,
+                          normalised by params_norm; NULL when K is 0.
+                          Host memory */
 } slabfeed_batch;
 
 #define SLABFEED_BATCH_INIT SLABFEED_SIZED_INIT(slabfeed_batch)
@@ -557,6 +578,15 @@ SLABFEED_API int slabfeed_volume_count(const slabfeed_loader *l);
 SLABFEED_API slabfeed_status slabfeed_volume_info(const slabfeed_loader *l,
                                                   int i, char *path, size_t len,
                                                   int64_t shape[3]);
+
+/* slabfeed_volume_params - the K parameters of volume i (config params,
+ * normalised by params_norm: the values batches carry) into values[0..n),
+ * at most n of them; returns K (0 when no parameters were asked for), or
+ * -1 for NULL l, i out of range, or n > 0 with NULL values.
+ * Collective no. Threads safe. Device none.
+ * Lifetime: values is the caller's. */
+SLABFEED_API int slabfeed_volume_params(const slabfeed_loader *l, int i,
+                                        float *values, int n);
 
 /* slabfeed_placement - one line saying how the volume was placed at
  * open: nodes, replication groups, the slab store of the fullest node

@@ -183,6 +183,11 @@ typedef struct slabfeed_gen_config {
   slabfeed_content content;    /* default SLABFEED_CONTENT_INDEX */
   uint64_t seed;               /* for SLABFEED_CONTENT_FIELD */
   int progress;                /* 1: rank 0 prints progress for > 1 GB */
+  /* Added in 0.7: numeric attributes of the file's root group (a
+   * simulation's parameters, which the loader's `params` option reads):
+   * "NAME=VALUE,NAME=VALUE", each VALUE a number stored as float64; NULL
+   * or "" for none. */
+  const char *attrs;
 } slabfeed_gen_config;
 
 /* slabfeed_gen_config_init_sized - fills the first `size` bytes of *cfg with

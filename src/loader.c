@@ -386,6 +386,17 @@ slabfeed_status slabfeed_volume_info(const slabfeed_loader *l, int i,
   return SLABFEED_OK;
 }
 
+int slabfeed_volume_params(const slabfeed_loader *l, int i, float *values,
+                           int n)
+{
+  if (l == NULL || i < 0 || i >= l->suite.n || (n > 0 && values == NULL))
+    return -1;
+  const int K = l->suite.nparam;
+  for (int k = 0; k < K && k < n; k++)
+    values[k] = l->suite.param[(size_t)i * (size_t)K + (size_t)k];
+  return K;
+}
+
 slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
                                    size_t len)
 {

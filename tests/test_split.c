@@ -64,7 +64,7 @@ static void one_layout(int P, int N, int inter, int G, int64_t Z, int64_t halo,
     shape[i][1] = shape[i][2] = 4;
     runs[i][1] = runs[i][2] = mixed ? 4 * (i + 1) : 4;
   }
-  sf__suite suite = {nv, NULL, z0, shape};
+  sf__suite suite = {nv, NULL, z0, shape, NULL, 0, NULL};
   if (nv > 1 && cz > Z / nv)
     return; /* a volume below the crop: refused at open */
   sf__store s;

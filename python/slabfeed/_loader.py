@@ -203,6 +203,12 @@ class Loader:
         expanded and sorted, manifests line by line."""
         return self._c.volumes()
 
+    def volume_params(self) -> List[Tuple[float, ...]]:
+        """Each volume's parameters (the ``params`` option's names, in
+        order, after ``params_norm``), in the order of ``volumes()``: the
+        rows ``Batch.params`` carries per sample."""
+        return self._c.volume_params()
+
     def __iter__(self) -> Iterator[Batch]:
         """Batches up to the end of the current epoch (all of it from step 0,
         the rest of it after a mid-epoch resume)."""

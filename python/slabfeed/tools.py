@@ -24,7 +24,8 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
              target_channels: int = 5, layout: str = "cf",
              chunked: bool = False, chunk: Optional[IntOr3] = None,
              float16: bool = False, content: str = "index", seed: int = 0,
-             progress: bool = False) -> None:
+             progress: bool = False,
+             attrs: Optional[Dict[str, float]] = None) -> None:
     """Write a synthetic volume (``slabfeed_generate``), collective over comm.
 
     content ``'index'`` stores exact integers that tests recompute
@@ -33,13 +34,19 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
     target = Gaussian-smoothed density, smoothed velocity, temperature (5),
     velocity in channels 1, 2, 3 of both. ``layout`` is ``'cf'`` (C,Z,Y,X)
     or ``'cl'`` (Z,Y,X,C); ``target=None`` writes the input only.
+    ``attrs`` ({name: number}) become float64 attributes of the root group
+    (a simulation's parameters, which the loader's ``params`` reads).
     """
+    text = None
+    if attrs:
+        text = ",".join(f"{k}={float(v)!r}" for k, v in attrs.items())
     _slabfeed.generate(comm_handle(comm), os.fspath(path), input=input,
                        target=target, shape=shape,
                        input_channels=input_channels,
                        target_channels=target_channels, layout=layout,
                        chunked=chunked, chunk=chunk, float16=float16,
-                       content=content, seed=seed, progress=progress)
+                       content=content, seed=seed, progress=progress,
+                       attrs=text)
 
 
 def describe(path: PathLike, dataset: str, layout: str = "auto") -> Dict[str, Any]:

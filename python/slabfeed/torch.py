@@ -69,6 +69,13 @@ class BatchMeta(NamedTuple):
     # origin of the part it owns relative to the tile, that part's extent.
     count: int = 0
     tile: Optional[Tuple[Tuple[int, ...], ...]] = None
+    # The volume of each sample (index in loader.volumes()); origin is in
+    # its coordinates.
+    volume: Tuple[int, ...] = ()
+    # The per-volume parameters (option params, after params_norm) of each
+    # sample: a (B, K) float32 CPU tensor, or None without params. Move it
+    # with .to(device) where the model takes it.
+    params: Optional[torch.Tensor] = None
 
 
 class TorchBatch(NamedTuple):
@@ -135,8 +142,10 @@ class TorchLoader:
         t = b.target
         y = torch.from_dlpack(t) if t is not None else None
         self.batch = b
+        p = b.params
+        params = torch.tensor(p, dtype=torch.float32) if p is not None else None
         return TorchBatch(x, y, BatchMeta(b.epoch, b.step, b.origin, b.symmetry, b.sample,
-                                          b.count, b.tile))
+                                          b.count, b.tile, b.volume, params))
 
     def next(self) -> TorchBatch:
         """The next batch (ready on the current stream of its device)."""

@@ -20,6 +20,8 @@ typedef struct {
   void *stream;     /* the stream given to next (device batches) */
   int nb;           /* batch size B of meta (the loader's when handed out) */
   int64_t *meta;    /* copies: [B][3] origins, [B] samples, [B] symmetries */
+  int np;           /* parameters per sample */
+  float *params;    /* copy: [B][np], NULL at np 0 */
   PyObject *input;  /* Tensor, made on first access */
   PyObject *target; /* Tensor or None, made on first access */
 } sfpy_batch;
@@ -52,6 +54,15 @@ static PyObject *batch_new(sfpy_state *st, sfpy_loader *L,
     memcpy(B->meta + 5 * nb, b->tile, sizeof(int64_t) * 9 * (size_t)nb);
   for (int i = 0; i < nb; i++)
     B->meta[14 * nb + i] = b->volume != NULL ? b->volume[i] : 0;
+  B->np = b->params != NULL ? b->n_params : 0;
+  if (B->np > 0) {
+    B->params = PyMem_Malloc(sizeof(float) * (size_t)B->np * (size_t)nb);
+    if (B->params == NULL) {
+      Py_DECREF(B);
+      return PyErr_NoMemory();
+    }
+    memcpy(B->params, b->params, sizeof(float) * (size_t)B->np * (size_t)nb);
+  }
   Py_INCREF(L);
   B->loader = L;
   B->generation = L->generation;
@@ -68,6 +79,7 @@ static void batch_dealloc(sfpy_batch *self)
   Py_XDECREF(self->target);
   Py_XDECREF(self->loader);
   PyMem_Free(self->meta);
+  PyMem_Free(self->params);
   freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
   f(self);
   Py_DECREF(tp);
@@ -175,6 +187,31 @@ static PyObject *batch_get_volume(sfpy_batch *self, void *c)
   return int_tuple(self->meta + 14 * nb, nb, 1);
 }
 
+/* n rows of k floats from v as a tuple of tuples. */
+static PyObject *float_rows(const float *v, int n, int k)
+{
+  PyObject *t = PyTuple_New(n);
+  for (int i = 0; t != NULL && i < n; i++) {
+    PyObject *row = PyTuple_New(k);
+    for (int j = 0; row != NULL && j < k; j++) {
+      PyObject *x = PyFloat_FromDouble(v[(size_t)i * (size_t)k + (size_t)j]);
+      if (x == NULL || PyTuple_SetItem(row, j, x) < 0)
+        Py_CLEAR(row);
+    }
+    if (row == NULL || PyTuple_SetItem(t, i, row) < 0)
+      Py_CLEAR(t);
+  }
+  return t;
+}
+
+static PyObject *batch_get_params(sfpy_batch *self, void *c)
+{
+  (void)c;
+  if (self->np == 0)
+    Py_RETURN_NONE;
+  return float_rows(self->params, self->nb, self->np);
+}
+
 static PyObject *batch_get_count(sfpy_batch *self, void *c)
 {
   (void)c;
@@ -242,6 +279,11 @@ static PyGetSetDef batch_getset[] = {
     {"volume", (getter)batch_get_volume, NULL,
      "The volume of each of the B samples: its index in Loader.volumes(); "
      "origin is in that volume's coordinates (a copy).",
+     NULL},
+    {"params", (getter)batch_get_params, NULL,
+     "The per-volume parameters (option params) of each of the B samples' "
+     "volumes: ((p0, p1, ...), ...) as float32 values after params_norm (a "
+     "copy); None when no parameters were asked for.",
      NULL},
     {"count", (getter)batch_get_count, NULL,
      "Slots holding real samples: the batch size, or fewer in the last "
@@ -956,6 +998,27 @@ static PyObject *loader_volumes(sfpy_loader *self, PyObject *noargs)
   return out;
 }
 
+/* volume_params() -> list of tuples: each volume's parameters */
+static PyObject *loader_volume_params(sfpy_loader *self, PyObject *noargs)
+{
+  (void)noargs;
+  sfpy_state *st = sfpy_state_of(Py_TYPE(self));
+  if (require_open(st, self) < 0)
+    return NULL;
+  const int n = slabfeed_volume_count(self->l);
+  PyObject *out = PyList_New(n);
+  float row[SLABFEED_MAX_PARAMS];
+  for (int i = 0; out != NULL && i < n; i++) {
+    const int k = slabfeed_volume_params(self->l, i, row, SLABFEED_MAX_PARAMS);
+    PyObject *t = float_rows(row, 1, k < 0 ? 0 : k);
+    PyObject *item = t != NULL ? Py_NewRef(PyTuple_GetItem(t, 0)) : NULL;
+    Py_XDECREF(t);
+    if (item == NULL || PyList_SetItem(out, i, item) < 0)
+      Py_CLEAR(out);
+  }
+  return out;
+}
+
 static PyObject *loader_get_steps(sfpy_loader *self, void *c)
 {
   (void)c;
@@ -1014,6 +1077,10 @@ static PyMethodDef loader_methods[] = {
      "become stale. Idempotent; a no-op in a forked child."},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS,
      "stats() -> dict\n\nThis rank's counters and times (slabfeed_stats)."},
+    {"volume_params", (PyCFunction)loader_volume_params, METH_NOARGS,
+     "volume_params() -> list of tuples of float\n\nThe parameters (option "
+     "params, after params_norm) of each volume, in the order of "
+     "Batch.volume (slabfeed_volume_params)."},
     {"volumes", (PyCFunction)loader_volumes, METH_NOARGS,
      "volumes() -> list of (path, (z, y, x))\n\nThe volumes of the dataset, "
      "in the order of Batch.volume (slabfeed_volume_info)."},

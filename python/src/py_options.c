@@ -262,11 +262,13 @@ done:
 
 /* A list or tuple given for a string option: for path, the volumes of a
  * dataset (each a path, a pattern or "@manifest"), one per line; for
- * volume_weights and holdout_volumes, the numbers joined with commas. A
- * new bytes object, or NULL with an exception. */
+ * params, the names joined with commas; for volume_weights and
+ * holdout_volumes, the numbers joined with commas. A new bytes object, or
+ * NULL with an exception. */
 static PyObject *list_text(const slabfeed_option *opt, PyObject *o)
 {
   const int paths = strcmp(opt->name, "path") == 0;
+  const int names = strcmp(opt->name, "params") == 0;
   const Py_ssize_t n = PySequence_Size(o);
   if (n == 0) {
     PyErr_Format(PyExc_ValueError, "slabfeed: %s is an empty list", opt->name);
@@ -284,6 +286,12 @@ static PyObject *list_text(const slabfeed_option *opt, PyObject *o)
     if (paths) {
       if (!PyUnicode_FSConverter(x, &b))
         b = NULL;
+    } else if (names) {
+      if (!PyUnicode_Check(x))
+        PyErr_Format(PyExc_TypeError,
+                     "slabfeed: params entries must be names (str), not %R", x);
+      else
+        b = PyUnicode_AsUTF8String(x);
     } else if (!PyLong_Check(x) && !PyFloat_Check(x)) {
       PyErr_Format(PyExc_TypeError,
                    "slabfeed: %s entries must be numbers, not %R", opt->name,

@@ -19,35 +19,26 @@ static const char *const content_names[] = {"index", "field", NULL};
 
 /* generate(comm_f2c, path, *, input='Nbody', target='Hydro', shape=64,
  * input_channels=4, target_channels=5, layout='cf', chunked=False,
- * chunk=None, float16=False, content='index', seed=0, progress=False):
+ * chunk=None, float16=False, content='index', seed=0, progress=False,
+ * attrs=None ("NAME=VALUE,...")):
  * slabfeed_generate, collective over the communicator, GIL released.
  * target=None writes no target (an empty string is the library default). */
 PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw)
 {
-  static char *kwlist[] = {"comm",
-                           "path",
-                           "input",
-                           "target",
-                           "shape",
-                           "input_channels",
-                           "target_channels",
-                           "layout",
-                           "chunked",
-                           "chunk",
-                           "float16",
-                           "content",
-                           "seed",
-                           "progress",
-                           NULL};
+  static char *kwlist[] = {
+      "comm",    "path",           "input",           "target",
+      "shape",   "input_channels", "target_channels", "layout",
+      "chunked", "chunk",          "float16",         "content",
+      "seed",    "progress",       "attrs",           NULL};
   sfpy_state *st = PyModule_GetState(module);
   PyObject *comm_o, *path = NULL, *input = NULL, *target = NULL;
   PyObject *shape = NULL, *ic = NULL, *tc = NULL, *layout = NULL;
-  PyObject *chunk = NULL, *content = NULL, *seed = NULL;
+  PyObject *chunk = NULL, *content = NULL, *seed = NULL, *attrs = NULL;
   int chunked = 0, f16 = 0, progress = 0;
   if (!PyArg_ParseTupleAndKeywords(
-          args, kw, "OO&|$UOOOOOpOpOOp:generate", kwlist, &comm_o,
+          args, kw, "OO&|$UOOOOOpOpOOpO:generate", kwlist, &comm_o,
           PyUnicode_FSConverter, &path, &input, &target, &shape, &ic, &tc,
-          &layout, &chunked, &chunk, &f16, &content, &seed, &progress))
+          &layout, &chunked, &chunk, &f16, &content, &seed, &progress, &attrs))
     return NULL;
   PyObject *ret = NULL;
   slabfeed_gen_config g;
@@ -78,6 +69,20 @@ PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw)
     if ((size_t)len != strlen(g.target)) {
       PyErr_SetString(PyExc_ValueError,
                       "slabfeed: embedded null character in target");
+      goto out;
+    }
+  }
+  if (attrs != NULL && attrs != Py_None) {
+    if (!PyUnicode_Check(attrs)) {
+      PyErr_SetString(PyExc_TypeError,
+                      "slabfeed: attrs must be a str 'NAME=VALUE,...' or None");
+      goto out;
+    }
+    if ((g.attrs = PyUnicode_AsUTF8AndSize(attrs, &len)) == NULL)
+      goto out;
+    if ((size_t)len != strlen(g.attrs)) {
+      PyErr_SetString(PyExc_ValueError,
+                      "slabfeed: embedded null character in attrs");
       goto out;
     }
   }

@@ -40,6 +40,9 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
                     "config: volume_weights and holdout_volumes are limited "
                     "to %d bytes",
                     SF_LIST_MAX - 1);
+  if (c->params != NULL && strlen(c->params) >= SF_LIST_MAX)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: params is limited to %d bytes", SF_LIST_MAX - 1);
   if (strlen(c->input) >= SF_NAME_MAX ||
       (c->target != NULL && strlen(c->target) >= SF_NAME_MAX))
     return sf__fail(e, SLABFEED_ERR_ARG,
@@ -71,6 +74,63 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
                     "config: holdout and locality together are not supported "
                     "(locality draws each rank's origins in its node's "
                     "z-range; a hold-out would make those ranges unequal)");
+  return SLABFEED_OK;
+}
+
+/* The names of params ("a,b , c": blanks around a name are dropped) into
+ * c->param_name; refuses an empty name, a repeated one and too many, and a
+ * params_norm of another count. */
+static slabfeed_status parse_params(sf__config *c, sf__err *e)
+{
+  c->nparams = 0;
+  const char *p = c->params;
+  while (*p == ' ' || *p == '\t')
+    p++;
+  if (*p == '\0') {
+    if (c->pub.n_params_norm > 0)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: params_norm (%d entries) without params",
+                      c->pub.n_params_norm);
+    return SLABFEED_OK;
+  }
+  for (int k = 0;; k++) {
+    const size_t len = strcspn(p, ",");
+    size_t a = 0, b = len;
+    while (a < b && (p[a] == ' ' || p[a] == '\t'))
+      a++;
+    while (b > a && (p[b - 1] == ' ' || p[b - 1] == '\t'))
+      b--;
+    if (b == a)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: params '%s': name %d is empty (names separated "
+                      "by commas)",
+                      c->params, k);
+    if (k >= SLABFEED_MAX_PARAMS)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: params '%s' names more than %d parameters",
+                      c->params, SLABFEED_MAX_PARAMS);
+    if (b - a >= SF_NAME_MAX || p[b - 1] == '/')
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: params: '%.*s' is not a parameter name (NAME "
+                      "or GROUP/NAME, below %d bytes)",
+                      (int)(b - a), p + a, SF_NAME_MAX);
+    memcpy(c->param_name[k], p + a, b - a);
+    c->param_name[k][b - a] = '\0';
+    for (int j = 0; j < k; j++)
+      if (strcmp(c->param_name[j], c->param_name[k]) == 0)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: params '%s' names '%s' twice", c->params,
+                        c->param_name[k]);
+    c->nparams = k + 1;
+    if (p[len] == '\0')
+      break;
+    p += len + 1;
+  }
+  if (c->pub.n_params_norm != 0 && c->pub.n_params_norm != c->nparams)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: params_norm has %d entries for the %d "
+                    "parameters of params '%s' (one per parameter, or none)",
+                    c->pub.n_params_norm, c->nparams, c->params);
   return SLABFEED_OK;
 }
 
@@ -108,6 +168,11 @@ slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
            c->pub.holdout_volumes != NULL ? c->pub.holdout_volumes : "");
   c->pub.volume_weights = c->weights;
   c->pub.holdout_volumes = c->holdout_volumes;
+  snprintf(c->params, sizeof c->params, "%s",
+           c->pub.params != NULL ? c->pub.params : "");
+  c->pub.params = c->params;
+  if (parse_params(c, e) != SLABFEED_OK)
+    return e->status;
   c->ndsets = c->pub.target != NULL ? 2 : 1;
   c->rank_per_node = c->pub.rank_per_node;
   if (c->rank_per_node < 0) {
@@ -232,8 +297,11 @@ static uint64_t config_hash(const sf__config *cc)
   const int norms[] = {c->n_input_norm, c->n_target_norm};
   h = fnv(h, norms, sizeof norms);
   h = fnv(h, c->input_norm, sizeof(slabfeed_norm) * (size_t)c->n_input_norm);
-  return fnv(h, c->target_norm,
-             sizeof(slabfeed_norm) * (size_t)c->n_target_norm);
+  h = fnv(h, c->target_norm, sizeof(slabfeed_norm) * (size_t)c->n_target_norm);
+  h = fnv(h, cc->params, strlen(cc->params) + 1);
+  h = fnv(h, &c->n_params_norm, sizeof c->n_params_norm);
+  return fnv(h, c->params_norm,
+             sizeof(slabfeed_norm) * (size_t)c->n_params_norm);
 }
 
 slabfeed_status sf__config_agree(MPI_Comm comm, const sf__config *c, sf__err *e)

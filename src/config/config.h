@@ -18,6 +18,9 @@ typedef struct sf__config {
   slabfeed_config pub; /* this library's full struct; strings point below */
   char path[SF_PATH_MAX], input[SF_NAME_MAX], target[SF_NAME_MAX];
   char weights[SF_LIST_MAX], holdout_volumes[SF_LIST_MAX];
+  char params[SF_LIST_MAX];
+  int nparams; /* K: the names of params, parsed */
+  char param_name[SLABFEED_MAX_PARAMS][SF_NAME_MAX];
   int ndsets;        /* 1, or 2 with a target */
   int rank_per_node; /* resolved: the option, else the environment */
   int group_nodes;   /* resolved: the option when not 0, else the

@@ -306,6 +306,26 @@ const sf__option sf__options[] = {
       .help = "volumes of the dataset kept out of training, by index "
               "(validate on them with a loader of their own path)"},
      FIELD(holdout_volumes)},
+    {{.name = "params",
+      .flag = "params",
+      .kind = SLABFEED_OPTION_STRING,
+      .default_value = "",
+      .metavar = "NAME,...",
+      .help = "per-volume parameters every batch carries: each a manifest "
+              "column NAME=VALUE, else a numeric attribute of the volume's "
+              "file (NAME on the root group, GROUP/NAME on a group or "
+              "dataset); none when empty"},
+     FIELD(params)},
+    {{.name = "params_norm",
+      .flag = "params-norm",
+      .kind = SLABFEED_OPTION_NORMS,
+      .max = SLABFEED_MAX_PARAMS,
+      .default_value = "",
+      .metavar = "SHIFT,SCALE;...",
+      .help = "normalisation of the parameters, one entry per name of "
+              "params (as input_norm); none when empty"},
+     FIELD(params_norm),
+     .count_at = offsetof(slabfeed_config, n_params_norm)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);

@@ -630,3 +630,87 @@ herr_t sf__h5_transfer_planes(hid_t dset, int cf, int64_t z, int64_t n,
   return sf__h5_transfer_planes_in(dset, cf, z, n, n, 0, dxpl, mtype, write,
                                    buf);
 }
+
+int sf__h5_number_attr(hid_t file, const char *path, const char *name,
+                       double *value, sf__err *e)
+{
+  /* "OBJ/ATTR": the object is the part before the last '/'. */
+  char obj[512] = "/";
+  const char *slash = strrchr(name, '/'), *attr = name;
+  if (slash != NULL) {
+    const size_t n = (size_t)(slash - name);
+    if (n + 1 >= sizeof obj)
+      return 0;
+    if (n > 0) { /* "/ATTR" is the root's */
+      memcpy(obj, name, n);
+      obj[n] = '\0';
+    }
+    attr = slash + 1;
+  }
+  /* The object: each link of its path must exist (H5Oopen of a missing
+   * path is an error, not an answer). */
+  if (strcmp(obj, "/") != 0) {
+    char part[512];
+    for (const char *p = obj; *p != '\0';) {
+      const char *q = strchr(p + (*p == '/'), '/');
+      const size_t n = q != NULL ? (size_t)(q - obj) : strlen(obj);
+      memcpy(part, obj, n);
+      part[n] = '\0';
+      const htri_t there = H5Lexists(file, part, H5P_DEFAULT);
+      if (there <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return 0;
+      }
+      if (q == NULL)
+        break;
+      p = q;
+    }
+  }
+  const hid_t o = H5Oopen(file, obj, H5P_DEFAULT);
+  if (o < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return 0;
+  }
+  int found = 0;
+  const htri_t has = H5Aexists(o, attr);
+  if (has > 0) {
+    const hid_t a = H5Aopen(o, attr, H5P_DEFAULT);
+    const hid_t t = a >= 0 ? H5Aget_type(a) : H5I_INVALID_HID;
+    const hid_t sp = a >= 0 ? H5Aget_space(a) : H5I_INVALID_HID;
+    const H5T_class_t k = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    const hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    if (a < 0 || t < 0 || sp < 0) {
+      sf__fail(e, SLABFEED_ERR_FORMAT,
+               "parameter '%s' of '%s': the attribute cannot be read", name,
+               path);
+      sf__h5_detail(e);
+      found = -1;
+    } else if ((k != H5T_INTEGER && k != H5T_FLOAT) || np != 1) {
+      sf__fail(e, SLABFEED_ERR_FORMAT,
+               "parameter '%s' of '%s': the attribute is %s, not one number",
+               name, path,
+               k != H5T_INTEGER && k != H5T_FLOAT
+                   ? (k == H5T_STRING ? "a string" : "not numeric")
+                   : "an array of several values");
+      found = -1;
+    } else if (H5Aread(a, H5T_NATIVE_DOUBLE, value) < 0) {
+      sf__fail(e, SLABFEED_ERR_FORMAT,
+               "parameter '%s' of '%s': reading the attribute failed", name,
+               path);
+      sf__h5_detail(e);
+      found = -1;
+    } else {
+      found = 1;
+    }
+    if (sp >= 0)
+      H5Sclose(sp);
+    if (t >= 0)
+      H5Tclose(t);
+    if (a >= 0)
+      H5Aclose(a);
+  } else {
+    H5Eclear2(H5E_DEFAULT);
+  }
+  H5Oclose(o);
+  return found;
+}

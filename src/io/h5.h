@@ -112,6 +112,14 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const sf__h5_run *runs, int n_runs, float *dst,
                             int64_t cstride, sf__err *e);
 
+/* Local (metadata only). The numeric attribute `name` of `file` (path
+ * for messages): "ATTR" on the root group, "OBJ/ATTR" on the group or
+ * dataset OBJ. Into *value: 1 when found, 0 when there is no such object
+ * or attribute (nothing in *e), -1 when it is there but not one integer
+ * or floating-point number (a failure in *e naming file and name). */
+int sf__h5_number_attr(hid_t file, const char *path, const char *name,
+                       double *value, sf__err *e);
+
 /* Appends HDF5's innermost error description (if any) to *e's message. */
 void sf__h5_detail(sf__err *e);
 

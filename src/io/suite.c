@@ -18,6 +18,7 @@
 typedef struct list {
   int n, cap;
   char **path;
+  char **cols; /* manifest columns, or NULL */
   struct id {
     dev_t dev;
     ino_t ino;
@@ -27,9 +28,12 @@ typedef struct list {
 
 static void list_free(list *l)
 {
-  for (int i = 0; i < l->n; i++)
+  for (int i = 0; i < l->n; i++) {
     free(l->path[i]);
+    free(l->cols[i]);
+  }
   free(l->path);
+  free(l->cols);
   free(l->id);
   memset(l, 0, sizeof *l);
 }
@@ -42,19 +46,22 @@ static slabfeed_status grow(list *l, sf__err *e)
   char **p = realloc(l->path, (size_t)cap * sizeof *p);
   if (p != NULL)
     l->path = p;
+  char **c = realloc(l->cols, (size_t)cap * sizeof *c);
+  if (c != NULL)
+    l->cols = c;
   struct id *d = realloc(l->id, (size_t)cap * sizeof *d);
   if (d != NULL)
     l->id = d;
-  if (p == NULL || d == NULL)
+  if (p == NULL || c == NULL || d == NULL)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
   l->cap = cap;
   return SLABFEED_OK;
 }
 
-/* Appends path (described as `from` in messages), refusing a file
- * already listed. */
-static slabfeed_status add(list *l, const char *path, const char *from,
-                           sf__err *e)
+/* Appends path (described as `from` in messages) with its manifest
+ * columns (or NULL), refusing a file already listed. */
+static slabfeed_status add(list *l, const char *path, const char *cols,
+                           const char *from, sf__err *e)
 {
   if (l->n >= SF_SUITE_MAX)
     return sf__fail(e, SLABFEED_ERR_ARG,
@@ -73,11 +80,90 @@ static slabfeed_status add(list *l, const char *path, const char *from,
                       "'%s': every volume must be listed once",
                       path, from, i, l->path[i]);
   l->path[l->n] = strdup(path);
-  if (l->path[l->n] == NULL)
+  l->cols[l->n] = cols != NULL && cols[0] != '\0' ? strdup(cols) : NULL;
+  if (l->path[l->n] == NULL ||
+      (cols != NULL && cols[0] != '\0' && l->cols[l->n] == NULL)) {
+    free(l->path[l->n]);
+    free(l->cols[l->n]);
     return sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
+  }
   l->id[l->n] =
       (struct id){known ? st.st_dev : 0, known ? st.st_ino : 0, known};
   l->n++;
+  return SLABFEED_OK;
+}
+
+/* Blank-separated token [a, b) of `line`: a column NAME=VALUE? 1 when it
+ * is one, 0 when it holds no '=', -1 (a failure in *e, naming the line)
+ * when it has one but is not NAME=NUMBER. */
+static int column(const char *line, size_t a, size_t b, const char *where,
+                  sf__err *e)
+{
+  const char *eq = memchr(line + a, '=', b - a);
+  if (eq == NULL)
+    return 0;
+  char num[128];
+  const size_t nlen = (size_t)(line + b - (eq + 1));
+  char *end = num;
+  if (eq > line + a && nlen > 0 && nlen < sizeof num) {
+    memcpy(num, eq + 1, nlen);
+    num[nlen] = '\0';
+    (void)strtod(num, &end);
+  }
+  if (eq == line + a || nlen == 0 || nlen >= sizeof num || *end != '\0' ||
+      end == num) {
+    sf__fail(e, SLABFEED_ERR_ARG,
+             "dataset: %s: column '%.*s' is not NAME=NUMBER (a manifest line "
+             "is an absolute path, then optional columns NAME=VALUE)",
+             where, (int)(b - a), line + a);
+    return -1;
+  }
+  return 1;
+}
+
+/* Splits a manifest line (no newline) into its path and the columns at
+ * its end: cols gets the text from the first column on ("" when none),
+ * and line is cut after its path. */
+static slabfeed_status split_columns(char *line, char *cols, size_t cap,
+                                     const char *where, sf__err *e)
+{
+  size_t end = strlen(line), first = end;
+  for (;;) {
+    size_t b = end;
+    while (b > 0 && (line[b - 1] == ' ' || line[b - 1] == '\t'))
+      b--;
+    size_t a = b;
+    while (a > 0 && line[a - 1] != ' ' && line[a - 1] != '\t')
+      a--;
+    if (a == 0 || a == b)
+      break; /* the first token is the path */
+    const int c = column(line, a, b, where, e);
+    if (c < 0)
+      return e->status;
+    if (c == 0)
+      break;
+    first = a;
+    end = a;
+  }
+  snprintf(cols, cap, "%s", line + first);
+  size_t n = first;
+  while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t'))
+    n--;
+  line[n] = '\0';
+  /* A column named twice on one line is a typo, not a choice. */
+  for (const char *p = cols; *p != '\0';) {
+    const size_t len = strcspn(p, " \t"), name = strcspn(p, "=");
+    for (const char *q = p + len; *q != '\0';) {
+      q += strspn(q, " \t");
+      if (strncmp(q, p, name + 1) == 0)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "dataset: %s: column '%.*s' is given twice", where,
+                        (int)name, p);
+      q += strcspn(q, " \t");
+    }
+    p += len;
+    p += strspn(p, " \t");
+  }
   return SLABFEED_OK;
 }
 
@@ -88,7 +174,7 @@ static slabfeed_status manifest(list *l, const char *file, sf__err *e)
     return sf__fail(e, SLABFEED_ERR_IO,
                     "dataset: cannot read manifest '%s': %s", file,
                     strerror(errno));
-  char line[4200], from[8600];
+  char line[4200], from[8600], cols[4200];
   int no = 0, any = 0;
   while (e->status == SLABFEED_OK && fgets(line, sizeof line, f) != NULL) {
     no++;
@@ -116,7 +202,8 @@ static slabfeed_status manifest(list *l, const char *file, sf__err *e)
                file, no, line);
     else {
       snprintf(from, sizeof from, "manifest '%s' line %d", file, no);
-      add(l, line, from, e);
+      if (split_columns(line, cols, sizeof cols, from, e) == SLABFEED_OK)
+        add(l, line, cols, from, e);
       any = 1;
     }
   }
@@ -139,7 +226,7 @@ static slabfeed_status pattern(list *l, const char *pat, sf__err *e)
   char from[4300];
   snprintf(from, sizeof from, "from pattern '%s'", pat);
   for (size_t i = 0; rc == 0 && i < g.gl_pathc && e->status == SLABFEED_OK; i++)
-    add(l, g.gl_pathv[i], from, e); /* glob sorts its matches */
+    add(l, g.gl_pathv[i], NULL, from, e); /* glob sorts its matches */
   if (rc == 0)
     globfree(&g);
   return e->status;
@@ -175,15 +262,17 @@ slabfeed_status sf__suite_expand(const char *spec, sf__suite *s, sf__err *e)
     else if (strpbrk(item, "*?[") != NULL)
       pattern(&l, item, e);
     else
-      add(&l, item, "as given", e);
+      add(&l, item, NULL, "as given", e);
     if (nl == NULL)
       break;
     p = nl + 1;
   }
   if (e->status == SLABFEED_OK) {
     s->path = l.path;
+    s->cols = l.cols;
     s->n = l.n;
     l.path = NULL;
+    l.cols = NULL;
     l.n = 0;
     s->z0 = calloc((size_t)s->n + 1, sizeof *s->z0);
     s->shape = calloc((size_t)s->n, sizeof *s->shape);
@@ -208,11 +297,13 @@ slabfeed_status sf__suite_bcast(sf__suite *s, MPI_Comm comm, int root,
     sf__suite_free(s);
     return e->status;
   }
-  /* The paths as one buffer of NUL-terminated strings. */
+  /* The paths and their columns as one buffer of NUL-terminated strings:
+   * path, columns ("" for none), path, ... */
   long long len = 0;
   int n = rank == root ? s->n : 0;
   for (int i = 0; rank == root && i < s->n; i++)
-    len += (long long)strlen(s->path[i]) + 1;
+    len += (long long)strlen(s->path[i]) + 2 +
+           (s->cols[i] != NULL ? (long long)strlen(s->cols[i]) : 0);
   long long hdr[2] = {n, len};
   int rc = MPI_Bcast(hdr, 2, MPI_LONG_LONG, root, comm);
   if (rc != MPI_SUCCESS)
@@ -221,10 +312,12 @@ slabfeed_status sf__suite_bcast(sf__suite *s, MPI_Comm comm, int root,
   len = hdr[1];
   char *buf = malloc((size_t)len + 1);
   if (buf != NULL && rank == root)
-    for (int i = 0, at = 0; i < n; i++) {
-      const size_t k = strlen(s->path[i]) + 1;
+    for (long long i = 0, at = 0; i < n; i++) {
+      const char *c = s->cols[i] != NULL ? s->cols[i] : "";
+      const size_t k = strlen(s->path[i]) + 1, m = strlen(c) + 1;
       memcpy(buf + at, s->path[i], k);
-      at += (int)k;
+      memcpy(buf + at + k, c, m);
+      at += (long long)(k + m);
     }
   /* Bcast counts are int: in pieces of 1 GiB at most. */
   for (long long at = 0; buf != NULL && at < len && rc == MPI_SUCCESS;
@@ -240,15 +333,19 @@ slabfeed_status sf__suite_bcast(sf__suite *s, MPI_Comm comm, int root,
     sf__suite_free(s);
     s->n = n;
     s->path = calloc((size_t)n, sizeof *s->path);
+    s->cols = calloc((size_t)n, sizeof *s->cols);
     s->z0 = calloc((size_t)n + 1, sizeof *s->z0);
     s->shape = calloc((size_t)n, sizeof *s->shape);
-    if (s->path == NULL || s->z0 == NULL || s->shape == NULL)
+    if (s->path == NULL || s->cols == NULL || s->z0 == NULL || s->shape == NULL)
       sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
-    for (int i = 0, at = 0; e->status == SLABFEED_OK && i < n; i++) {
+    for (long long i = 0, at = 0; e->status == SLABFEED_OK && i < n; i++) {
       s->path[i] = strdup(buf + at);
-      if (s->path[i] == NULL)
+      at += (long long)strlen(buf + at) + 1;
+      if (buf[at] != '\0')
+        s->cols[i] = strdup(buf + at);
+      if (s->path[i] == NULL || (buf[at] != '\0' && s->cols[i] == NULL))
         sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
-      at += (int)strlen(buf + at) + 1;
+      at += (long long)strlen(buf + at) + 1;
     }
   }
   free(buf);
@@ -262,17 +359,26 @@ slabfeed_status sf__suite_copy(sf__suite *dst, const sf__suite *src, sf__err *e)
   memset(dst, 0, sizeof *dst);
   dst->n = src->n;
   dst->path = calloc((size_t)src->n, sizeof *dst->path);
+  dst->cols = calloc((size_t)src->n, sizeof *dst->cols);
   dst->z0 = malloc(((size_t)src->n + 1) * sizeof *dst->z0);
   dst->shape = malloc((size_t)src->n * sizeof *dst->shape + 1);
-  int ok = dst->path != NULL && dst->z0 != NULL && dst->shape != NULL;
+  const size_t np = (size_t)src->n * (size_t)src->nparam;
+  dst->nparam = src->nparam;
+  dst->param = np > 0 ? malloc(np * sizeof *dst->param) : NULL;
+  int ok = dst->path != NULL && dst->cols != NULL && dst->z0 != NULL &&
+           dst->shape != NULL && (np == 0 || dst->param != NULL);
   for (int i = 0; ok && i < src->n; i++)
-    ok = (dst->path[i] = strdup(src->path[i])) != NULL;
+    ok =
+        (dst->path[i] = strdup(src->path[i])) != NULL &&
+        (src->cols[i] == NULL || (dst->cols[i] = strdup(src->cols[i])) != NULL);
   if (!ok) {
     sf__suite_free(dst);
     return sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: list of volumes");
   }
   memcpy(dst->z0, src->z0, ((size_t)src->n + 1) * sizeof *dst->z0);
   memcpy(dst->shape, src->shape, (size_t)src->n * sizeof *dst->shape);
+  if (np > 0)
+    memcpy(dst->param, src->param, np * sizeof *dst->param);
   return SLABFEED_OK;
 }
 
@@ -280,10 +386,30 @@ void sf__suite_free(sf__suite *s)
 {
   for (int i = 0; s->path != NULL && i < s->n; i++)
     free(s->path[i]);
+  for (int i = 0; s->cols != NULL && i < s->n; i++)
+    free(s->cols[i]);
   free(s->path);
+  free(s->cols);
+  free(s->param);
   free(s->z0);
   free(s->shape);
   memset(s, 0, sizeof *s);
+}
+
+int sf__suite_column(const sf__suite *s, int i, const char *name, double *value)
+{
+  const size_t n = strlen(name);
+  for (const char *p = s->cols != NULL ? s->cols[i] : NULL;
+       p != NULL && *p != '\0';) {
+    const size_t len = strcspn(p, " \t");
+    if (len > n && strncmp(p, name, n) == 0 && p[n] == '=') {
+      *value = strtod(p + n + 1, NULL);
+      return 1;
+    }
+    p += len;
+    p += strspn(p, " \t");
+  }
+  return 0;
 }
 
 int sf__suite_of(const sf__suite *s, int64_t z)
@@ -309,6 +435,9 @@ slabfeed_status slabfeed_volumes_expand(const char *spec, char ***paths, int *n,
   if (sf__suite_expand(spec, &s, &e) == SLABFEED_OK) {
     *paths = s.path;
     *n = s.n;
+    for (int i = 0; i < s.n; i++)
+      free(s.cols[i]);
+    free(s.cols);
     free(s.z0);
     free(s.shape);
   }

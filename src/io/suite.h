@@ -3,7 +3,10 @@
  *
  * A spec is one or more entries separated by newlines, each
  *   @FILE      a manifest: one absolute path per line ('#' starts a
- *              comment line); blank and relative lines are refused
+ *              comment line); blank and relative lines are refused. A
+ *              line may end in columns NAME=VALUE (separated from the
+ *              path and each other by blanks; VALUE a number), the
+ *              volume's parameters (params)
  *   PATTERN    a glob pattern (any of * ? [), expanded and sorted; a
  *              pattern that matches nothing is refused
  *   PATH       a file
@@ -29,6 +32,11 @@ typedef struct sf__suite {
   char **path;         /* [n] */
   int64_t *z0;         /* [n + 1]: set by the caller once shapes are known */
   int64_t (*shape)[3]; /* [n] */
+  char **cols;         /* [n] the manifest columns of each volume
+                          ("NAME=VALUE NAME=VALUE"), NULL where none */
+  int nparam;          /* K: parameters per volume (config params) */
+  float *param;        /* [n][K] their values, normalised; NULL at K 0:
+                          set by the caller (io/volume.h) */
 } sf__suite;
 
 /* Local: expands spec into *s (paths only; z0 and shape zeroed). On
@@ -46,6 +54,11 @@ slabfeed_status sf__suite_copy(sf__suite *dst, const sf__suite *src,
                                sf__err *e);
 
 void sf__suite_free(sf__suite *s);
+
+/* Local. The value of manifest column `name` of volume i into *value:
+ * 1 when its line has that column, 0 when not. */
+int sf__suite_column(const sf__suite *s, int i, const char *name,
+                     double *value);
 
 /* The volume holding stacked plane z (0 <= z < z0[n]). */
 int sf__suite_of(const sf__suite *s, int64_t z);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/inject.h"
+#include "common/normf.h"
 #include "common/nvtx.h"
 #include "io/slab.h"
 
@@ -121,6 +122,45 @@ static slabfeed_status one_check(const sf__volume *v, int i, const one *o,
   return SLABFEED_OK;
 }
 
+/* The parameters of volume i (its file open in *o) into its row of
+ * suite.param: each name's manifest column, else its file's attribute,
+ * rounded to float and normalised. Local. */
+static slabfeed_status one_params(sf__volume *v, int i, const one *o,
+                                  sf__err *e)
+{
+  const sf__config *c = v->cfg;
+  const char *path = v->suite.path[i];
+  float *row = v->suite.param + (size_t)i * (size_t)c->nparams;
+  for (int k = 0; k < c->nparams && e->status == SLABFEED_OK; k++) {
+    const char *name = c->param_name[k];
+    double x = 0;
+    const int found = sf__suite_column(&v->suite, i, name, &x)
+                          ? 1
+                          : sf__h5_number_attr(o->file, path, name, &x, e);
+    const char *slash = strrchr(name, '/');
+    if (found == 0)
+      sf__fail(e, SLABFEED_ERR_FORMAT,
+               "dataset: volume %d '%s' has no parameter '%s' (params): "
+               "neither a manifest column %s=VALUE nor a numeric attribute "
+               "'%s' of %s%.*s%s",
+               i, path, name, name, slash != NULL ? slash + 1 : name,
+               slash != NULL && slash > name ? "'" : "the root group",
+               slash != NULL ? (int)(slash - name) : 0, name,
+               slash != NULL && slash > name ? "'" : "");
+    else if (found > 0 && !(x >= -3.4e38 && x <= 3.4e38))
+      sf__fail(e, SLABFEED_ERR_FORMAT,
+               "dataset: volume %d '%s': parameter '%s' is %g, not a finite "
+               "float",
+               i, path, name, x);
+    else if (found > 0)
+      row[k] = c->pub.n_params_norm > 0
+                   ? sf__norm_apply(&c->pub.params_norm[k], (float)x)
+                   : (float)x;
+  }
+  injected(v, "params", e);
+  return e->status;
+}
+
 slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
                                 const sf__config *c, sf__err *e)
 {
@@ -138,12 +178,19 @@ slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
              "dataset: a tiled pass runs over one volume; '%s' names %d "
              "(open the pass with the path of the volume to pass over)",
              v->suite.path[0], v->suite.n);
+  v->suite.nparam = c->nparams;
+  if (e->status == SLABFEED_OK && c->nparams > 0 &&
+      (v->suite.param = calloc((size_t)v->suite.n * (size_t)c->nparams,
+                               sizeof *v->suite.param)) == NULL)
+    sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: parameters of %d volumes",
+             v->suite.n);
   if (sf__agree(comm, e) != SLABFEED_OK)
     return e->status;
   for (int i = 0; i < v->suite.n && e->status == SLABFEED_OK; i++) {
     one o;
     if (one_open(v, i, &o, e) == SLABFEED_OK &&
-        one_check(v, i, &o, e) == SLABFEED_OK && i == 0)
+        one_check(v, i, &o, e) == SLABFEED_OK &&
+        one_params(v, i, &o, e) == SLABFEED_OK && i == 0)
       memcpy(v->info, o.info, sizeof v->info);
     one_close(&o);
     if (sf__agree(comm, e) != SLABFEED_OK)

@@ -244,6 +244,10 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
   b->origin = malloc(KB * 3 * sizeof *b->origin);
   b->origin_out = malloc(KB * 3 * sizeof *b->origin_out);
   b->volume = malloc(KB * sizeof *b->volume);
+  b->nparams = suite != NULL ? suite->nparam : 0;
+  if (b->nparams > 0 &&
+      (b->params = malloc(KB * (size_t)b->nparams * sizeof *b->params)) == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the batch plan");
   b->sym = malloc(KB * sizeof *b->sym);
   b->sample = malloc(KB * sizeof *b->sample);
   b->valid = malloc((size_t)b->K * sizeof *b->valid);
@@ -263,6 +267,7 @@ void sf__batch_free(sf__batch_plan *b)
   free(b->origin);
   free(b->origin_out);
   free(b->volume);
+  free(b->params);
   free(b->sym);
   free(b->sample);
   free(b->tile);
@@ -313,6 +318,10 @@ void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
                       ? sf__suite_of(b->suite, b->origin[3 * k])
                       : 0;
     b->volume[k] = v;
+    if (b->nparams > 0)
+      memcpy(&b->params[k * (size_t)b->nparams],
+             &b->suite->param[(size_t)v * (size_t)b->nparams],
+             (size_t)b->nparams * sizeof *b->params);
     memcpy(&b->origin_out[3 * k], &b->origin[3 * k], 3 * sizeof *b->origin);
     if (v > 0)
       b->origin_out[3 * k] -= b->suite->z0[v];
@@ -495,4 +504,6 @@ void sf__batch_describe(const sf__batch_plan *b, int slot, void *const data[],
   out->valid = b->valid[slot];
   out->tile = b->pass ? &b->tile[9 * k] : NULL;
   out->volume = &b->volume[k];
+  out->n_params = b->nparams;
+  out->params = b->nparams > 0 ? &b->params[k * (size_t)b->nparams] : NULL;
 }

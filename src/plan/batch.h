@@ -41,6 +41,9 @@ typedef struct sf__batch_plan {
   int64_t *origin_out;    /* [K][B][3] in the sample's volume (the caller's
                              slabfeed_batch.origin) */
   int32_t *volume;        /* [K][B] the volume of each sample */
+  int nparams;            /* parameters per sample (suite->nparam) */
+  float *params;          /* [K][B][nparams] each sample's volume's; NULL
+                             at nparams 0 */
   int32_t *sym;           /* [K][B] */
   int64_t *sample;        /* [K][B] global sample index within the epoch (a
                              pass: the tile, -1 for slots past the last) */

@@ -210,9 +210,73 @@ static int64_t chunk_count(const slabfeed_gen_config *cfg, int64_t channels,
   return cfg->chunked ? n : 0;
 }
 
+/* Entry k of attrs ("NAME=VALUE,..."), starting at *p: its name into
+ * name[len] and its value into *v; *p moves past it. Fails naming the
+ * entry. */
+static slabfeed_status next_attr(const char **p, char *name, size_t len,
+                                 double *v, sf__err *e)
+{
+  const char *s = *p;
+  const size_t n = strcspn(s, ","), eq = strcspn(s, "=");
+  char num[64];
+  name[0] = '\0';
+  char *end = num;
+  if (eq < n && eq > 0 && eq < len && n - eq - 1 > 0 &&
+      n - eq - 1 < sizeof num) {
+    memcpy(name, s, eq);
+    name[eq] = '\0';
+    memcpy(num, s + eq + 1, n - eq - 1);
+    num[n - eq - 1] = '\0';
+    *v = strtod(num, &end);
+  }
+  if (end == num || *end != '\0' || strpbrk(name, "/ \t") != NULL ||
+      !(*v >= -1e308 && *v <= 1e308))
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "generator: attrs: '%.*s' is not NAME=NUMBER (a name "
+                    "without '/' or blanks, a finite number)",
+                    (int)n, s);
+  *p = s[n] == ',' ? s + n + 1 : s + n;
+  return SLABFEED_OK;
+}
+
+/* The attributes of cfg->attrs on the root group of file (collective
+ * over the writers under parallel HDF5: every one writes the same). */
+static slabfeed_status write_attrs(hid_t file, const slabfeed_gen_config *cfg,
+                                   const char *tmp, sf__err *e)
+{
+  for (const char *p = cfg->attrs; p != NULL && *p != '\0';) {
+    char name[256];
+    double v = 0;
+    if (next_attr(&p, name, sizeof name, &v, e) != SLABFEED_OK)
+      return e->status;
+    const hid_t sp = H5Screate(H5S_SCALAR);
+    const hid_t a = sp >= 0 ? H5Acreate2(file, name, H5T_IEEE_F64LE, sp,
+                                         H5P_DEFAULT, H5P_DEFAULT)
+                            : H5I_INVALID_HID;
+    const herr_t rc = a >= 0 ? H5Awrite(a, H5T_NATIVE_DOUBLE, &v) : -1;
+    if (a >= 0)
+      H5Aclose(a);
+    if (sp >= 0)
+      H5Sclose(sp);
+    if (rc < 0) {
+      sf__fail(e, SLABFEED_ERR_IO,
+               "generator: cannot write attribute '%s' of '%s'", name, tmp);
+      sf__h5_detail(e);
+      return e->status;
+    }
+  }
+  return SLABFEED_OK;
+}
+
 static slabfeed_status check_gen_config(const slabfeed_gen_config *cfg,
                                         int size, sf__err *e)
 {
+  for (const char *p = cfg->attrs; p != NULL && *p != '\0';) {
+    char name[256];
+    double v = 0;
+    if (next_attr(&p, name, sizeof name, &v, e) != SLABFEED_OK)
+      return e->status;
+  }
   if (cfg->path == NULL || cfg->input == NULL)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "generator: path and input are required");
@@ -486,6 +550,8 @@ static slabfeed_status create_datasets(hid_t *file, const char *tmp, hid_t fapl,
       sf__h5_detail(e);
     }
   }
+  if (e->status == SLABFEED_OK)
+    write_attrs(*file, cfg, tmp, e);
   if (e->status != SLABFEED_OK)
     return e->status; /* the caller closes what is open */
   for (int d = 0; d < nd; d++) {
