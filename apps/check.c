@@ -190,6 +190,13 @@ int main(int argc, char **argv)
                          "this check compares with has no normalisation "
                          "(the normalised batches are checked by the tests "
                          "mpi.norm and gpu.loader)");
+  if ((cfg.aug_add && cfg.aug_add[0]) || (cfg.aug_mul && cfg.aug_mul[0]) ||
+      (cfg.target_aug_add && cfg.target_aug_add[0]) ||
+      (cfg.target_aug_mul && cfg.target_aug_mul[0]))
+    cli_usage_fail(&app, "--aug-add/--aug-mul/--target-aug-*: the serial "
+                         "reference this check compares with has no "
+                         "augmentation (the augmented batches are checked "
+                         "by the tests mpi.aug and gpu.loader)");
 
   char err[CLI_ERRLEN], msg[CLI_ERRLEN] = "";
   check_run c = {.cfg = &cfg,

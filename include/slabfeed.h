@@ -276,6 +276,22 @@ typedef struct slabfeed_config {
   const char *params;
   int n_params_norm;
   slabfeed_norm params_norm[SLABFEED_MAX_PARAMS];
+  /* Added in 0.7: amplitude augmentation of random crops (training only;
+   * refused in a tiled pass). Each is "" (none), one number (every channel)
+   * or one per channel of the dataset, separated by commas, each finite
+   * and >= 0: *_aug_add the standard deviation of a normal offset a,
+   * *_aug_mul that of the log of a log-normal factor m, drawn per sample
+   * and channel from the counter-based stream; a channel's value v after
+   * its normalisation becomes fmaf(v, m, a) (docs/CONVENTIONS.md). The
+   * channels of a vector group share one factor and take no offset.
+   * aug_share 1 (the default): target channel c draws the same standard
+   * normals as input channel c (equal deviations: equal factors); 0: its
+   * own. */
+  const char *aug_add;
+  const char *aug_mul;
+  const char *target_aug_add;
+  const char *target_aug_mul;
+  int aug_share;
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -440,11 +456,16 @@ typedef struct slabfeed_batch {
                             one-volume dataset); `origin` is in that
                             volume's own coordinates. Host memory */
   /* Added in 0.7: */
-  int n_params;        /* K: parameters per sample (config params); 0
-                          when none are asked for */
-  const float *params; /* [B][K] the parameters of each sample's volume,
-                          normalised by params_norm; NULL when K is 0.
-                          Host memory */
+  int n_params;            /* K: parameters per sample (config params); 0
+                              when none are asked for */
+  const float *params;     /* [B][K] the parameters of each sample's volume,
+                              normalised by params_norm; NULL when K is 0.
+                              Host memory */
+  const float *input_aug;  /* [B][2][C] amplitude augmentation of each
+                              sample: [i][0][c] the factor m and [i][1][c]
+                              the offset a of the file's channel c; NULL
+                              without augmentation. Host memory */
+  const float *target_aug; /* the same for the target */
 } slabfeed_batch;
 
 #define SLABFEED_BATCH_INIT SLABFEED_SIZED_INIT(slabfeed_batch)

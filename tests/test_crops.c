@@ -55,9 +55,6 @@ typedef struct tcase {
   int min_samples; /* global samples to check */
 } tcase;
 
-static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
-                                {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
-
 static uint32_t bits_of(float v, slabfeed_dtype d)
 {
   return d == SLABFEED_DTYPE_F32   ? sf__f32_bits(v)
@@ -70,28 +67,6 @@ static uint32_t bits_at(const slabfeed_tensor *t, int64_t i)
   if (t->dtype == SLABFEED_DTYPE_F32)
     return ((const uint32_t *)t->data)[i];
   return ((const uint16_t *)t->data)[i];
-}
-
-/* Expected value of output channel k at output position i of a sample. */
-static float expect(const whole *w, const int64_t N[3], const int64_t crop[3],
-                    const int (*groups)[3], int ngroups, int64_t k,
-                    const int64_t i[3], const int64_t o[3], int g)
-{
-  const int *perm = perms[g % 6];
-  const int f = g / 6;
-  int64_t j[3];
-  for (int a = 0; a < 3; a++)
-    j[perm[a]] = (f >> a & 1) ? crop[perm[a]] - 1 - i[a] : i[a];
-  int64_t src = k;
-  float s = 1.0f;
-  for (int v = 0; v < ngroups; v++)
-    for (int a = 0; a < 3; a++)
-      if (groups[v][a] == k) {
-        src = groups[v][perm[a]];
-        s = (f >> a & 1) ? -1.0f : 1.0f;
-      }
-  return s * whole_at(w, src, (o[0] + j[0]) % N[0], (o[1] + j[1]) % N[1],
-                      (o[2] + j[2]) % N[2]);
 }
 
 static void run_case(const tcase *t, const place *pl)
@@ -194,14 +169,15 @@ static void run_case(const tcase *t, const place *pl)
         }
         int64_t e[3];
         for (int a = 0; a < 3; a++)
-          e[a] = t->crop[perms[g % 6][a]];
+          e[a] = t->crop[sym_perms[g % 6][a]];
         for (int64_t k = 0; k < C; k++)
           for (int64_t i0 = 0; i0 < e[0]; i0++)
             for (int64_t i1 = 0; i1 < e[1]; i1++)
               for (int64_t i2 = 0; i2 < e[2]; i2++) {
                 const int64_t i[3] = {i0, i1, i2};
-                const float v = expect(&w[d], N, t->crop, d == 0 ? vin : vtg, 1,
-                                       k, i, o, g);
+                int src;
+                const float v = sym_value(&w[d], N, t->crop, d == 0 ? vin : vtg,
+                                          1, (int)k, i, o, g, &src);
                 const int64_t at =
                     bi * ten->strides[0] +
                     (ncdhw ? k * ten->strides[1] + i0 * ten->strides[2] +

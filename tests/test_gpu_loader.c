@@ -1,6 +1,7 @@
 /* The GPU path against the host path: whole batches of the same config and
  * seed are equal bit for bit (all dtypes and layouts, input + target,
- * vector groups, with and without per-channel normalisation: log channels
+ * vector groups, with and without per-channel normalisation (and amplitude
+ * augmentation: the same factors, the same bits): log channels
  * whose NaN and -inf come out alike, vector groups of one scale), on 1 and
  * 2 ranks, also with one rank per "node" (MPI_Get into pinned staging),
  * also for crops as large as the box on some axes (staged as one source
@@ -53,6 +54,17 @@ static void compare(const char *path, slabfeed_dtype dt,
   char err[256];
   /* Index content is in [-1024, 1023]: the log of input channel 0 has
    * x + a < 0 (NaN) and = 0 (-inf) in it, the target's log does not. */
+  /* norm 2: amplitude augmentation as well (random crops only) */
+  if (norm == 2)
+    CHECK(slabfeed_config_set(&c, "aug_add", "0.3,0,0,0", err, sizeof err) ==
+                  SLABFEED_OK &&
+              slabfeed_config_set(&c, "aug_mul", "0.25", err, sizeof err) ==
+                  SLABFEED_OK &&
+              slabfeed_config_set(&c, "target_aug_mul", "0.25,0.25,0.25,0.25,0",
+                                  err, sizeof err) == SLABFEED_OK &&
+              slabfeed_config_set(&c, "target_aug_add", "0,0,0,0,0.5", err,
+                                  sizeof err) == SLABFEED_OK,
+          "aug: %s", err);
   if (norm)
     CHECK(slabfeed_config_set(&c, "input_norm",
                               "log(1000),6.5,0.75;0,3.5;0,3.5;0,3.5", err,
@@ -101,6 +113,14 @@ static void compare(const char *path, slabfeed_dtype dt,
     CHECK(memcmp(a.origin, b.origin, 2 * 3 * sizeof *a.origin) == 0 &&
               memcmp(a.symmetry, b.symmetry, 2 * sizeof *a.symmetry) == 0,
           "same samples");
+    if (norm == 2)
+      CHECK(a.input_aug != NULL && b.input_aug != NULL &&
+                b.target_aug != NULL &&
+                memcmp(a.input_aug, b.input_aug, 2 * 2 * 4 * sizeof(float)) ==
+                    0 &&
+                memcmp(a.target_aug, b.target_aug, 2 * 2 * 5 * sizeof(float)) ==
+                    0,
+            "the same augmentation factors on both paths");
     for (int d = 0; d < 2; d++) {
       const slabfeed_tensor *ta = d ? &a.target : &a.input,
                             *tb = d ? &b.target : &b.input;
@@ -123,9 +143,9 @@ static void compare(const char *path, slabfeed_dtype dt,
         "between GPU and CPU",
         dt, lay, halo, mode, norm, (long long)bad);
   if (rank == 0 && norm && bad == 0)
-    printf("gpu.loader: normalised batches (dtype %d, layout %d, mode %d) "
+    printf("gpu.loader: normalised%s batches (dtype %d, layout %d, mode %d) "
            "equal the host path's\n",
-           dt, lay, mode);
+           norm == 2 ? " and augmented" : "", dt, lay, mode);
   /* Every rank its own node and one group: pieces of the other ranks'
    * slabs crossed "nodes" on both paths. */
   slabfeed_stats sc = SLABFEED_STATS_INIT, sg = SLABFEED_STATS_INIT;
@@ -379,7 +399,7 @@ int main(int argc, char **argv)
   cudaStream_t s;
   CUDA_CHECK(cudaSetDevice(rank % gpu_count()));
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  for (int norm = 0; norm < 2; norm++)
+  for (int norm = 0; norm < 3; norm++)
     for (int dt = 0; dt < 3; dt++)
       for (int lay = 0; lay < 2; lay++)
         compare(path, (slabfeed_dtype)dt, (slabfeed_out_layout)lay,

@@ -64,8 +64,9 @@ static void run(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
                 slabfeed_dtype dt, slabfeed_out_layout lay, float *din,
                 void *dout, const float *in, void *want, void *got)
 {
-  run_norm(e0, e1, e2, channels, g, dt, lay, 0, din, dout, in, want, got);
-  run_norm(e0, e1, e2, channels, g, dt, lay, 1, din, dout, in, want, got);
+  /* norm: bit 0 the normalisation, bit 1 the amplitude augmentation */
+  for (int norm = 0; norm < 4; norm++)
+    run_norm(e0, e1, e2, channels, g, dt, lay, norm, din, dout, in, want, got);
 }
 
 static void run_norm(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
@@ -82,7 +83,7 @@ static void run_norm(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
   memcpy(x.groups, gr, sizeof gr);
   x.dtype = dt;
   x.layout = lay;
-  if (norm) {
+  if (norm & 1) {
     slabfeed_norm nm[64];
     for (int k = 0; k < channels; k++)
       nm[k] = norm_of(k, channels);
@@ -91,9 +92,20 @@ static void run_norm(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
   }
   const size_t n = (size_t)sf__xform_elems(&x);
   const size_t out_bytes = n * (dt == SLABFEED_DTYPE_F32 ? 4 : 2);
-  sf__transform_ref(&x, g, in, want);
+  /* Factors and offsets of every kind per source channel: irrational
+   * ones, 1 with -0 (the identity), negative, tiny and huge. */
+  float aug[128];
+  for (int c = 0; c < channels; c++) {
+    static const float m[5] = {1.3571f, 1.0f, -0.71f, 3e-30f, 7e20f};
+    static const float a[5] = {0.37f, -0.0f, -12.5f, 1e-38f, 0.0f};
+    aug[c] = m[c % 5];
+    aug[channels + c] = a[(c + 1) % 5];
+  }
+  sf__transform_aug(&x, g, norm & 2 ? aug : NULL, in, want);
   sf__kparams k;
   sf__kparams_make(&x, g, &k);
+  if (norm & 2)
+    sf__kparams_set_aug(&k, &x, aug);
   CUDA_CHECK(cudaMemcpy(din, in, n * sizeof(float), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemset(dout, 0xff, out_bytes));
   CUDA_CHECK(sf__transform_launch(&k, din, dout, NULL));

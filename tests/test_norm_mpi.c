@@ -23,9 +23,6 @@
 
 static int rank, size;
 
-static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
-                                {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
-
 static uint32_t bits(float v)
 {
   uint32_t u;
@@ -45,29 +42,6 @@ static uint32_t value_at(const slabfeed_tensor *t, int64_t i)
   if (t->dtype == SLABFEED_DTYPE_F32)
     return ((const uint32_t *)t->data)[i];
   return ((const uint16_t *)t->data)[i];
-}
-
-/* The raw value of output channel k at output position i of the crop at o
- * under g (DESIGN formulas), and the channel it comes from. */
-static float raw(const whole *w, const int64_t N[3], const int64_t crop[3],
-                 const int (*groups)[3], int ngroups, int k, const int64_t i[3],
-                 const int64_t o[3], int g, int *src)
-{
-  const int *perm = perms[g % 6];
-  const int f = g / 6;
-  int64_t j[3];
-  for (int a = 0; a < 3; a++)
-    j[perm[a]] = (f >> a & 1) ? crop[perm[a]] - 1 - i[a] : i[a];
-  *src = k;
-  float s = 1.0f;
-  for (int v = 0; v < ngroups; v++)
-    for (int a = 0; a < 3; a++)
-      if (groups[v][a] == k) {
-        *src = groups[v][perm[a]];
-        s = (f >> a & 1) ? -1.0f : 1.0f;
-      }
-  return s * whole_at(w, *src, (o[0] + j[0]) % N[0], (o[1] + j[1]) % N[1],
-                      (o[2] + j[2]) % N[2]);
 }
 
 /* The quiet NaN the library makes (0x7fc00000). */
@@ -188,15 +162,15 @@ static void run_case(const char *path, const int64_t N[3], const whole w[2],
         const int g = b.symmetry[bi];
         int64_t e[3];
         for (int a = 0; a < 3; a++)
-          e[a] = ed[perms[g % 6][a]];
+          e[a] = ed[sym_perms[g % 6][a]];
         for (int k = 0; k < C; k++)
           for (int64_t i0 = 0; i0 < e[0]; i0++)
             for (int64_t i1 = 0; i1 < e[1]; i1++)
               for (int64_t i2 = 0; i2 < e[2]; i2++) {
                 const int64_t i[3] = {i0, i1, i2};
                 int src;
-                const float x =
-                    raw(&w[d], N, ed, d == 0 ? vin : vtg, 1, k, i, o, g, &src);
+                const float x = sym_value(&w[d], N, ed, d == 0 ? vin : vtg, 1,
+                                          k, i, o, g, &src);
                 const slabfeed_norm *n = &norm[src];
                 const float y = normalised(n, x);
                 const int64_t at =

@@ -43,7 +43,7 @@ static const char *other_value(const slabfeed_option *o, char *buf, size_t n)
   case SLABFEED_OPTION_SIZE:
     return "3K";
   case SLABFEED_OPTION_SWITCH:
-    return "1";
+    return strcmp(o->default_value, "1") == 0 ? "0" : "1";
   case SLABFEED_OPTION_CHOICE: {
     const char *last = strrchr(o->choices, '|');
     return last != NULL ? last + 1 : o->choices;
@@ -144,6 +144,7 @@ static void check_range(const slabfeed_option *o)
   INT_FIELD(pad);
   INT_FIELD(pass_symmetry);
   INT_FIELD(target_pad);
+  INT_FIELD(aug_share);
 #undef INT_FIELD
   CHECK(p != NULL, "%s: an integer row this test does not know", o->name);
   if (p == NULL)
@@ -385,9 +386,16 @@ static void check_cli(void)
     slabfeed_config_set(&want, o->name,
                         strcmp(o->name, "path") == 0 ? "f.h5\nsome_name" : v,
                         err, sizeof err);
-    char *argv[] = {"prog", "--file",     "f.h5",    "--input",
-                    "in",   (char *)flag, (char *)v, NULL};
-    const int argc = o->kind == SLABFEED_OPTION_SWITCH ? 6 : 7;
+    /* A switch flag alone sets 1; 0 is given inline (--flag=0). */
+    char inline_flag[96];
+    const int sw = o->kind == SLABFEED_OPTION_SWITCH;
+    snprintf(inline_flag, sizeof inline_flag, "%s=%s", flag, v);
+    char *argv[] = {
+        "prog",    "--file",
+        "f.h5",    "--input",
+        "in",      sw && strcmp(v, "1") != 0 ? inline_flag : (char *)flag,
+        (char *)v, NULL};
+    const int argc = sw ? 6 : 7;
     const cli_app app = {.prog = "prog",
                          .summary = "test",
                          .groups = {{"loader options", t, &got}}};

@@ -56,6 +56,38 @@ static inline float whole_at(const whole *w, int64_t c, int64_t z, int64_t y,
   return w->v[((c * d[1] + z) * d[2] + y) * d[3] + x];
 }
 
+/* The permutations of (0,1,2) in lexicographic order (symmetry id g:
+ * sym_perms[g % 6], axis flips g / 6). */
+static const int sym_perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                    {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+
+/* The value of output channel k at output position i of the crop of edge
+ * crop at origin o (periodic in the box N) under symmetry g, the
+ * conventions written out: j[perm[a]] = flip_a ? c - 1 - i[a] : i[a]; a
+ * vector component k_a takes the component k_perm[a] of its group, its
+ * sign flipped with axis a. The channel read goes to *src. */
+static inline float sym_value(const whole *w, const int64_t N[3],
+                              const int64_t crop[3], const int (*groups)[3],
+                              int ngroups, int k, const int64_t i[3],
+                              const int64_t o[3], int g, int *src)
+{
+  const int *perm = sym_perms[g % 6];
+  const int f = g / 6;
+  int64_t j[3];
+  for (int a = 0; a < 3; a++)
+    j[perm[a]] = (f >> a & 1) ? crop[perm[a]] - 1 - i[a] : i[a];
+  *src = k;
+  float s = 1.0f;
+  for (int v = 0; v < ngroups; v++)
+    for (int a = 0; a < 3; a++)
+      if (groups[v][a] == k) {
+        *src = groups[v][perm[a]];
+        s = (f >> a & 1) ? -1.0f : 1.0f;
+      }
+  return s * whole_at(w, *src, (o[0] + j[0]) % N[0], (o[1] + j[1]) % N[1],
+                      (o[2] + j[2]) % N[2]);
+}
+
 static inline void whole_free(whole *w)
 {
   free(w->v);

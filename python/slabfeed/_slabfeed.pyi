@@ -45,6 +45,8 @@ class Batch:
     symmetry: Tuple[int, ...]
     volume: Tuple[int, ...]
     params: Optional[Tuple[Tuple[float, ...], ...]]
+    input_aug: Optional[Tuple[Tuple[Tuple[float, ...], Tuple[float, ...]], ...]]
+    target_aug: Optional[Tuple[Tuple[Tuple[float, ...], Tuple[float, ...]], ...]]
     count: int
     tile: Optional[Tuple[Tuple[int, ...], ...]]
     device: int
@@ -103,7 +105,13 @@ class Loader:
                  holdout_volumes: Union[str, Sequence[int], None] = ...,
                  # "Omega_m,Header/Redshift" or a list of names
                  params: Union[str, Sequence[str], None] = ...,
-                 params_norm: Union[str, Sequence[Sequence[Any]], None] = ...) -> None: ...
+                 params_norm: Union[str, Sequence[Sequence[Any]], None] = ...,
+                 # one deviation, a list of one per channel, or the text
+                 aug_add: Union[str, float, Sequence[float], None] = ...,
+                 aug_mul: Union[str, float, Sequence[float], None] = ...,
+                 target_aug_add: Union[str, float, Sequence[float], None] = ...,
+                 target_aug_mul: Union[str, float, Sequence[float], None] = ...,
+                 aug_share: Optional[bool] = ...) -> None: ...
     def next(self, stream: Any = ...) -> Batch: ...
     def _time_next(self, n: int, stream: Any = ...) -> float: ...
     def seek(self, epoch: int, step: int) -> None: ...

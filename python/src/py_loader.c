@@ -22,6 +22,8 @@ typedef struct {
   int64_t *meta;    /* copies: [B][3] origins, [B] samples, [B] symmetries */
   int np;           /* parameters per sample */
   float *params;    /* copy: [B][np], NULL at np 0 */
+  int naug[2];      /* channels of input, target with augmentation, or 0 */
+  float *aug[2];    /* copies: [B][2][C] factors and offsets */
   PyObject *input;  /* Tensor, made on first access */
   PyObject *target; /* Tensor or None, made on first access */
 } sfpy_batch;
@@ -54,6 +56,20 @@ static PyObject *batch_new(sfpy_state *st, sfpy_loader *L,
     memcpy(B->meta + 5 * nb, b->tile, sizeof(int64_t) * 9 * (size_t)nb);
   for (int i = 0; i < nb; i++)
     B->meta[14 * nb + i] = b->volume != NULL ? b->volume[i] : 0;
+  const float *aug[2] = {b->input_aug, b->target_aug};
+  const slabfeed_tensor *ts[2] = {&b->input, &b->target};
+  for (int d = 0; d < 2; d++) {
+    const slabfeed_tensor *t = ts[d];
+    B->naug[d] = aug[d] == NULL ? 0 : (int)t->shape[L->ndhwc ? 4 : 1];
+    if (B->naug[d] == 0)
+      continue;
+    const size_t n = (size_t)nb * 2 * (size_t)B->naug[d];
+    if ((B->aug[d] = PyMem_Malloc(sizeof(float) * n)) == NULL) {
+      Py_DECREF(B);
+      return PyErr_NoMemory();
+    }
+    memcpy(B->aug[d], aug[d], sizeof(float) * n);
+  }
   B->np = b->params != NULL ? b->n_params : 0;
   if (B->np > 0) {
     B->params = PyMem_Malloc(sizeof(float) * (size_t)B->np * (size_t)nb);
@@ -80,6 +96,8 @@ static void batch_dealloc(sfpy_batch *self)
   Py_XDECREF(self->loader);
   PyMem_Free(self->meta);
   PyMem_Free(self->params);
+  PyMem_Free(self->aug[0]);
+  PyMem_Free(self->aug[1]);
   freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
   f(self);
   Py_DECREF(tp);
@@ -212,6 +230,33 @@ static PyObject *batch_get_params(sfpy_batch *self, void *c)
   return float_rows(self->params, self->nb, self->np);
 }
 
+/* ((factors), (offsets)) per sample of dataset d, or None. */
+static PyObject *batch_aug(sfpy_batch *self, int d)
+{
+  const int C = self->naug[d];
+  if (C == 0)
+    Py_RETURN_NONE;
+  PyObject *t = PyTuple_New(self->nb);
+  for (int i = 0; t != NULL && i < self->nb; i++) {
+    PyObject *pair = float_rows(self->aug[d] + (size_t)i * 2 * (size_t)C, 2, C);
+    if (pair == NULL || PyTuple_SetItem(t, i, pair) < 0)
+      Py_CLEAR(t);
+  }
+  return t;
+}
+
+static PyObject *batch_get_input_aug(sfpy_batch *self, void *c)
+{
+  (void)c;
+  return batch_aug(self, 0);
+}
+
+static PyObject *batch_get_target_aug(sfpy_batch *self, void *c)
+{
+  (void)c;
+  return batch_aug(self, 1);
+}
+
 static PyObject *batch_get_count(sfpy_batch *self, void *c)
 {
   (void)c;
@@ -285,6 +330,13 @@ static PyGetSetDef batch_getset[] = {
      "volumes: ((p0, p1, ...), ...) as float32 values after params_norm (a "
      "copy); None when no parameters were asked for.",
      NULL},
+    {"input_aug", (getter)batch_get_input_aug, NULL,
+     "Amplitude augmentation of the input per sample: ((m_0, ..., m_C-1), "
+     "(a_0, ..., a_C-1)), the factor and offset of each file channel (a "
+     "copy); None without augmentation.",
+     NULL},
+    {"target_aug", (getter)batch_get_target_aug, NULL,
+     "The same for the target.", NULL},
     {"count", (getter)batch_get_count, NULL,
      "Slots holding real samples: the batch size, or fewer in the last "
      "batch of a tiled pass (the others have sample -1).",
@@ -743,6 +795,7 @@ static int loader_init(sfpy_loader *self, PyObject *args, PyObject *kw)
   self->prefetch = c.prefetch;
   self->batch = c.batch;
   self->has_target = c.target != NULL;
+  self->ndhwc = c.out_layout == SLABFEED_OUT_NDHWC;
   self->last_stream = NULL;
   self->options = options;
   options = NULL;

@@ -326,6 +326,16 @@ static PyObject *to_text(sfpy_state *st, const slabfeed_option *opt,
     PyObject *b = NULL;
     if (PyList_Check(o) || PyTuple_Check(o))
       return list_text(opt, o);
+    /* One number for the deviations of the augmentation (every
+     * channel). */
+    if ((PyLong_Check(o) || PyFloat_Check(o)) && !PyBool_Check(o) &&
+        (strncmp(name, "aug_", 4) == 0 ||
+         strncmp(name, "target_aug_", 11) == 0)) {
+      PyObject *t = PyObject_Str(o);
+      b = t != NULL ? PyUnicode_AsUTF8String(t) : NULL;
+      Py_XDECREF(t);
+      return b;
+    }
     if (PyUnicode_FSConverter(o, &b))
       return b;
     if (PyErr_ExceptionMatches(PyExc_TypeError)) {

@@ -540,6 +540,7 @@ static slabfeed_status produce(sf__backend *g, uint64_t n, sf__err *e)
     for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++) {
       sf__kparams k;
       sf__kparams_make(&p->xf[d], sym, &k);
+      sf__kparams_set_aug(&k, &p->xf[d], sf__batch_aug(p, slot, i, d));
       char *out = (char *)g->slot[slot][d] +
                   (size_t)i * (size_t)sf__batch_sample_bytes(p, d);
       const cudaError_t rc =

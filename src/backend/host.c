@@ -195,9 +195,9 @@ static slabfeed_status host_next(sf__backend *h, void *stream,
     t = now;
     const int32_t g = sf__batch_symmetry(p, slot, i);
     for (int d = 0; d < p->ndsets; d++)
-      sf__transform_ref(&p->xf[d], g, h->staging[d],
-                        (char *)data[d] +
-                            (size_t)i * (size_t)sf__batch_sample_bytes(p, d));
+      sf__transform_aug(
+          &p->xf[d], g, sf__batch_aug(p, slot, i, d), h->staging[d],
+          (char *)data[d] + (size_t)i * (size_t)sf__batch_sample_bytes(p, d));
     now = sf__now();
     delta.t_transform += now - t;
   }

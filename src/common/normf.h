@@ -204,6 +204,14 @@ SF_HD float sf__norm_invert(const slabfeed_norm *n, float y)
   return sf__norm_isnan(x) ? sf__norm_float(SF__NORM_QNAN) : x;
 }
 
+/* sf__aug_apply - the amplitude augmentation of a normalised value:
+ * fma(v, m, a), one rounding; NaN as it is. The identity is m = 1 with
+ * a = -0 (v * 1 + -0 is v for every v, -0 and +0 included). */
+SF_HD float sf__aug_apply(float v, float m, float a)
+{
+  return sf__norm_isnan(v) ? v : SF__FMA(v, m, a);
+}
+
 /* 1 when n is the identity {0, *, 0, 1}: normalising changes no bit. */
 SF_HD int sf__norm_is_identity(const slabfeed_norm *n)
 {

@@ -134,6 +134,60 @@ static slabfeed_status parse_params(sf__config *c, sf__err *e)
   return SLABFEED_OK;
 }
 
+/* The four deviation lists of the amplitude augmentation ("", "S" or
+ * "S0,S1,..."; finite, >= 0) into c->naug and c->aug_sigma. */
+static slabfeed_status parse_aug(sf__config *c, sf__err *e)
+{
+  static const char *const names[4] = {"aug_add", "aug_mul", "target_aug_add",
+                                       "target_aug_mul"};
+  const char *given[4] = {c->pub.aug_add, c->pub.aug_mul, c->pub.target_aug_add,
+                          c->pub.target_aug_mul};
+  c->aug = 0;
+  for (int t = 0; t < 4; t++) {
+    const int d = t / 2, j = t % 2;
+    if (given[t] != NULL && strlen(given[t]) >= SF_LIST_MAX)
+      return sf__fail(e, SLABFEED_ERR_ARG, "config: %s is limited to %d bytes",
+                      names[t], SF_LIST_MAX - 1);
+    snprintf(c->aug_text[t], sizeof c->aug_text[t], "%s",
+             given[t] != NULL ? given[t] : "");
+    c->naug[d][j] = 0;
+    for (const char *p = c->aug_text[t]; *p != '\0';) {
+      char *end;
+      const double v = strtod(p, &end);
+      if (end == p || (*end != ',' && *end != '\0') || !(v >= 0) || v > 1e30)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: %s '%s': entry %d is not a finite standard "
+                        "deviation >= 0 (one number, or one per channel "
+                        "separated by commas)",
+                        names[t], c->aug_text[t], c->naug[d][j]);
+      if (c->naug[d][j] >= SF_MAX_CHANNELS)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: %s has more than %d entries", names[t],
+                        SF_MAX_CHANNELS);
+      c->aug_sigma[d][j][c->naug[d][j]++] = (float)v;
+      c->aug |= v > 0;
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
+  if (c->aug && c->pub.tile > 0)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: amplitude augmentation (aug_add, aug_mul, "
+                    "target_aug_*) is for training crops; a tiled pass (tile "
+                    "%d) takes none",
+                    c->pub.tile);
+  if ((c->naug[1][0] > 0 || c->naug[1][1] > 0) && c->pub.target == NULL)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: target_aug_add/target_aug_mul without a target "
+                    "dataset");
+  return SLABFEED_OK;
+}
+
+float sf__config_aug_sigma(const sf__config *c, int d, int j, int ch)
+{
+  const int n = c->naug[d][j];
+  return n == 0 ? 0.0f : c->aug_sigma[d][j][n == 1 ? 0 : ch];
+}
+
 slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
                                   sf__err *e)
 {
@@ -171,8 +225,12 @@ slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
   snprintf(c->params, sizeof c->params, "%s",
            c->pub.params != NULL ? c->pub.params : "");
   c->pub.params = c->params;
-  if (parse_params(c, e) != SLABFEED_OK)
+  if (parse_params(c, e) != SLABFEED_OK || parse_aug(c, e) != SLABFEED_OK)
     return e->status;
+  c->pub.aug_add = c->aug_text[0];
+  c->pub.aug_mul = c->aug_text[1];
+  c->pub.target_aug_add = c->aug_text[2];
+  c->pub.target_aug_mul = c->aug_text[3];
   c->ndsets = c->pub.target != NULL ? 2 : 1;
   c->rank_per_node = c->pub.rank_per_node;
   if (c->rank_per_node < 0) {
@@ -300,6 +358,9 @@ static uint64_t config_hash(const sf__config *cc)
   h = fnv(h, c->target_norm, sizeof(slabfeed_norm) * (size_t)c->n_target_norm);
   h = fnv(h, cc->params, strlen(cc->params) + 1);
   h = fnv(h, &c->n_params_norm, sizeof c->n_params_norm);
+  for (int t = 0; t < 4; t++)
+    h = fnv(h, cc->aug_text[t], strlen(cc->aug_text[t]) + 1);
+  h = fnv(h, &c->aug_share, sizeof c->aug_share);
   return fnv(h, c->params_norm,
              sizeof(slabfeed_norm) * (size_t)c->n_params_norm);
 }
@@ -430,6 +491,43 @@ static slabfeed_status check_tiles(const sf__config *c, const int64_t shape[3],
   return SLABFEED_OK;
 }
 
+/* Dataset d's augmentation lists against its C channels: one entry or C;
+ * the channels of a vector group take no offset and one factor's
+ * deviation (a scalar times a vector commutes with rotation, an offset
+ * does not). */
+static slabfeed_status check_aug(const sf__config *c, int d, int64_t C,
+                                 int ngroups, const int (*g)[3], sf__err *e)
+{
+  static const char *const names[2][2] = {{"aug_add", "aug_mul"},
+                                          {"target_aug_add", "target_aug_mul"}};
+  for (int j = 0; j < 2; j++) {
+    const int n = c->naug[d][j];
+    if (n > 1 && n != C)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: %s has %d entries but %s dataset '%s' has "
+                      "%lld channels: give one number, or one per channel",
+                      names[d][j], n, d == 0 ? "input" : "target",
+                      sf__config_dataset(c, d), (long long)C);
+  }
+  for (int v = 0; v < ngroups; v++)
+    for (int a = 0; a < 3; a++) {
+      const int k = g[v][a];
+      const float add = sf__config_aug_sigma(c, d, 0, k);
+      const float mul = sf__config_aug_sigma(c, d, 1, k);
+      const float first = sf__config_aug_sigma(c, d, 1, g[v][0]);
+      if (add != 0.0f || mul != first)
+        return sf__fail(
+            e, SLABFEED_ERR_ARG,
+            "config: channel %d of %s vector group %d (%d,%d,%d) has %s; the "
+            "channels of a vector group take no offset and one factor "
+            "(%s 0 on them, %s equal)",
+            k, d == 0 ? "input" : "target", v, g[v][0], g[v][1], g[v][2],
+            add != 0.0f ? "an offset" : "another factor's deviation",
+            names[d][0], names[d][1]);
+    }
+  return SLABFEED_OK;
+}
+
 slabfeed_status sf__config_check_data(const sf__config *c,
                                       const slabfeed_dataset_info info[],
                                       sf__err *e)
@@ -475,12 +573,18 @@ slabfeed_status sf__config_check_data(const sf__config *c,
                   p->input_norm, info[0].channels, p->n_input_vectors,
                   (const int(*)[3])p->input_vectors, e) != SLABFEED_OK)
     return e->status;
-  if (c->ndsets == 2 && check_vectors("target", p->n_target_vectors,
-                                      (const int(*)[3])p->target_vectors,
-                                      info[1].channels, e) == SLABFEED_OK)
-    check_norms("target", "target_norm", c->target, p->n_target_norm,
-                p->target_norm, info[1].channels, p->n_target_vectors,
-                (const int(*)[3])p->target_vectors, e);
+  if (check_aug(c, 0, info[0].channels, p->n_input_vectors,
+                (const int(*)[3])p->input_vectors, e) != SLABFEED_OK)
+    return e->status;
+  if (c->ndsets == 2 &&
+      check_vectors("target", p->n_target_vectors,
+                    (const int(*)[3])p->target_vectors, info[1].channels,
+                    e) == SLABFEED_OK &&
+      check_norms("target", "target_norm", c->target, p->n_target_norm,
+                  p->target_norm, info[1].channels, p->n_target_vectors,
+                  (const int(*)[3])p->target_vectors, e) == SLABFEED_OK)
+    check_aug(c, 1, info[1].channels, p->n_target_vectors,
+              (const int(*)[3])p->target_vectors, e);
   return e->status;
 }
 

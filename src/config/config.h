@@ -21,6 +21,14 @@ typedef struct sf__config {
   char params[SF_LIST_MAX];
   int nparams; /* K: the names of params, parsed */
   char param_name[SLABFEED_MAX_PARAMS][SF_NAME_MAX];
+  /* Amplitude augmentation, parsed: aug_text holds aug_add, aug_mul,
+   * target_aug_add, target_aug_mul; naug[d][j] the entries given for
+   * dataset d (0 input, 1 target) and j (0 add, 1 mul): 0, 1 (every
+   * channel) or one per channel, in aug_sigma[d][j]. */
+  char aug_text[4][SF_LIST_MAX];
+  int naug[2][2];
+  float aug_sigma[2][2][SF_MAX_CHANNELS];
+  int aug;           /* any deviation given */
   int ndsets;        /* 1, or 2 with a target */
   int rank_per_node; /* resolved: the option, else the environment */
   int group_nodes;   /* resolved: the option when not 0, else the
@@ -57,6 +65,10 @@ void sf__config_holdout(const sf__config *c, const int64_t shape[3],
 /* The region of a tiled pass, resolved (the whole box when none). */
 void sf__config_region(const sf__config *c, const int64_t shape[3],
                        int64_t box[6]);
+
+/* The deviation of augmentation j (0 add, 1 mul) of channel c of dataset
+ * d: 0 when none is given. */
+float sf__config_aug_sigma(const sf__config *c, int d, int j, int ch);
 
 /* Name of dataset d (0 input, 1 target). */
 const char *sf__config_dataset(const sf__config *c, int d);

@@ -326,6 +326,48 @@ const sf__option sf__options[] = {
               "params (as input_norm); none when empty"},
      FIELD(params_norm),
      .count_at = offsetof(slabfeed_config, n_params_norm)},
+    {{.name = "aug_add",
+      .flag = "aug-add",
+      .kind = SLABFEED_OPTION_STRING,
+      .default_value = "",
+      .metavar = "S|S0,S1,...",
+      .help = "training: a normal offset of this standard deviation added "
+              "to each input channel after its normalisation, drawn per "
+              "sample (one number, or one per channel); none when empty"},
+     FIELD(aug_add)},
+    {{.name = "aug_mul",
+      .flag = "aug-mul",
+      .kind = SLABFEED_OPTION_STRING,
+      .default_value = "",
+      .metavar = "S|S0,S1,...",
+      .help = "training: each input channel multiplied by a log-normal "
+              "factor exp(S n), n standard normal, drawn per sample (one "
+              "number, or one per channel); none when empty"},
+     FIELD(aug_mul)},
+    {{.name = "target_aug_add",
+      .flag = "target-aug-add",
+      .kind = SLABFEED_OPTION_STRING,
+      .default_value = "",
+      .metavar = "S|S0,S1,...",
+      .help = "training: the normal offsets of the target (as aug_add)"},
+     FIELD(target_aug_add)},
+    {{.name = "target_aug_mul",
+      .flag = "target-aug-mul",
+      .kind = SLABFEED_OPTION_STRING,
+      .default_value = "",
+      .metavar = "S|S0,S1,...",
+      .help = "training: the log-normal factors of the target (as aug_mul)"},
+     FIELD(target_aug_mul)},
+    {{.name = "aug_share",
+      .flag = "aug-share",
+      .kind = SLABFEED_OPTION_SWITCH,
+      .min = 0,
+      .max = 1,
+      .default_value = "1",
+      .metavar = "1|0",
+      .help = "target channel c draws the same normals as input channel c "
+              "(equal deviations give equal factors); 0: draws of its own"},
+     FIELD(aug_share)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);

@@ -1,5 +1,6 @@
 #include "plan/batch.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,6 +157,61 @@ static slabfeed_status init_volumes(sf__batch_plan *b, const sf__config *c,
   return e->status;
 }
 
+/* The deviations of the amplitude augmentation per channel, and the
+ * draws of each channel's normals: channel c of dataset d draws through
+ * its key channel kc (the first of its vector group, else c itself) in
+ * slot kc for the input and for a shared target channel below the input's
+ * channel count, else 64 d + kc; the offset's normal takes draws 16 + 2
+ * slot and 17 + 2 slot, the factor's 272 + 2 slot and 273 + 2 slot. */
+static void init_aug(sf__batch_plan *b, const sf__config *c)
+{
+  const slabfeed_config *p = &c->pub;
+  b->aug = c->aug && p->tile == 0;
+  b->seed = p->seed;
+  for (int d = 0; d < b->ndsets; d++) {
+    const sf__xform *x = &b->xf[d];
+    for (int ch = 0; ch < x->channels; ch++) {
+      int kc = ch;
+      for (int v = 0; v < x->ngroups; v++)
+        for (int a = 0; a < 3; a++)
+          if (x->groups[v][a] == ch)
+            kc = x->groups[v][0];
+      const int slot =
+          d == 1 && p->aug_share && kc < b->xf[0].channels ? kc : 64 * d + kc;
+      for (int j = 0; j < 2; j++) {
+        b->sigma[d][j][ch] = sf__config_aug_sigma(c, d, j, ch);
+        b->aug_draw[d][j][ch] = (uint32_t)(16 + 256 * j + 2 * slot);
+      }
+    }
+  }
+}
+
+/* The factors and offsets of sample k (epoch `epoch`) of dataset d into
+ * f[2][C]: m = exp(sigma_mul n) and a = sigma_add n' rounded to float,
+ * 1 and -0 (the identities) where a deviation is 0. */
+static void draw_aug(const sf__batch_plan *b, int d, uint64_t epoch, uint64_t k,
+                     float *f)
+{
+  const int C = b->xf[d].channels;
+  for (int ch = 0; ch < C; ch++) {
+    const float sa = b->sigma[d][0][ch], sm = b->sigma[d][1][ch];
+    f[ch] = sm > 0 ? (float)exp((double)sm * sf__normal(b->seed, epoch, k,
+                                                        b->aug_draw[d][1][ch]))
+                   : 1.0f;
+    f[C + ch] = sa > 0 ? (float)((double)sa * sf__normal(b->seed, epoch, k,
+                                                         b->aug_draw[d][0][ch]))
+                       : -0.0f;
+  }
+}
+
+const float *sf__batch_aug(const sf__batch_plan *b, int slot, int i, int d)
+{
+  if (!b->aug)
+    return NULL;
+  const size_t k = (size_t)slot * (size_t)b->B + (size_t)i;
+  return b->aug_f[d] + k * 2 * (size_t)b->xf[d].channels;
+}
+
 slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
                                const slabfeed_dataset_info info[],
                                const sf__suite *suite, const sf__store *store,
@@ -184,6 +240,7 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
     /* A pass's target is the tile itself unless asked padded. */
     x->trim = d == 1 && p->tile > 0 && !p->target_pad ? p->pad : 0;
   }
+  init_aug(b, c);
   sf__sampler_init(&b->sampler, info[0].shape, p->seed, p->symmetries);
   if (init_volumes(b, c, e) != SLABFEED_OK)
     return e->status;
@@ -244,6 +301,10 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
   b->origin = malloc(KB * 3 * sizeof *b->origin);
   b->origin_out = malloc(KB * 3 * sizeof *b->origin_out);
   b->volume = malloc(KB * sizeof *b->volume);
+  for (int d = 0; b->aug && d < b->ndsets; d++)
+    if ((b->aug_f[d] = malloc(KB * 2 * (size_t)b->xf[d].channels *
+                              sizeof *b->aug_f[d])) == NULL)
+      return sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the batch plan");
   b->nparams = suite != NULL ? suite->nparam : 0;
   if (b->nparams > 0 &&
       (b->params = malloc(KB * (size_t)b->nparams * sizeof *b->params)) == NULL)
@@ -268,6 +329,8 @@ void sf__batch_free(sf__batch_plan *b)
   free(b->origin_out);
   free(b->volume);
   free(b->params);
+  for (int d = 0; d < SF_MAX_DSETS; d++)
+    free(b->aug_f[d]);
   free(b->sym);
   free(b->sample);
   free(b->tile);
@@ -318,6 +381,8 @@ void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
                       ? sf__suite_of(b->suite, b->origin[3 * k])
                       : 0;
     b->volume[k] = v;
+    for (int d = 0; b->aug && d < b->ndsets; d++)
+      draw_aug(b, d, epoch, g, b->aug_f[d] + k * 2 * (size_t)b->xf[d].channels);
     if (b->nparams > 0)
       memcpy(&b->params[k * (size_t)b->nparams],
              &b->suite->param[(size_t)v * (size_t)b->nparams],
@@ -504,6 +569,11 @@ void sf__batch_describe(const sf__batch_plan *b, int slot, void *const data[],
   out->valid = b->valid[slot];
   out->tile = b->pass ? &b->tile[9 * k] : NULL;
   out->volume = &b->volume[k];
+  out->input_aug =
+      b->aug ? b->aug_f[0] + k * 2 * (size_t)b->xf[0].channels : NULL;
+  out->target_aug = b->aug && b->ndsets > 1
+                        ? b->aug_f[1] + k * 2 * (size_t)b->xf[1].channels
+                        : NULL;
   out->n_params = b->nparams;
   out->params = b->nparams > 0 ? &b->params[k * (size_t)b->nparams] : NULL;
 }

@@ -44,11 +44,16 @@ typedef struct sf__batch_plan {
   int nparams;            /* parameters per sample (suite->nparam) */
   float *params;          /* [K][B][nparams] each sample's volume's; NULL
                              at nparams 0 */
-  int32_t *sym;           /* [K][B] */
-  int64_t *sample;        /* [K][B] global sample index within the epoch (a
-                             pass: the tile, -1 for slots past the last) */
-  int64_t *tile;          /* [K][B][9] a pass: slabfeed_batch.tile; else NULL */
-  int *valid;             /* [K] real samples of each slot */
+  int aug;                /* amplitude augmentation (random crops) */
+  uint64_t seed;          /* of the sample stream */
+  float sigma[SF_MAX_DSETS][2][64];       /* per channel: add, mul deviations */
+  uint32_t aug_draw[SF_MAX_DSETS][2][64]; /* first draw of each normal */
+  float *aug_f[SF_MAX_DSETS]; /* [K][B][2][C]: factor, offset per channel */
+  int32_t *sym;               /* [K][B] */
+  int64_t *sample;            /* [K][B] global sample index within the epoch (a
+                                 pass: the tile, -1 for slots past the last) */
+  int64_t *tile; /* [K][B][9] a pass: slabfeed_batch.tile; else NULL */
+  int *valid;    /* [K] real samples of each slot */
   sf__piece *pieces;
   sf__zrun *zruns;
 } sf__batch_plan;
@@ -97,6 +102,10 @@ int sf__batch_max_zruns(const sf__batch_plan *b);
  * plan's own scratch); returns the count, pieces in b->pieces (valid until
  * the next call). */
 int sf__batch_pieces(sf__batch_plan *b, int slot, int i);
+
+/* The amplitude augmentation of sample i of slot `slot` for dataset d
+ * ([2][C]: factors, then offsets), or NULL without augmentation. */
+const float *sf__batch_aug(const sf__batch_plan *b, int slot, int i, int d);
 
 /* Symmetry id of sample i of slot `slot`. */
 int32_t sf__batch_symmetry(const sf__batch_plan *b, int slot, int i);

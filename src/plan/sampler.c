@@ -1,5 +1,6 @@
 #include "plan/sampler.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,13 @@ uint64_t sf__hash(uint64_t seed, uint64_t epoch, uint64_t k, uint32_t draw)
   uint64_t h = sf__fmix64(seed ^ SF_GOLDEN);
   h = sf__fmix64(h + SF_GOLDEN * (epoch + 1));
   return sf__fmix64(h ^ (SF_MULT * k + draw));
+}
+
+double sf__normal(uint64_t seed, uint64_t epoch, uint64_t k, uint32_t j)
+{
+  const double u1 = (double)((sf__hash(seed, epoch, k, j) >> 11) + 1) * 0x1p-53;
+  const double u2 = (double)(sf__hash(seed, epoch, k, j + 1) >> 11) * 0x1p-53;
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
 void sf__sampler_init(sf__sampler *s, const int64_t shape[3], uint64_t seed,

@@ -30,6 +30,12 @@ static inline uint64_t sf__fmix64(uint64_t h)
 
 uint64_t sf__hash(uint64_t seed, uint64_t epoch, uint64_t k, uint32_t draw);
 
+/* A standard normal variate of sample k of epoch `epoch` from draws j and
+ * j + 1 (Box-Muller in double): sqrt(-2 ln u1) cos(2 pi u2), with
+ * u1 = (hash(j) >> 11 + 1) 2^-53 in (0, 1] and u2 = (hash(j + 1) >> 11)
+ * 2^-53. */
+double sf__normal(uint64_t seed, uint64_t epoch, uint64_t k, uint32_t j);
+
 /* Uniform integer in [0, n) from a 64-bit hash (n >= 1). */
 static inline uint64_t sf__uniform(uint64_t h, uint64_t n)
 {

@@ -59,25 +59,29 @@ static void put_row(const float *src, int64_t step, int neg, int64_t n,
  * separate loop, so that the rows without one are not slowed down). */
 static void put_row_norm(const float *src, int64_t step, int neg, int64_t n,
                          slabfeed_dtype d, void *out, int64_t at,
-                         int64_t ostride, const slabfeed_norm *nm)
+                         int64_t ostride, const slabfeed_norm *nm, float m,
+                         float a)
 {
   const slabfeed_norm v = *nm;
+#define SF_VALUE_(i)                                                           \
+  sf__aug_apply(sf__norm_apply(&v, sf__flip_sign(src[(i)*step], neg)), m, a)
   if (d == SLABFEED_DTYPE_F32) {
     float *o = (float *)out + at;
     for (int64_t i = 0; i < n; i++)
-      o[i * ostride] = sf__norm_apply(&v, sf__flip_sign(src[i * step], neg));
+      o[i * ostride] = SF_VALUE_(i);
   } else if (d == SLABFEED_DTYPE_F16) {
     uint16_t *o = (uint16_t *)out + at;
     for (int64_t i = 0; i < n; i++)
-      o[i * ostride] =
-          sf__f32_to_f16(sf__norm_apply(&v, sf__flip_sign(src[i * step], neg)));
+      o[i * ostride] = sf__f32_to_f16(SF_VALUE_(i));
   } else {
     uint16_t *o = (uint16_t *)out + at;
     for (int64_t i = 0; i < n; i++)
-      o[i * ostride] = sf__f32_to_bf16(
-          sf__norm_apply(&v, sf__flip_sign(src[i * step], neg)));
+      o[i * ostride] = sf__f32_to_bf16(SF_VALUE_(i));
   }
+#undef SF_VALUE_
 }
+
+static const slabfeed_norm identity_norm = {0, 0.0f, 0.0f, 1.0f};
 
 /* out[k][i] = flip(in[src[k]][j(i)]) per the index and channel maps of g,
  * normalised by the entry of channel src[k] when x has normalisations;
@@ -96,6 +100,12 @@ static void index_map(const sf__xform *x, int g, int64_t e[3], int64_t *start,
 
 void sf__transform_ref(const sf__xform *x, int g, const float *in, void *out)
 {
+  sf__transform_aug(x, g, NULL, in, out);
+}
+
+void sf__transform_aug(const sf__xform *x, int g, const float *aug,
+                       const float *in, void *out)
+{
   int64_t e[3], start, step[3];
   index_map(x, g, e, &start, step);
   int src[64];
@@ -112,10 +122,12 @@ void sf__transform_ref(const sf__xform *x, int g, const float *in, void *out)
       for (int64_t i1 = 0; i1 < e[1]; i1++) {
         const int64_t row = start + i0 * step[0] + i1 * step[1];
         const int64_t o = (i0 * e[1] + i1) * e[2];
-        if (x->nnorm > 0)
+        if (x->nnorm > 0 || aug != NULL)
           put_row_norm(chan + row, step[2], sign[k] < 0, e[2], x->dtype, out,
                        ncdhw ? k * vol + o : o * C + k, ncdhw ? 1 : C,
-                       &x->norm[src[k]]);
+                       x->nnorm > 0 ? &x->norm[src[k]] : &identity_norm,
+                       aug != NULL ? aug[src[k]] : 1.0f,
+                       aug != NULL ? aug[C + src[k]] : -0.0f);
         else
           put_row(chan + row, step[2], sign[k] < 0, e[2], x->dtype, out,
                   ncdhw ? k * vol + o : o * C + k, ncdhw ? 1 : C);
@@ -177,7 +189,17 @@ void sf__kparams_make(const sf__xform *x, int g, sf__kparams *k)
   k->r = 3 - k->t1 - 2;
   /* Output channel c is normalised as its source channel. */
   k->nnorm = x->nnorm > 0 ? x->channels : 0;
-  for (int c = 0; c < k->nnorm; c++)
-    k->norm[c] = x->norm[k->src[c]];
+  for (int c = 0; c < 64; c++)
+    k->norm[c] = c < k->nnorm ? x->norm[k->src[c]] : identity_norm;
+  sf__kparams_set_aug(k, x, NULL);
+}
+
+void sf__kparams_set_aug(sf__kparams *k, const sf__xform *x, const float *aug)
+{
+  k->naug = aug != NULL ? x->channels : 0;
+  for (int c = 0; c < 64; c++) {
+    k->mul[c] = c < k->naug ? aug[k->src[c]] : 1.0f;
+    k->add[c] = c < k->naug ? aug[x->channels + k->src[c]] : -0.0f;
+  }
 }
 #endif

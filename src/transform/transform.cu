@@ -26,6 +26,10 @@
 // host reference). On the H200, 128^3 crops of 4 channels, f32: 21.4 us
 // per crop before and after the change, 31.6 us normalised (a log channel
 // and a vector group; the log and the IEEE division make it compute bound).
+// Amplitude augmentation (0.7) takes the same instantiations: after its
+// normalisation a value becomes fma(v, m, a) with the sample's factor and
+// offset of its channel (identities 1 and -0 where there are none, which
+// change no bit), so a loader with either takes the NORM kernels.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -73,6 +77,7 @@ template <> struct Chans<true> {
   int src[64];
   float sign[64];
   slabfeed_norm norm[64];
+  float mul[64], add[64]; // amplitude augmentation (identities when none)
 };
 
 template <bool NORM> Chans<NORM> chans_of(const sf__kparams *k)
@@ -80,8 +85,11 @@ template <bool NORM> Chans<NORM> chans_of(const sf__kparams *k)
   Chans<NORM> c;
   memcpy(c.src, k->src, sizeof c.src);
   memcpy(c.sign, k->sign, sizeof c.sign);
-  if constexpr (NORM)
+  if constexpr (NORM) {
     memcpy(c.norm, k->norm, sizeof c.norm);
+    memcpy(c.mul, k->mul, sizeof c.mul);
+    memcpy(c.add, k->add, sizeof c.add);
+  }
   return c;
 }
 
@@ -147,12 +155,16 @@ __device__ __forceinline__ uint32_t sign_mask(const Chans<NORM> &k, int ch)
   return k.sign[ch] < 0.0f ? 0x80000000u : 0u;
 }
 
-// The normalisation of the kPer values of a thread (NORM only).
-__device__ __forceinline__ void normalise(const slabfeed_norm &n, float v[kPer])
+// The normalisation and amplitude augmentation of the kPer values of a
+// thread (NORM only).
+__device__ __forceinline__ void normalise(const Chans<true> &k, int ch,
+                                          float v[kPer])
 {
+  const slabfeed_norm n = k.norm[ch];
+  const float m = k.mul[ch], a = k.add[ch];
 #pragma unroll
   for (int j = 0; j < kPer; j++)
-    v[j] = sf__norm_apply(&n, v[j]);
+    v[j] = sf__aug_apply(sf__norm_apply(&n, v[j]), m, a);
 }
 
 template <int DTYPE, bool NORM>
@@ -176,7 +188,7 @@ __global__ void __launch_bounds__(kTile *kRows,
     load_tile(g, in, k.src[ch] * g.vol + g.start + ir * g.sr, i1base, i2base,
               sign, v);
     if constexpr (NORM)
-      normalise(k.norm[ch], v);
+      normalise(k, ch, v);
 #pragma unroll
     for (int j = 0; j < kPer; j++)
       tile[load_b(g, j)][load_a(g, j)] = v[j];
@@ -223,7 +235,7 @@ __global__ void __launch_bounds__(kTile *kRows, kMinBlocksCl)
         load_tile(g, in, k.src[ch] * g.vol + g.start + ir * g.sr, i1base,
                   i2base, sign_mask(k, ch), v);
         if constexpr (NORM)
-          normalise(k.norm[ch], v);
+          normalise(k, ch, v);
 #pragma unroll
         for (int j = 0; j < kPer; j++)
           tile[load_a(g, j) * kPitch + load_b(g, j) * KC + kk] =
@@ -335,7 +347,7 @@ extern "C" cudaError_t sf__transform_launch(const sf__kparams *k,
                                             const float *in, void *out,
                                             cudaStream_t s)
 {
-  if (k->nnorm > 0)
+  if (k->nnorm > 0 || k->naug > 0)
     switch (k->dtype) {
     case 0:
       return launch<0, true>(k, in, out, s);

@@ -42,10 +42,23 @@ void sf__xform_set_norm(sf__xform *x, int n, const slabfeed_norm *norm);
  * only when x->nnorm > 0. */
 void sf__transform_ref(const sf__xform *x, int g, const float *in, void *out);
 
+/* sf__transform_ref with the amplitude augmentation of one sample (0.7):
+ * aug NULL (none) or [2][x->channels], aug[c] the factor m and
+ * aug[channels + c] the offset a of the staged crop's channel c; output
+ * channel k becomes sf__aug_apply(v, m, a) of its source channel src[k],
+ * after the normalisation (common/normf.h). */
+void sf__transform_aug(const sf__xform *x, int g, const float *aug,
+                       const float *in, void *out);
+
 #ifdef SF_HAVE_CUDA
 struct sf__kparams;
-/* Launch parameters of the CUDA kernel for symmetry g (transform_gpu.h). */
+/* Launch parameters of the CUDA kernel for symmetry g (transform_gpu.h),
+ * without augmentation. */
 void sf__kparams_make(const sf__xform *x, int g, struct sf__kparams *k);
+/* Sets the augmentation of k (made by sf__kparams_make for x) to aug (as
+ * sf__transform_aug; NULL: none). */
+void sf__kparams_set_aug(struct sf__kparams *k, const sf__xform *x,
+                         const float *aug);
 #endif
 
 #endif

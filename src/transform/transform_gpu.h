@@ -43,6 +43,13 @@ typedef struct sf__kparams {
    * c (that of its source channel src[c]), applied after the sign. */
   int nnorm;
   slabfeed_norm norm[64];
+  /* Amplitude augmentation (0.7): naug 0 for none, else `channels`: output
+   * channel c becomes fma(v, mul[c], add[c]) after its normalisation (those
+   * of its source channel). The kernels with normalisation apply both;
+   * norm holds identities where nnorm is 0, mul 1 and add -0 where naug
+   * is 0, so either alone takes the same path. */
+  int naug;
+  float mul[64], add[64];
 } sf__kparams;
 
 /* Enqueues the transform of one staged crop `in` (device, [C][e..] floats
