@@ -232,7 +232,10 @@ typedef struct slabfeed_config {
    * `symmetries` and `steps_per_epoch` are then not used (an epoch is one
    * pass). docs/CONVENTIONS.md has the tile grid. */
   int tile;     /* T: 0 (default) random training crops */
-  int pad;      /* P: context voxels on every side; default 0 */
+  int pad;      /* P: context voxels on every side; default 0. From 0.7
+                   also for random crops: the input crop is crop + 2P at
+                   slabfeed_batch.origin, the target the crop itself at
+                   origin + P (concentric; target_pad 1: padded too) */
   int n_region; /* 0 or 1 */
   int64_t region[1][6];
   int pass_symmetry; /* symmetry id of every tile, 0..47; default 0 */
@@ -248,7 +251,8 @@ typedef struct slabfeed_config {
   int n_target_norm;
   slabfeed_norm target_norm[SLABFEED_MAX_CHANNELS];
   /* Added in 0.5: the target crop of a tiled pass is the tile itself, edge
-   * T (0, the default), or padded like the input, edge T + 2 pad (1). */
+   * T (0, the default), or padded like the input, edge T + 2 pad (1); from
+   * 0.7 likewise for random crops with a pad (crop, or crop + 2 pad). */
   int target_pad;
   /* Added in 0.6: datasets of several volumes. `path` may then name many
    * files: entries separated by newlines, each a path, a glob pattern or

@@ -4,6 +4,7 @@
  * augmentation: the same factors, the same bits): log channels
  * whose NaN and -inf come out alike, vector groups of one scale), on 1 and
  * 2 ranks, also with one rank per "node" (MPI_Get into pinned staging),
+ * training pads (the target core cut out of each piece on both paths),
  * also for crops as large as the box on some axes (staged as one source
  * box and rearranged on the device). Then
  * 200 steps on a training stream: the counters of the CUDA layer show no
@@ -43,7 +44,7 @@ static int open_pair(slabfeed_config *c, slabfeed_loader **cpu,
 
 /* What compare() runs: random crops, random crops with a hold-out, or a
  * tiled pass (workflow options; the same plan feeds both back ends). */
-enum { RANDOM = 0, HOLDOUT = 1, PASS = 2 };
+enum { RANDOM = 0, HOLDOUT = 1, PASS = 2, PADS = 3 };
 
 static void compare(const char *path, slabfeed_dtype dt,
                     slabfeed_out_layout lay, int halo, cudaStream_t s,
@@ -77,6 +78,10 @@ static void compare(const char *path, slabfeed_dtype dt,
     CHECK(slabfeed_config_set(&c, "holdout", "42,0,0,6,0,0;5,3,30,7,9,12", err,
                               sizeof err) == SLABFEED_OK,
           "holdout: %s", err);
+  if (mode == PADS) { /* input crops of 20, target cores of 14 */
+    c.crop[0] = c.crop[1] = c.crop[2] = 14;
+    c.pad = 3;
+  }
   if (mode == PASS) {
     c.tile = 12; /* crops of 20 */
     c.pad = 4;
@@ -406,6 +411,10 @@ int main(int argc, char **argv)
                 dt == 1 ? 3 : 0, s, expect_thread, expect_remote, RANDOM, norm);
   compare(path, SLABFEED_DTYPE_BF16, SLABFEED_OUT_NDHWC, 0, s, expect_thread,
           expect_remote, HOLDOUT, 0);
+  compare(path, SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW, 0, s, expect_thread,
+          expect_remote, PADS, 2);
+  compare(path, SLABFEED_DTYPE_BF16, SLABFEED_OUT_NDHWC, 0, s, expect_thread,
+          expect_remote, PADS, 0);
   compare(path, SLABFEED_DTYPE_F16, SLABFEED_OUT_NCDHW, 0, s, expect_thread,
           expect_remote, PASS, 0);
   compare(path, SLABFEED_DTYPE_F32, SLABFEED_OUT_NDHWC, 0, s, expect_thread,

@@ -464,7 +464,7 @@ static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
   SF_RANGE_PUSH("h2d");
   const double t0 = sf__now();
   int64_t lo[3];
-  if (g->draw[st][0] != NULL && one_box(s, p, n, lo)) {
+  if (g->draw[st][0] != NULL && !p->sub[1] && one_box(s, p, n, lo)) {
     stage_box(g, n, lo, st, delta, e);
     delta->t_h2d += sf__now() - t0;
     SF_RANGE_POP();
@@ -476,11 +476,22 @@ static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
     for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++) {
       const float *landed =
           src->fetched ? land + sf__fetch_map_at(&g->map, s, d, pc) : NULL;
-      sf__view v;
-      src->view(s, d, pc, landed, &v);
-      for (int64_t c = 0; c < s->channels[d] && e->status == SLABFEED_OK; c++)
-        copy_piece(&v, c, pc, p->crop, g->dstage[st][d], g->copy, e);
-      sf__source_account(src, s, d, pc, delta);
+      /* The part of the piece this dataset takes (a target core: its box
+       * inside the crop), read through the whole piece's view: only its
+       * bytes cross the link. */
+      sf__piece part;
+      int64_t skip[3];
+      const int takes = sf__batch_piece_of(p, d, pc, &part, skip);
+      if (takes) {
+        sf__view v;
+        src->view(s, d, pc, landed, &v);
+        for (int a = 0; a < 3; a++)
+          v.at[a] += skip[a];
+        for (int64_t c = 0; c < s->channels[d] && e->status == SLABFEED_OK; c++)
+          copy_piece(&v, c, &part, p->xf[d].ext, g->dstage[st][d], g->copy, e);
+      }
+      if (src->fetched || takes)
+        sf__source_account(src, s, d, src->fetched ? pc : &part, delta);
     }
   }
   if (e->status == SLABFEED_OK &&

@@ -208,6 +208,20 @@ slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
         (int64_t)c->pub.tile + 2 * (int64_t)c->pub.pad;
   if (check_options(&c->pub, e) != SLABFEED_OK)
     return e->status;
+  /* Random crops with a pad: the input crop is the crop asked for (the
+   * core) with P voxels of context on every side; the target is the core
+   * unless padded too (target_pad). */
+  memcpy(c->core, c->pub.crop, sizeof c->core);
+  if (c->pub.tile == 0 && c->pub.pad > 0) {
+    for (int a = 0; a < 3; a++)
+      if (c->pub.crop[a] + 2 * (int64_t)c->pub.pad > INT32_MAX)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: crop %lld + 2 x pad %d is above 2^31",
+                        (long long)c->pub.crop[a], c->pub.pad);
+    for (int a = 0; a < 3; a++)
+      c->pub.crop[a] += 2 * (int64_t)c->pub.pad;
+    c->target_core = c->pub.target != NULL && !c->pub.target_pad;
+  }
   snprintf(c->path, sizeof c->path, "%s", c->pub.path);
   snprintf(c->input, sizeof c->input, "%s", c->pub.input);
   c->pub.path = c->path;
@@ -554,6 +568,15 @@ slabfeed_status sf__config_check_data(const sf__config *c,
     return e->status;
   if (p->tile > 0 && check_tiles(c, info[0].shape, e) != SLABFEED_OK)
     return e->status;
+  for (int a = 0; a < 3; a++)
+    if (p->tile == 0 && p->pad > 0 && p->crop[a] > info[0].shape[a])
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: crop %lld + 2 x pad %d = %lld (the input crop) "
+                      "is larger than the box's %lld voxels on axis %c of "
+                      "'%s' in '%s'",
+                      (long long)c->core[a], p->pad, (long long)p->crop[a],
+                      (long long)info[0].shape[a], axis_name[a], c->input,
+                      c->path);
   for (int a = 0; a < 3; a++)
     if (p->crop[a] > info[0].shape[a])
       return sf__fail(e, SLABFEED_ERR_ARG,

@@ -28,7 +28,13 @@ typedef struct sf__config {
   char aug_text[4][SF_LIST_MAX];
   int naug[2][2];
   float aug_sigma[2][2][SF_MAX_CHANNELS];
-  int aug;           /* any deviation given */
+  int aug; /* any deviation given */
+  /* Training pads (0.7): random crops with pad P > 0 gather the input crop
+   * of edge crop + 2P (pub.crop holds it, as for a tiled pass) and, unless
+   * target_pad, the target's core of edge `core` (the crop asked for) at
+   * offset P inside it. */
+  int64_t core[3];
+  int target_core;   /* the target is the core (random crops, pad, target) */
   int ndsets;        /* 1, or 2 with a target */
   int rank_per_node; /* resolved: the option, else the environment */
   int group_nodes;   /* resolved: the option when not 0, else the

@@ -235,8 +235,10 @@ const sf__option sf__options[] = {
       .max = INT32_MAX,
       .default_value = "0",
       .metavar = "P",
-      .help = "tiled pass: context voxels on every side of a tile's input "
-              "crop (periodic)"},
+      .help = "context voxels on every side of the input crop (periodic): "
+              "a tiled pass's input crop is T + 2 pad; random crops' input "
+              "crop is crop + 2 pad and their target the crop, concentric "
+              "(valid convolutions)"},
      FIELD(pad)},
     {{.name = "region",
       .flag = "region",
@@ -286,8 +288,8 @@ const sf__option sf__options[] = {
       .max = 1,
       .default_value = "0",
       .metavar = "1|0",
-      .help = "tiled pass: the target crop padded like the input (edge T + 2 "
-              "pad) instead of the tile itself (edge T)"},
+      .help = "the target crop padded like the input (edge T + 2 pad, or crop "
+              "+ 2 pad) instead of the tile or the crop itself"},
      FIELD(target_pad)},
     {{.name = "volume_weights",
       .flag = "volume-weights",

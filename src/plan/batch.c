@@ -239,6 +239,13 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
     x->layout = p->out_layout;
     /* A pass's target is the tile itself unless asked padded. */
     x->trim = d == 1 && p->tile > 0 && !p->target_pad ? p->pad : 0;
+    /* Training pads: the target gathers its core only. */
+    b->sub[d] = d == 1 && c->target_core;
+    if (b->sub[d]) {
+      memcpy(x->ext, c->core, sizeof x->ext);
+      for (int a = 0; a < 3; a++)
+        b->sub_lo[d][a] = p->pad;
+    }
   }
   init_aug(b, c);
   sf__sampler_init(&b->sampler, info[0].shape, p->seed, p->symmetries);
@@ -282,8 +289,9 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
       if (!many || suite->z0[v + 1] > suite->z0[v])
         box += (double)n[0] * (double)n[1] * (double)n[2];
     }
-    const double per_step = (double)p->crop[0] * (double)p->crop[1] *
-                            (double)p->crop[2] * b->size * b->B;
+    /* Crops of the core (the crop asked for, without its pad). */
+    const double per_step = (double)c->core[0] * (double)c->core[1] *
+                            (double)c->core[2] * b->size * b->B;
     const double s = box / per_step;
     b->steps_per_epoch = s < 1.0 ? 1 : (uint64_t)(s + 0.999999);
   }
@@ -500,6 +508,17 @@ int sf__batch_pieces(sf__batch_plan *b, int slot, int i)
 {
   const int64_t *origin = &b->origin[3 * ((size_t)slot * (size_t)b->B + i)];
   return sf__batch_split(b, b->rank, origin, b->pieces, b->zruns);
+}
+
+int sf__batch_piece_of(const sf__batch_plan *b, int d, const sf__piece *p,
+                       sf__piece *out, int64_t skip[3])
+{
+  if (!b->sub[d]) {
+    *out = *p;
+    skip[0] = skip[1] = skip[2] = 0;
+    return 1;
+  }
+  return sf__piece_clip(p, b->sub_lo[d], b->xf[d].ext, out, skip);
 }
 
 int32_t sf__batch_symmetry(const sf__batch_plan *b, int slot, int i)

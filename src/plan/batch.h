@@ -35,6 +35,10 @@ typedef struct sf__batch_plan {
   int32_t pass_symmetry;
   int remote_get; /* remote pieces by MPI_Rget (else holders send) */
   sf__xform xf[SF_MAX_DSETS];
+  /* Dataset d gathers the box [sub_lo, sub_lo + xf[d].ext) of the crop
+   * (sub[d] 1: the target core of training pads) instead of all of it. */
+  int sub[SF_MAX_DSETS];
+  int64_t sub_lo[SF_MAX_DSETS][3];
   const sf__suite *suite; /* the volumes (the loader's); NULL or n == 1:
                              one volume */
   int64_t *origin;        /* [K][B][3] in the stacked box */
@@ -106,6 +110,12 @@ int sf__batch_pieces(sf__batch_plan *b, int slot, int i);
 /* The amplitude augmentation of sample i of slot `slot` for dataset d
  * ([2][C]: factors, then offsets), or NULL without augmentation. */
 const float *sf__batch_aug(const sf__batch_plan *b, int slot, int i, int d);
+
+/* The part of piece p that dataset d gathers (its sub-box of the crop,
+ * or all of p) into *out, with the planes, rows and columns of p before it
+ * in skip[] (to add to a view's at[]); 0 when d takes nothing of p. */
+int sf__batch_piece_of(const sf__batch_plan *b, int d, const sf__piece *p,
+                       sf__piece *out, int64_t skip[3]);
 
 /* Symmetry id of sample i of slot `slot`. */
 int32_t sf__batch_symmetry(const sf__batch_plan *b, int slot, int i);

@@ -96,9 +96,12 @@ int64_t sf__fetch_map_at(sf__fetch_map *m, const sf__store *s, int d,
 
 size_t sf__fetch_slot_bytes(const sf__batch_plan *b)
 {
+  /* Remote pieces land whole (a target core is cut out of them after):
+   * every dataset's channels over the whole crop. */
+  const size_t vol = (size_t)(b->crop[0] * b->crop[1] * b->crop[2]);
   size_t n = 0;
   for (int d = 0; d < b->ndsets; d++)
-    n += (size_t)b->B * (size_t)sf__batch_stage_elems(b, d) * sizeof(float);
+    n += (size_t)b->B * (size_t)b->xf[d].channels * vol * sizeof(float);
   return n;
 }
 

@@ -43,6 +43,32 @@ static inline const float *sf__view_row(const sf__view *v, int64_t c, int64_t k,
          ((v->at[0] + k) * v->rows + v->at[1] + j) * v->cols + v->at[2];
 }
 
+/* The part of piece p inside the box [lo, lo + ext) of the crop, in the
+ * coordinates of that box (0.7: a target crop inside the input's): *out
+ * with its offset d relative to lo and its extents cut, and into skip[]
+ * the planes, rows and columns of p before it (add them to a view's at[]
+ * to read it). Returns 0 when nothing of p lies in the box. */
+static inline int sf__piece_clip(const sf__piece *p, const int64_t lo[3],
+                                 const int64_t ext[3], sf__piece *out,
+                                 int64_t skip[3])
+{
+  *out = *p;
+  for (int a = 0; a < 3; a++) {
+    const int64_t b = p->d[a] > lo[a] ? p->d[a] : lo[a];
+    const int64_t e =
+        p->d[a] + p->n[a] < lo[a] + ext[a] ? p->d[a] + p->n[a] : lo[a] + ext[a];
+    if (e <= b)
+      return 0;
+    skip[a] = b - p->d[a];
+    out->n[a] = e - b;
+    out->d[a] = b - lo[a];
+  }
+  out->q += skip[0];
+  out->y += skip[1];
+  out->x += skip[2];
+  return 1;
+}
+
 /* Floats of dataset d of piece p: C * n0 * n1 * n2. */
 int64_t sf__gather_elems(const sf__store *s, int d, const sf__piece *p);
 
