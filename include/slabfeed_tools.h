@@ -42,13 +42,17 @@ typedef struct slabfeed_dataset_info {
   int type_bits;               /* 16, 32 or 64 */
   int chunked;                 /* 1: chunked storage, chunk dims in chunk[] */
   int64_t chunk[4];
+  /* Added in 0.7: */
+  int ndim; /* 4, or 3 for a scalar field (Z,Y,X): then dims is
+               (Z,Y,X,1), chunk likewise, channels 1, layout CL */
 } slabfeed_dataset_info;
 
 #define SLABFEED_DATASET_INFO_INIT SLABFEED_SIZED_INIT(slabfeed_dataset_info)
 
 /* slabfeed_describe - opens path (serial HDF5), checks that `dataset` is a
- * rank-4 floating-point dataset and resolves its layout into *out (whose
- * .size the caller has set).
+ * floating-point dataset of rank 4 (C,Z,Y,X or Z,Y,X,C) or 3 (Z,Y,X: one
+ * channel) and resolves its layout into *out (whose .size the caller has
+ * set).
  * Collective no: any rank may call it alone. Threads: HDF5 is not thread
  *   safe unless built so; call from one thread. Device none.
  * Failure: a status, errbuf (when not NULL) names the problem; *out is

@@ -81,12 +81,14 @@ int main(int argc, char **argv)
   expect_fail("missing dataset", &b, SLABFEED_ERR_FORMAT, "'Density'");
 
   snprintf(path, sizeof path, "bad_np%d_rank.h5", size);
-  const hsize_t d3[3] = {8, 8, 8};
-  write_raw(path, "Nbody", 3, H5T_IEEE_F32LE, d3, NULL, NULL);
+  const hsize_t d2[2] = {64, 8};
+  write_raw(path, "Nbody", 2, H5T_IEEE_F32LE, d2, NULL, NULL);
   b = c;
   b.path = path;
   b.target = NULL;
-  expect_fail("wrong rank", &b, SLABFEED_ERR_FORMAT, "rank 3");
+  expect_fail("wrong rank", &b, SLABFEED_ERR_FORMAT,
+              "has rank 2; expected rank 4, (C,Z,Y,X) or (Z,Y,X,C), or rank "
+              "3, (Z,Y,X)");
 
   snprintf(path, sizeof path, "bad_np%d_int.h5", size);
   const hsize_t d4[4] = {4, 8, 8, 8};

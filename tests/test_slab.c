@@ -44,7 +44,7 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
             SLABFEED_OK,
         "store: %s", e.msg);
   for (int k = 0; k < 2 && e.status == SLABFEED_OK; k++)
-    sf__slab_read(&s, k, d[k], path, names[k], &info[k], 0, info[k].shape[0],
+    sf__slab_read(&s, k, 0, d[k], path, names[k], &info[k], 0, info[k].shape[0],
                   &e);
   CHECK(sf__agree(MPI_COMM_WORLD, &e) == SLABFEED_OK, "read: %s", e.msg);
   if (e.status == SLABFEED_OK)

@@ -70,8 +70,10 @@ class Loader:
                  # paths, glob patterns and "@manifest" files
                  path: Union[str, bytes, os.PathLike[str],
                              Sequence[Union[str, bytes, os.PathLike[str]]]],
-                 input: Union[str, bytes, os.PathLike[str]],
-                 target: Union[str, bytes, os.PathLike[str], None] = ...,
+                 # a dataset, or fields: "density,velocity@/d/vel_*.h5"
+                 # or a list of them
+                 input: Union[str, bytes, os.PathLike[str], Sequence[str]],
+                 target: Union[str, bytes, os.PathLike[str], Sequence[str], None] = ...,
                  layout: Optional[str] = ...,
                  crop: Union[int, Sequence[int], None] = ...,
                  batch: Optional[int] = ...,

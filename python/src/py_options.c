@@ -262,13 +262,16 @@ done:
 
 /* A list or tuple given for a string option: for path, the volumes of a
  * dataset (each a path, a pattern or "@manifest"), one per line; for
- * params, the names joined with commas; for volume_weights and
+ * params, input and target, the names (fields) joined with commas; for
+ * volume_weights and
  * holdout_volumes, the numbers joined with commas. A new bytes object, or
  * NULL with an exception. */
 static PyObject *list_text(const slabfeed_option *opt, PyObject *o)
 {
   const int paths = strcmp(opt->name, "path") == 0;
-  const int names = strcmp(opt->name, "params") == 0;
+  const int names = strcmp(opt->name, "params") == 0 ||
+                    strcmp(opt->name, "input") == 0 ||
+                    strcmp(opt->name, "target") == 0;
   const Py_ssize_t n = PySequence_Size(o);
   if (n == 0) {
     PyErr_Format(PyExc_ValueError, "slabfeed: %s is an empty list", opt->name);
@@ -289,7 +292,8 @@ static PyObject *list_text(const slabfeed_option *opt, PyObject *o)
     } else if (names) {
       if (!PyUnicode_Check(x))
         PyErr_Format(PyExc_TypeError,
-                     "slabfeed: params entries must be names (str), not %R", x);
+                     "slabfeed: %s entries must be names (str), not %R",
+                     opt->name, x);
       else
         b = PyUnicode_AsUTF8String(x);
     } else if (!PyLong_Check(x) && !PyFloat_Check(x)) {

@@ -89,3 +89,29 @@ def test_refused_on_every_rank(suite, spec, needle):
         slabfeed.Loader(COMM, path=spec(paths, man), input="Nbody", crop=6)
     assert needle in str(err.value)
     assert COMM.allreduce(1) == COMM.size  # every rank got here
+
+
+def test_fields_list(suite):
+    """input as a list of fields (the generated files' two datasets):
+    9 channels, each crop the reader's crop of the same list."""
+    paths, _ = suite
+    with slabfeed.Loader(COMM, path=paths, input=["Nbody", "Hydro"], crop=6,
+                         batch=2, seed=5, input_vectors=[(1, 2, 3), (5, 6, 7)]) as loader:
+        readers = [Reader(p) for p in paths]
+        try:
+            for _ in range(10):
+                b = loader.next()
+                x = np.from_dlpack(b.input)
+                assert x.shape[1] == 9
+                for i, (v, o, g) in enumerate(zip(b.volume, b.origin, b.symmetry)):
+                    # each dataset on its own, its vector group in its
+                    # own channels, concatenated here
+                    want = np.concatenate([
+                        readers[v].crop("Nbody", o, 6, symmetry=g, vectors=[(1, 2, 3)]),
+                        readers[v].crop("Hydro", o, 6, symmetry=g, vectors=[(1, 2, 3)])])
+                    assert np.array_equal(x[i].view(np.uint32), want.view(np.uint32))
+        finally:
+            for r in readers:
+                r.close()
+    with pytest.raises(TypeError, match="input entries must be names"):
+        slabfeed.Loader(COMM, path=paths, input=["Nbody", 3])

@@ -43,11 +43,11 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
   if (c->params != NULL && strlen(c->params) >= SF_LIST_MAX)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: params is limited to %d bytes", SF_LIST_MAX - 1);
-  if (strlen(c->input) >= SF_NAME_MAX ||
-      (c->target != NULL && strlen(c->target) >= SF_NAME_MAX))
+  if (strlen(c->input) >= SF_LIST_MAX ||
+      (c->target != NULL && strlen(c->target) >= SF_LIST_MAX))
     return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: dataset names are limited to %d bytes",
-                    SF_NAME_MAX - 1);
+                    "config: input and target are limited to %d bytes",
+                    SF_LIST_MAX - 1);
   if (c->symmetries != SLABFEED_SYM_NONE &&
       (c->crop[0] != c->crop[1] || c->crop[0] != c->crop[2]))
     return sf__fail(e, SLABFEED_ERR_ARG,
@@ -74,6 +74,49 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
                     "config: holdout and locality together are not supported "
                     "(locality draws each rank's origins in its node's "
                     "z-range; a hold-out would make those ranges unequal)");
+  return SLABFEED_OK;
+}
+
+/* The fields of dataset d ("NAME" or "NAME@FILES", separated by commas;
+ * blanks around an entry are dropped) into c->field[d]. */
+static slabfeed_status parse_fields(sf__config *c, int d, sf__err *e)
+{
+  const char *what = d == 0 ? "input" : "target";
+  const char *p = d == 0 ? c->input : c->target;
+  c->nfields[d] = 0;
+  for (int k = 0;; k++) {
+    const size_t len = strcspn(p, ",");
+    size_t a = 0, b = len;
+    while (a < b && (p[a] == ' ' || p[a] == '\t'))
+      a++;
+    while (b > a && (p[b - 1] == ' ' || p[b - 1] == '\t'))
+      b--;
+    if (k >= SF_MAX_FIELDS)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: %s '%s' names more than %d fields", what,
+                      d == 0 ? c->input : c->target, SF_MAX_FIELDS);
+    const char *at = memchr(p + a, '@', b - a);
+    const size_t nlen = at != NULL ? (size_t)(at - (p + a)) : b - a;
+    if (nlen == 0 || (at != NULL && at + 1 == p + b))
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: %s '%s': field %d is empty (fields: DATASET or "
+                      "DATASET@FILES, separated by commas)",
+                      what, d == 0 ? c->input : c->target, k);
+    if (nlen >= SF_NAME_MAX)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: %s: a dataset name is limited to %d bytes", what,
+                      SF_NAME_MAX - 1);
+    sf__field *f = &c->field[d][k];
+    memcpy(f->name, p + a, nlen);
+    f->name[nlen] = '\0';
+    const size_t slen = at != NULL ? (size_t)(p + b - (at + 1)) : 0;
+    memcpy(f->spec, at != NULL ? at + 1 : "", slen);
+    f->spec[slen] = '\0';
+    c->nfields[d] = k + 1;
+    if (p[len] == '\0')
+      break;
+    p += len + 1;
+  }
   return SLABFEED_OK;
 }
 
@@ -246,6 +289,9 @@ slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
   c->pub.target_aug_add = c->aug_text[2];
   c->pub.target_aug_mul = c->aug_text[3];
   c->ndsets = c->pub.target != NULL ? 2 : 1;
+  for (int d = 0; d < c->ndsets; d++)
+    if (parse_fields(c, d, e) != SLABFEED_OK)
+      return e->status;
   c->rank_per_node = c->pub.rank_per_node;
   if (c->rank_per_node < 0) {
     /* The environment takes the option's own text form (1/0, yes/no,

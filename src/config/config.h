@@ -13,10 +13,24 @@
 #define SF_NAME_MAX 256
 #define SF_MAX_CHANNELS 64
 
+#define SF_MAX_FIELDS 16 /* fields (datasets) of the input or the target */
+
+/* One field of the input or the target (0.7): a dataset of the volume's
+ * own file, or of files of its own (spec: a path spec as `path`, one file
+ * per volume in the same order). */
+typedef struct sf__field {
+  char name[SF_NAME_MAX]; /* the dataset */
+  char spec[SF_LIST_MAX]; /* its files; "" the volume's own */
+} sf__field;
+
 /* The options of one loader, owned by it. */
 typedef struct sf__config {
   slabfeed_config pub; /* this library's full struct; strings point below */
-  char path[SF_PATH_MAX], input[SF_NAME_MAX], target[SF_NAME_MAX];
+  char path[SF_PATH_MAX], input[SF_LIST_MAX], target[SF_LIST_MAX];
+  /* input and target as lists of fields, their channels concatenated in
+   * order: "density,velocity", "velocity@/data/vel_*.h5" */
+  int nfields[2];
+  sf__field field[2][SF_MAX_FIELDS];
   char weights[SF_LIST_MAX], holdout_volumes[SF_LIST_MAX];
   char params[SF_LIST_MAX];
   int nparams; /* K: the names of params, parsed */

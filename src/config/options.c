@@ -40,7 +40,10 @@ const sf__option sf__options[] = {
       .kind = SLABFEED_OPTION_STRING,
       .default_value = "",
       .metavar = "NAME",
-      .help = "input dataset",
+      .help = "input dataset; or fields, their channels concatenated: "
+              "datasets of the volume's file (3-D scalar or 4-D) or "
+              "DATASET@FILES of files of their own (one per volume, a path, "
+              "pattern or @manifest), separated by commas",
       .flags = SLABFEED_OPTION_REQUIRED},
      FIELD(input)},
     {{.name = "target",
@@ -48,7 +51,7 @@ const sf__option sf__options[] = {
       .kind = SLABFEED_OPTION_STRING,
       .default_value = "",
       .metavar = "NAME",
-      .help = "target dataset (none when empty)"},
+      .help = "target dataset, or fields (as input); none when empty"},
      FIELD(target)},
     {{.name = "layout",
       .flag = "layout",

@@ -272,16 +272,20 @@ static slabfeed_status describe(hid_t dset, const char *path, const char *name,
 
   const hid_t space = H5Dget_space(dset);
   const int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
-  hsize_t dims[4] = {0, 0, 0, 0};
-  if (rank == 4)
+  /* A scalar field (Z,Y,X) is one channel stored channels-last: its
+   * selections are the first three entries of the (Z,Y,X,C) ones. */
+  hsize_t dims[4] = {0, 0, 0, 1};
+  if (rank == 4 || rank == 3)
     H5Sget_simple_extent_dims(space, dims, NULL);
   if (space >= 0)
     H5Sclose(space);
-  if (rank != 4)
+  if (rank != 4 && rank != 3)
     return sf__fail(e, SLABFEED_ERR_FORMAT,
                     "dataset '%s' in '%s' has rank %d; expected rank 4, "
-                    "(C,Z,Y,X) or (Z,Y,X,C)",
+                    "(C,Z,Y,X) or (Z,Y,X,C), or rank 3, (Z,Y,X) (one "
+                    "channel)",
                     name, path, rank);
+  info->ndim = rank;
   for (int a = 0; a < 4; a++)
     info->dims[a] = (int64_t)dims[a];
   for (int a = 0; a < 4; a++)
@@ -291,7 +295,7 @@ static slabfeed_status describe(hid_t dset, const char *path, const char *name,
                       "every extent must be in [1, 65535]",
                       name, path, (long long)info->dims[a], a);
 
-  slabfeed_file_layout lay = want;
+  slabfeed_file_layout lay = rank == 3 ? SLABFEED_LAYOUT_CL : want;
   if (lay == SLABFEED_LAYOUT_AUTO)
     lay = recorded_layout(dset);
   if (lay == SLABFEED_LAYOUT_AUTO)
@@ -312,8 +316,8 @@ static slabfeed_status describe(hid_t dset, const char *path, const char *name,
 
   const hid_t dcpl = H5Dget_create_plist(dset);
   if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) {
-    hsize_t ch[4];
-    if (H5Pget_chunk(dcpl, 4, ch) == 4) {
+    hsize_t ch[4] = {1, 1, 1, 1};
+    if (H5Pget_chunk(dcpl, 4, ch) == rank) {
       info->chunked = 1;
       for (int a = 0; a < 4; a++)
         info->chunk[a] = (int64_t)ch[a];

@@ -34,8 +34,8 @@ static int store_runs(const sf__store *s, int r, int64_t cap, int64_t z0,
   return n;
 }
 
-slabfeed_status sf__slab_read(sf__store *s, int d, hid_t dset, const char *path,
-                              const char *name,
+slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
+                              const char *path, const char *name,
                               const slabfeed_dataset_info *info, int64_t z0,
                               int64_t nz, sf__err *e)
 {
@@ -58,7 +58,8 @@ slabfeed_status sf__slab_read(sf__store *s, int d, hid_t dset, const char *path,
   else
     store_runs(s, s->rank, cap, z0, nz, runs,
                max_runs); /* the rest stay empty */
-  float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d));
+  float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d)) +
+               c0 * sf__store_chan(s, s->rank);
   sf__h5_read(dset, path, name, info, runs, max_runs, dst,
               sf__store_chan(s, s->rank), e);
   free(runs);

@@ -9,15 +9,16 @@
 #include "store/store.h"
 
 /* Collective over the store's communicator (every rank makes the same
- * number of collective H5Dread calls, empty ones included). Reads dataset d
- * (opened as dset, described by *info) into this rank's segment, in runs of
+ * number of collective H5Dread calls, empty ones included). Reads a field
+ * of dataset d (opened as dset, described by *info) into its channels from
+ * c0 on (0 for a dataset of one field) of this rank's segment, in runs of
  * at most ~1 GiB per call. The file is the volume that holds planes
  * [z0, z0 + nz) of the stacked box (io/suite.h; 0 and Z for one volume):
  * only the planes of this rank inside it are read, at the volume's own
  * plane size (store.h). A rank whose *e
  * already holds a failure takes part with empty transfers. */
-slabfeed_status sf__slab_read(sf__store *s, int d, hid_t dset, const char *path,
-                              const char *name,
+slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
+                              const char *path, const char *name,
                               const slabfeed_dataset_info *info, int64_t z0,
                               int64_t nz, sf__err *e);
 

@@ -17,31 +17,131 @@ static void injected(const sf__volume *v, const char *stage, sf__err *e)
              stage);
 }
 
-/* One volume's file and datasets. */
+/* One volume's files and datasets: its own file, and the files of the
+ * fields that have files of their own (H5I_INVALID_HID where a field is
+ * in the volume's file); every field's dataset and what it is, and the
+ * input and the target as their fields' channels concatenated. */
 typedef struct one {
-  hid_t file, dsets[2];
+  hid_t file;
+  hid_t ffile[2][SF_MAX_FIELDS];
+  hid_t dset[2][SF_MAX_FIELDS];
+  slabfeed_dataset_info finfo[2][SF_MAX_FIELDS];
   slabfeed_dataset_info info[2];
 } one;
+
+static void one_reset(one *o)
+{
+  o->file = H5I_INVALID_HID;
+  for (int d = 0; d < 2; d++)
+    for (int f = 0; f < SF_MAX_FIELDS; f++)
+      o->ffile[d][f] = o->dset[d][f] = H5I_INVALID_HID;
+}
 
 static void one_close(one *o)
 {
   for (int d = 0; d < 2; d++)
-    if (o->dsets[d] >= 0)
-      H5Dclose(o->dsets[d]);
+    for (int f = 0; f < SF_MAX_FIELDS; f++) {
+      if (o->dset[d][f] >= 0)
+        H5Dclose(o->dset[d][f]);
+      if (o->ffile[d][f] >= 0)
+        H5Fclose(o->ffile[d][f]);
+    }
   if (o->file >= 0)
     H5Fclose(o->file);
-  o->dsets[0] = o->dsets[1] = o->file = H5I_INVALID_HID;
+  one_reset(o);
 }
 
-/* Collective: opens volume i's file and datasets into *o (checked
+/* The file of field f of dataset d of volume i: its own, or the
+ * volume's. */
+static const char *field_path(const sf__volume *v, int d, int f, int i)
+{
+  const sf__suite *fs = &v->fsuite[d][f];
+  return fs->n > 0 ? fs->path[i] : v->suite.path[i];
+}
+
+/* Opens (collectively with MPI-IO, or each rank on its own when mpio is
+ * 0) volume i's file and the fields' own files, then every field's
+ * dataset; combines the fields of each dataset into o->info. Local checks
+ * only after the opens: the caller agrees. */
+static slabfeed_status open_files(sf__volume *v, int i, one *o, int mpio,
+                                  sf__err *e)
+{
+  const sf__config *c = v->cfg;
+  const char *path = v->suite.path[i];
+  if (mpio)
+    sf__h5_open(v->comm, path, &o->file, e);
+  else if ((o->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
+    sf__fail(e, SLABFEED_ERR_IO,
+             "cannot open '%s' (a virtual dataset) without MPI-IO", path);
+  for (int d = 0; d < c->ndsets; d++)
+    for (int f = 0; f < c->nfields[d]; f++) {
+      if (v->fsuite[d][f].n == 0)
+        continue;
+      const char *fp = field_path(v, d, f, i);
+      if (mpio) /* collective: every rank opens, failed or not */
+        sf__h5_open(v->comm, fp, &o->ffile[d][f], e);
+      else if ((o->ffile[d][f] = H5Fopen(fp, H5F_ACC_RDONLY, H5P_DEFAULT)) <
+                   0 &&
+               e->status == SLABFEED_OK)
+        sf__fail(e, SLABFEED_ERR_IO,
+                 "cannot open '%s' (a virtual dataset) without MPI-IO", fp);
+    }
+  injected(v, "open", e);
+  if (e->status != SLABFEED_OK)
+    return e->status;
+  for (int d = 0; d < c->ndsets && e->status == SLABFEED_OK; d++) {
+    for (int f = 0; f < c->nfields[d] && e->status == SLABFEED_OK; f++) {
+      const hid_t file = o->ffile[d][f] >= 0 ? o->ffile[d][f] : o->file;
+      sf__h5_dataset(file, field_path(v, d, f, i), c->field[d][f].name,
+                     c->pub.layout, &o->dset[d][f], &o->finfo[d][f], e);
+    }
+    /* The fields of one grid, their channels one after the other. */
+    const slabfeed_dataset_info *f0 = &o->finfo[d][0];
+    slabfeed_dataset_info *in = &o->info[d];
+    *in = *f0;
+    for (int f = 1; f < c->nfields[d] && e->status == SLABFEED_OK; f++) {
+      const slabfeed_dataset_info *x = &o->finfo[d][f];
+      if (memcmp(x->shape, f0->shape, sizeof x->shape) != 0)
+        sf__fail(e, SLABFEED_ERR_FORMAT,
+                 "%s field '%s' in '%s' is %lldx%lldx%lld but field '%s' in "
+                 "'%s' is %lldx%lldx%lld: the fields of the %s must cover "
+                 "one grid",
+                 d == 0 ? "input" : "target", c->field[d][f].name,
+                 field_path(v, d, f, i), (long long)x->shape[0],
+                 (long long)x->shape[1], (long long)x->shape[2],
+                 c->field[d][0].name, field_path(v, d, 0, i),
+                 (long long)f0->shape[0], (long long)f0->shape[1],
+                 (long long)f0->shape[2], d == 0 ? "input" : "target");
+      in->channels += x->channels;
+      in->type_bits =
+          x->type_bits > in->type_bits ? x->type_bits : in->type_bits;
+    }
+    if (c->nfields[d] > 1) { /* the concatenation, as one channels-first */
+      in->ndim = 4;
+      in->layout = SLABFEED_LAYOUT_CF;
+      in->dims[0] = in->channels;
+      for (int a = 0; a < 3; a++)
+        in->dims[a + 1] = in->shape[a];
+      in->chunked = 0;
+    }
+  }
+  injected(v, "dataset", e);
+  return e->status;
+}
+
+/* Collective: opens volume i's files and datasets into *o (checked
  * locally first, agreed before the collective open). */
 static slabfeed_status one_open(sf__volume *v, int i, one *o, sf__err *e)
 {
   const sf__config *c = v->cfg;
   const char *path = v->suite.path[i];
   memset(o, 0, sizeof *o);
-  o->file = o->dsets[0] = o->dsets[1] = H5I_INVALID_HID;
+  one_reset(o);
   sf__h5_preflight(path, 0, e);
+  for (int d = 0; d < c->ndsets; d++)
+    for (int f = 0; f < c->nfields[d] && e->status == SLABFEED_OK; f++)
+      if (v->fsuite[d][f].n > 0)
+        sf__h5_preflight(field_path(v, d, f, i), 0, e);
   if (e->status == SLABFEED_OK && sf__inject("volume.missing", v->rank))
     sf__fail(e, SLABFEED_ERR_IO,
              "cannot open HDF5 file '%s': No such file or directory "
@@ -49,21 +149,17 @@ static slabfeed_status one_open(sf__volume *v, int i, one *o, sf__err *e)
              path);
   if (sf__agree(v->comm, e) != SLABFEED_OK)
     return e->status;
-  sf__h5_open(v->comm, path, &o->file, e);
-  injected(v, "open", e);
+  open_files(v, i, o, 1, e);
   if (sf__agree(v->comm, e) != SLABFEED_OK)
     return e->status;
-  for (int d = 0; d < c->ndsets; d++)
-    sf__h5_dataset(o->file, path, sf__config_dataset(c, d), c->pub.layout,
-                   &o->dsets[d], &o->info[d], e);
-  injected(v, "dataset", e);
-  /* HDF5 1.10 refuses parallel reads of virtual datasets: such a file is
-   * opened again without MPI-IO on every rank, and each rank reads its own
-   * planes (HDF5 resolving the mapping to the source files). Decided for
-   * all ranks alike: the close is collective. */
+  /* HDF5 1.10 refuses parallel reads of virtual datasets: such a volume's
+   * files are opened again without MPI-IO on every rank, and each rank
+   * reads its own planes (HDF5 resolving the mapping to the source files).
+   * Decided for all ranks alike: the close is collective. */
   int virt = 0;
   for (int d = 0; d < c->ndsets; d++)
-    virt |= o->dsets[d] >= 0 && sf__h5_is_virtual(o->dsets[d]);
+    for (int f = 0; f < c->nfields[d]; f++)
+      virt |= o->dset[d][f] >= 0 && sf__h5_is_virtual(o->dset[d][f]);
   int any = virt;
   const int rc = MPI_Allreduce(&virt, &any, 1, MPI_INT, MPI_MAX, v->comm);
   if (rc != MPI_SUCCESS)
@@ -71,15 +167,7 @@ static slabfeed_status one_open(sf__volume *v, int i, one *o, sf__err *e)
   if (!any)
     return e->status;
   one_close(o);
-  o->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (o->file < 0)
-    return sf__fail(e, SLABFEED_ERR_IO,
-                    "cannot open '%s' (a virtual dataset) without MPI-IO",
-                    path);
-  for (int d = 0; d < c->ndsets; d++)
-    sf__h5_dataset(o->file, path, sf__config_dataset(c, d), c->pub.layout,
-                   &o->dsets[d], &o->info[d], e);
-  return e->status;
+  return open_files(v, i, o, 0, e);
 }
 
 /* Volume i against the options (with its own path in the messages) and
@@ -173,6 +261,28 @@ slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
     sf__suite_expand(c->path, &v->suite, e);
   if (sf__suite_bcast(&v->suite, comm, 0, e) != SLABFEED_OK)
     return e->status;
+  /* Fields with files of their own: one file per volume, in order. */
+  for (int d = 0; d < c->ndsets && e->status == SLABFEED_OK; d++)
+    for (int f = 0; f < c->nfields[d] && e->status == SLABFEED_OK; f++) {
+      const sf__field *fd = &c->field[d][f];
+      if (fd->spec[0] == '\0')
+        continue;
+      if (rank == 0)
+        sf__suite_expand(fd->spec, &v->fsuite[d][f], e);
+      if (sf__suite_bcast(&v->fsuite[d][f], comm, 0, e) != SLABFEED_OK)
+        return e->status;
+      if (v->fsuite[d][f].n != v->suite.n)
+        sf__fail(e, SLABFEED_ERR_ARG,
+                 "dataset: %s field '%s' names %d file%s ('%s', first '%s') "
+                 "for the %d volume%s of path (first '%s'): one file per "
+                 "volume, in the same order",
+                 d == 0 ? "input" : "target", fd->name, v->fsuite[d][f].n,
+                 v->fsuite[d][f].n == 1 ? "" : "s", fd->spec,
+                 v->fsuite[d][f].path[0], v->suite.n,
+                 v->suite.n == 1 ? "" : "s", v->suite.path[0]);
+    }
+  if (sf__agree(comm, e) != SLABFEED_OK)
+    return e->status;
   if (v->suite.n > 1 && c->pub.tile > 0)
     sf__fail(e, SLABFEED_ERR_ARG,
              "dataset: a tiled pass runs over one volume; '%s' names %d "
@@ -247,13 +357,26 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e)
       break;
     }
     const int64_t z0 = v->suite.z0[i], nz = v->suite.z0[i + 1] - z0;
+    uint64_t fbefore[2][SF_MAX_FIELDS];
+    for (int d = 0; d < c->ndsets; d++)
+      for (int f = 0; f < c->nfields[d]; f++)
+        fbefore[d][f] = v->fsuite[d][f].n > 0
+                            ? sf__h5_file_bytes(field_path(v, d, f, i))
+                            : before;
     for (int d = 0; d < c->ndsets; d++) {
       injected(v, d == 0 ? "read.input" : "read.target", e);
-      sf__slab_read(s, d, o.dsets[d], path, sf__config_dataset(c, d),
-                    &o.info[d], z0, nz, e);
+      /* Field by field into its channels of the dataset. */
+      int64_t c0 = 0;
+      for (int f = 0; f < c->nfields[d]; f++) {
+        sf__slab_read(s, d, c0, o.dset[d][f], field_path(v, d, f, i),
+                      c->field[d][f].name, &o.finfo[d][f], z0, nz, e);
+        c0 += o.finfo[d][f].channels;
+      }
     }
     for (int d = 0; d < c->ndsets && e->status == SLABFEED_OK; d++)
-      sf__h5_check_size(o.dsets[d], path, sf__config_dataset(c, d), before, e);
+      for (int f = 0; f < c->nfields[d] && e->status == SLABFEED_OK; f++)
+        sf__h5_check_size(o.dset[d][f], field_path(v, d, f, i),
+                          c->field[d][f].name, fbefore[d][f], e);
     one_close(&o);
     if (sf__agree(v->comm, e) != SLABFEED_OK)
       break;
@@ -267,6 +390,9 @@ void sf__volume_close(sf__volume *v)
   if (v->cfg == NULL)
     return;
   sf__suite_free(&v->suite);
+  for (int d = 0; d < 2; d++)
+    for (int f = 0; f < SF_MAX_FIELDS; f++)
+      sf__suite_free(&v->fsuite[d][f]);
   sf__h5_quiet_end(&v->quiet);
   v->cfg = NULL;
 }

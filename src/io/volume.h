@@ -19,11 +19,13 @@ typedef struct sf__volume {
   const sf__config *cfg;
   MPI_Comm comm;
   int rank;
-  sf__suite suite;               /* the volumes, stacked along z */
-  slabfeed_dataset_info info[2]; /* input, target of the stacked box (z:
-                                    the sum of the volumes' planes), valid
-                                    after open */
-  sf__h5_quiet quiet;            /* HDF5's error stack, silenced while open */
+  sf__suite suite;                    /* the volumes, stacked along z */
+  sf__suite fsuite[2][SF_MAX_FIELDS]; /* the files of fields with files of
+                                         their own (n 0: the volume's) */
+  slabfeed_dataset_info info[2];      /* input, target of the stacked box (z:
+                                         the sum of the volumes' planes), valid
+                                         after open */
+  sf__h5_quiet quiet; /* HDF5's error stack, silenced while open */
 } sf__volume;
 
 /* Collective over comm. Expands the path spec (io/suite.h) on rank 0 and

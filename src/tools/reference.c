@@ -129,11 +129,47 @@ slabfeed_status slabfeed_reader_crop(slabfeed_reader *r, const char *dataset,
   sf__err_clear(&e);
   sf__h5_quiet q;
   sf__h5_quiet_begin(&q);
-  hid_t dset = H5I_INVALID_HID;
-  slabfeed_dataset_info in;
+  /* `dataset` may be a list of fields of this file ("density,velocity"):
+   * their channels one after the other, as the loader concatenates them. */
+  enum { MAXF = 16 };
+  hid_t dset[MAXF];
+  slabfeed_dataset_info fi[MAXF], in;
   memset(&in, 0, sizeof in);
-  if (sf__h5_dataset(r->file, r->path, dataset, layout, &dset, &in, &e) ==
-      SLABFEED_OK) {
+  int nf = 0;
+  char name[256];
+  for (const char *p = dataset; e.status == SLABFEED_OK;) {
+    const size_t len = strcspn(p, ",");
+    size_t a = 0, b = len;
+    while (a < b && p[a] == ' ')
+      a++;
+    while (b > a && p[b - 1] == ' ')
+      b--;
+    if (nf >= MAXF || b == a || b - a >= sizeof name ||
+        memchr(p + a, '@', b - a) != NULL) {
+      sf__fail(&e, SLABFEED_ERR_ARG,
+               "reader: '%s': the reader reads up to %d datasets of its own "
+               "file, separated by commas (not fields of other files)",
+               dataset, MAXF);
+      break;
+    }
+    memcpy(name, p + a, b - a);
+    name[b - a] = '\0';
+    dset[nf] = H5I_INVALID_HID;
+    if (sf__h5_dataset(r->file, r->path, name, layout, &dset[nf], &fi[nf],
+                       &e) == SLABFEED_OK &&
+        nf > 0 && memcmp(fi[nf].shape, fi[0].shape, sizeof fi[0].shape) != 0)
+      sf__fail(&e, SLABFEED_ERR_FORMAT,
+               "reader: field '%s' of '%s' is not on the grid of the first",
+               name, r->path);
+    nf++;
+    if (p[len] == '\0')
+      break;
+    p += len + 1;
+  }
+  if (e.status == SLABFEED_OK) {
+    in = fi[0];
+    for (int f = 1; f < nf; f++)
+      in.channels += fi[f].channels;
     for (int a = 0; a < 3; a++)
       if (origin[a] < 0 || origin[a] >= in.shape[a] || crop[a] < 1 ||
           crop[a] > in.shape[a])
@@ -156,25 +192,30 @@ slabfeed_status slabfeed_reader_crop(slabfeed_reader *r, const char *dataset,
     int nr[3];
     for (int a = 0; a < 3; a++)
       nr[a] = sf__periodic_split(origin[a], crop[a], in.shape[a], runs[a]);
-    for (int64_t c = 0; c < in.channels && e.status == SLABFEED_OK; c++)
-      for (int i = 0; i < nr[0]; i++)
-        for (int j = 0; j < nr[1]; j++)
-          for (int k = 0; k < nr[2]; k++) {
-            const int64_t o[3] = {runs[0][i].begin, runs[1][j].begin,
-                                  runs[2][k].begin};
-            const int64_t n[3] = {runs[0][i].len, runs[1][j].len,
-                                  runs[2][k].len};
-            const int64_t d[3] = {runs[0][i].crop_off, runs[1][j].crop_off,
-                                  runs[2][k].crop_off};
-            if (read_box(dset, &in, c, o, n, d, crop, r->stage) < 0) {
-              sf__fail(&e, SLABFEED_ERR_IO, "reader: reading '%s' failed",
-                       dataset);
-              sf__h5_detail(&e);
+    const int64_t vol = crop[0] * crop[1] * crop[2];
+    int64_t c0 = 0;
+    for (int f = 0; f < nf; c0 += fi[f].channels, f++)
+      for (int64_t c = 0; c < fi[f].channels && e.status == SLABFEED_OK; c++)
+        for (int i = 0; i < nr[0]; i++)
+          for (int j = 0; j < nr[1]; j++)
+            for (int k = 0; k < nr[2]; k++) {
+              const int64_t o[3] = {runs[0][i].begin, runs[1][j].begin,
+                                    runs[2][k].begin};
+              const int64_t n[3] = {runs[0][i].len, runs[1][j].len,
+                                    runs[2][k].len};
+              const int64_t d[3] = {runs[0][i].crop_off, runs[1][j].crop_off,
+                                    runs[2][k].crop_off};
+              if (read_box(dset[f], &fi[f], c, o, n, d, crop,
+                           r->stage + c0 * vol) < 0) {
+                sf__fail(&e, SLABFEED_ERR_IO, "reader: reading '%s' failed",
+                         dataset);
+                sf__h5_detail(&e);
+              }
             }
-          }
   }
-  if (dset >= 0)
-    H5Dclose(dset);
+  for (int f = 0; f < nf; f++)
+    if (dset[f] >= 0)
+      H5Dclose(dset[f]);
   sf__h5_quiet_end(&q);
   if (e.status == SLABFEED_OK)
     check_transform(symmetry, crop, ngroups, groups, dtype, out_layout, dataset,

@@ -1,0 +1,332 @@
+/* mpi.fields: the input and the target as lists of fields (datasets of
+ * the volume's file, or of files of their own), 3-D scalar datasets, on
+ * 1-3 ranks and rank-per-node; files written here with plain HDF5.
+ *  - A suite of two volumes: each volume file holds a scalar `density`
+ *    (Z,Y,X), a channels-first `velocity` (3,Z,Y,X) and a channels-last
+ *    `extra` (Z,Y,X,2); the target's first field `dm` lives in files of
+ *    its own (a glob pattern, matched to the volumes in sorted order).
+ *    input = "density,velocity" (4 channels, velocity a vector group 1,2,3),
+ *    target = "dm@<pattern>,extra" (3 channels). Every voxel of every
+ *    sample, input and target, all symmetries, against the datasets read
+ *    here and concatenated here, bit for bit; the same crops as one 4-D
+ *    dataset of those channels written here (the same stream, the same
+ *    bits) and the same bytes held.
+ *  - The reference reader takes a list of its file's datasets.
+ *  - Refusals, on every rank alike and naming field, file and shapes:
+ *    fields of different grids, a field pattern with the wrong number of
+ *    files, a missing dataset in a field's own file, an empty field, a
+ *    field file missing on one rank only. */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static int rank, size;
+static char dir[256];
+#define NV 2
+static const int64_t vshape[NV][3] = {{12, 10, 16}, {10, 10, 16}};
+
+static float value(int field, int c, int v, int64_t z, int64_t y, int64_t x)
+{
+  return (float)(field * 100000 + c * 10000 + v * 5000 + z * 300 + y * 20 + x) *
+         0.25f;
+}
+
+/* A dataset of `rank4` 3 (Z,Y,X), 4 CF (C,Z,Y,X) or -4 CL (Z,Y,X,C). */
+static void put(hid_t f, const char *name, int kind, int C, int field, int v,
+                const int64_t n[3])
+{
+  hsize_t dims[4];
+  const int nd = kind == 3 ? 3 : 4;
+  if (kind == 3) {
+    dims[0] = (hsize_t)n[0], dims[1] = (hsize_t)n[1], dims[2] = (hsize_t)n[2];
+  } else if (kind == 4) {
+    dims[0] = (hsize_t)C;
+    for (int a = 0; a < 3; a++)
+      dims[a + 1] = (hsize_t)n[a];
+  } else {
+    for (int a = 0; a < 3; a++)
+      dims[a] = (hsize_t)n[a];
+    dims[3] = (hsize_t)C;
+  }
+  const size_t count = (size_t)C * (size_t)(n[0] * n[1] * n[2]);
+  float *buf = malloc(count * sizeof *buf);
+  for (int c = 0; c < C; c++)
+    for (int64_t z = 0; z < n[0]; z++)
+      for (int64_t y = 0; y < n[1]; y++)
+        for (int64_t x = 0; x < n[2]; x++) {
+          const size_t at =
+              kind == -4 ? (size_t)(((z * n[1] + y) * n[2] + x) * C + c)
+                         : (size_t)(((c * n[0] + z) * n[1] + y) * n[2] + x);
+          buf[at] = value(field, c, v, z, y, x);
+        }
+  const hid_t s = H5Screate_simple(nd, dims, NULL);
+  const hid_t d = H5Dcreate2(f, name, H5T_IEEE_F32LE, s, H5P_DEFAULT,
+                             H5P_DEFAULT, H5P_DEFAULT);
+  CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                           buf) >= 0,
+        "write %s", name);
+  H5Dclose(d);
+  H5Sclose(s);
+  free(buf);
+}
+
+/* The files of volume v: vol_v.h5 (density, velocity, extra, and the
+ * concatenations `in4` (4,Z,Y,X) and `tg3` (3,Z,Y,X) for the comparison),
+ * dm/dm_v.h5 (dm). */
+static void write_volume(int v)
+{
+  char p[512];
+  const int64_t *n = vshape[v];
+  snprintf(p, sizeof p, "%s/vol_%d.h5", dir, v);
+  hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  put(f, "density", 3, 1, 0, v, n);
+  put(f, "velocity", 4, 3, 1, v, n);
+  put(f, "extra", -4, 2, 2, v, n);
+  put(f, "bad_grid", 3, 1, 5, v, (const int64_t[3]){n[0], n[1], n[2] - 1});
+  /* in4 = density ++ velocity; tg3 = dm ++ extra: channel c of field F
+   * has value(F, c', ...) with c' its channel in F. */
+  const size_t vox = (size_t)(n[0] * n[1] * n[2]);
+  float *b4 = malloc(4 * vox * sizeof *b4), *b3 = malloc(3 * vox * sizeof *b3);
+  for (size_t i = 0; i < vox; i++) {
+    const int64_t z = (int64_t)(i / (size_t)(n[1] * n[2])),
+                  y = (int64_t)(i / (size_t)n[2] % (size_t)n[1]),
+                  x = (int64_t)(i % (size_t)n[2]);
+    b4[i] = value(0, 0, v, z, y, x);
+    for (int c = 0; c < 3; c++)
+      b4[(1 + (size_t)c) * vox + i] = value(1, c, v, z, y, x);
+    b3[i] = value(3, 0, v, z, y, x);
+    for (int c = 0; c < 2; c++)
+      b3[(1 + (size_t)c) * vox + i] = value(2, c, v, z, y, x);
+  }
+  const hsize_t d4[4] = {4, (hsize_t)n[0], (hsize_t)n[1], (hsize_t)n[2]};
+  const hsize_t d3[4] = {3, (hsize_t)n[0], (hsize_t)n[1], (hsize_t)n[2]};
+  const float *bufs[2] = {b4, b3};
+  const hsize_t *dims[2] = {d4, d3};
+  const char *names[2] = {"in4", "tg3"};
+  for (int k = 0; k < 2; k++) {
+    const hid_t s = H5Screate_simple(4, dims[k], NULL);
+    const hid_t d = H5Dcreate2(f, names[k], H5T_IEEE_F32LE, s, H5P_DEFAULT,
+                               H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, bufs[k]);
+    H5Dclose(d);
+    H5Sclose(s);
+  }
+  free(b4);
+  free(b3);
+  H5Fclose(f);
+  snprintf(p, sizeof p, "%s/dm/dm_%d.h5", dir, v);
+  f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  put(f, "dm", 3, 1, 3, v, n);
+  H5Fclose(f);
+}
+
+static const int vin[1][3] = {{1, 2, 3}};
+
+static void config(slabfeed_config *c, const char *spec, const char *input,
+                   const char *target)
+{
+  slabfeed_config_init(c);
+  c->path = spec;
+  c->input = input;
+  c->target = target;
+  c->crop[0] = c->crop[1] = c->crop[2] = 5; /* layout auto: per field */
+  c->batch = 3;
+  c->seed = 21;
+  c->n_input_vectors = 1;
+  memcpy(c->input_vectors, vin, sizeof vin);
+}
+
+/* The fields against the values written, and against the concatenation
+ * stored as one dataset: the same bits, batch by batch. */
+static void check_stream(const char *spec, const char *target)
+{
+  slabfeed_config a, b;
+  config(&a, spec, "density, velocity", target);
+  config(&b, spec, "in4", "tg3");
+  slabfeed_loader *la = NULL, *lb = NULL;
+  char err[1024];
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &a, &la, err, sizeof err) == SLABFEED_OK,
+        "open fields: %s", err);
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &b, &lb, err, sizeof err) == SLABFEED_OK,
+        "open 4-D: %s", err);
+  if (la == NULL || lb == NULL) {
+    slabfeed_close(la);
+    slabfeed_close(lb);
+    return;
+  }
+  int64_t bad = 0, checked = 0;
+  for (int s = 0; s < 40; s++) {
+    slabfeed_batch x = SLABFEED_BATCH_INIT, y = SLABFEED_BATCH_INIT;
+    CHECK(slabfeed_next(la, &x, NULL) == SLABFEED_OK &&
+              slabfeed_next(lb, &y, NULL) == SLABFEED_OK,
+          "next: %s", slabfeed_last_error(la));
+    CHECK(x.input.shape[1] == 4 && x.target.shape[1] == 3,
+          "channels %lld + %lld", (long long)x.input.shape[1],
+          (long long)x.target.shape[1]);
+    CHECK(
+        memcmp(x.input.data, y.input.data, 3 * 4 * 125 * sizeof(float)) == 0 &&
+            memcmp(x.target.data, y.target.data, 3 * 3 * 125 * sizeof(float)) ==
+                0 &&
+            memcmp(x.origin, y.origin, 3 * 3 * sizeof(int64_t)) == 0,
+        "step %d: fields differ from one dataset of their channels", s);
+    for (int i = 0; i < 3; i++) {
+      const int v = x.volume[i], g = x.symmetry[i];
+      const int64_t *o = &x.origin[3 * i];
+      for (int d = 0; d < 2; d++) {
+        const slabfeed_tensor *t = d == 0 ? &x.input : &x.target;
+        const int C = d == 0 ? 4 : 3;
+        for (int k = 0; k < C; k++)
+          for (int64_t i0 = 0; i0 < 5; i0++)
+            for (int64_t i1 = 0; i1 < 5; i1++)
+              for (int64_t i2 = 0; i2 < 5; i2++) {
+                /* The symmetry written out (as sym_value), on values. */
+                const int *perm = sym_perms[g % 6];
+                const int f = g / 6;
+                const int64_t ii[3] = {i0, i1, i2};
+                int64_t j[3];
+                for (int q = 0; q < 3; q++)
+                  j[perm[q]] = (f >> q & 1) ? 4 - ii[q] : ii[q];
+                int src = k;
+                float sign = 1.0f;
+                if (d == 0 && k >= 1)
+                  for (int q = 0; q < 3; q++)
+                    if (1 + q == k) {
+                      src = 1 + perm[q];
+                      sign = (f >> q & 1) ? -1.0f : 1.0f;
+                    }
+                int64_t pz = (o[0] + j[0]) % vshape[v][0],
+                        py = (o[1] + j[1]) % vshape[v][1],
+                        px = (o[2] + j[2]) % vshape[v][2];
+                const float want =
+                    d == 0
+                        ? sign * (src == 0 ? value(0, 0, v, pz, py, px)
+                                           : value(1, src - 1, v, pz, py, px))
+                        : (src == 0 ? value(3, 0, v, pz, py, px)
+                                    : value(2, src - 1, v, pz, py, px));
+                const float have =
+                    ((const float *)
+                         t->data)[i * t->strides[0] + k * t->strides[1] +
+                                  i0 * t->strides[2] + i1 * t->strides[3] + i2];
+                checked++;
+                if (want != have && bad++ < 5)
+                  CHECK(0, "step %d sample %d v%d d%d ch %d g %d: %g want %g",
+                        s, i, v, d, k, g, have, want);
+              }
+      }
+    }
+  }
+  slabfeed_stats sa = SLABFEED_STATS_INIT, sb = SLABFEED_STATS_INIT;
+  slabfeed_stats_get(la, &sa);
+  slabfeed_stats_get(lb, &sb);
+  CHECK(sa.slab_bytes == sb.slab_bytes,
+        "fields hold %llu bytes, one dataset of their channels %llu",
+        (unsigned long long)sa.slab_bytes, (unsigned long long)sb.slab_bytes);
+  CHECK(bad == 0, "%lld of %lld voxels differ", (long long)bad,
+        (long long)checked);
+  if (rank == 0)
+    printf("  fields: %lld voxels checked on rank 0, %llu slab bytes (one "
+           "4-D dataset: %llu)\n",
+           (long long)checked, (unsigned long long)sa.slab_bytes,
+           (unsigned long long)sb.slab_bytes);
+  slabfeed_close(la);
+  slabfeed_close(lb);
+}
+
+/* The reference reader: a list of its file's datasets. */
+static void check_reader(void)
+{
+  char p[512], err[512];
+  snprintf(p, sizeof p, "%s/vol_0.h5", dir);
+  slabfeed_reader *r = NULL;
+  CHECK(slabfeed_reader_open(p, &r, err, sizeof err) == SLABFEED_OK, "reader");
+  float a[4 * 125], b[4 * 125];
+  const int64_t o[3] = {9, 7, 6}, e[3] = {5, 5, 5};
+  CHECK(slabfeed_reader_crop(r, "density,velocity", SLABFEED_LAYOUT_CF, o, e,
+                             13, 1, vin, SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW,
+                             a) == SLABFEED_OK &&
+            slabfeed_reader_crop(r, "in4", SLABFEED_LAYOUT_CF, o, e, 13, 1, vin,
+                                 SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW,
+                                 b) == SLABFEED_OK,
+        "reader crops: %s", slabfeed_reader_error(r));
+  CHECK(memcmp(a, b, sizeof a) == 0, "reader: fields differ from in4");
+  CHECK(slabfeed_reader_crop(r, "density,dm@x.h5", SLABFEED_LAYOUT_CF, o, e, 0,
+                             0, NULL, SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW,
+                             a) == SLABFEED_ERR_ARG,
+        "reader takes a field of another file");
+  slabfeed_reader_close(r);
+}
+
+static void refused(const slabfeed_config *c, const char *n1, const char *n2,
+                    const char *what)
+{
+  char err[1024] = "";
+  slabfeed_loader *l = NULL;
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
+  int lo = st, hi = st;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(st != SLABFEED_OK && lo == hi && strstr(err, n1) != NULL &&
+            (n2 == NULL || strstr(err, n2) != NULL),
+        "%s: %s '%s' (want '%s' and '%s' on every rank)", what,
+        slabfeed_status_name(st), err, n1, n2 ? n2 : "");
+  if (rank == 0)
+    printf("  %-24s -> %s\n", what, err);
+  slabfeed_close(l);
+}
+
+static void check_refusals(const char *spec, const char *target)
+{
+  slabfeed_config c;
+  char t[1024];
+  config(&c, spec, "density,bad_grid", target);
+  refused(&c, "input field 'bad_grid' in '", "is 12x10x15 but field 'density'",
+          "fields of two grids");
+  snprintf(t, sizeof t, "dm@%s/dm/dm_0.h5,extra", dir);
+  config(&c, spec, "density", t);
+  refused(&c, "target field 'dm' names 1 file", "for the 2 volumes of path",
+          "too few field files");
+  snprintf(t, sizeof t, "velocity@%s/dm/dm_*.h5", dir);
+  config(&c, spec, "density", t);
+  refused(&c, "no dataset 'velocity' in '", "dm_0.h5'",
+          "dataset missing in a field file");
+  config(&c, spec, "density,,velocity", NULL);
+  c.n_input_vectors = 0;
+  refused(&c, "field 1 is empty", NULL, "empty field");
+  /* A field file missing on the last rank only: agreed. */
+  char fail[64];
+  snprintf(fail, sizeof fail, "volume.missing@%d", size - 1);
+  config(&c, spec, "density,velocity", target);
+  setenv("SLABFEED_TEST_FAIL", fail, 1);
+  refused(&c, "injected: the volume missing on this rank only", NULL,
+          "missing on one rank");
+  unsetenv("SLABFEED_TEST_FAIL");
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  char cwd[160] = ".";
+  CHECK(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
+  snprintf(dir, sizeof dir, "%.160s/fields_%.16s.%d", cwd,
+           argc > 1 ? argv[1] : "t", size);
+  if (rank == 0) {
+    char p[300];
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/dm", dir);
+    mkdir(p, 0755);
+    for (int v = 0; v < NV; v++)
+      write_volume(v);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  char spec[600], target[600];
+  snprintf(spec, sizeof spec, "%s/vol_*.h5", dir);
+  snprintf(target, sizeof target, "dm@%s/dm/dm_*.h5 , extra", dir);
+  check_stream(spec, target);
+  check_reader();
+  check_refusals(spec, target);
+  return check_finish("mpi.fields");
+}
