@@ -255,6 +255,25 @@ static void check_reader(void)
                              a) == SLABFEED_ERR_ARG,
         "reader takes a field of another file");
   slabfeed_reader_close(r);
+  /* slabfeed_describe of lists: the channels concatenated. */
+  slabfeed_dataset_info in = SLABFEED_DATASET_INFO_INIT,
+                        tg = SLABFEED_DATASET_INFO_INIT,
+                        one = SLABFEED_DATASET_INFO_INIT;
+  char t[600];
+  snprintf(t, sizeof t, "dm@%s/dm/dm_*.h5,extra", dir);
+  CHECK(slabfeed_describe(p, "density, velocity", SLABFEED_LAYOUT_AUTO, &in,
+                          err, sizeof err) == SLABFEED_OK &&
+            slabfeed_describe(p, t, SLABFEED_LAYOUT_AUTO, &tg, err,
+                              sizeof err) == SLABFEED_OK &&
+            slabfeed_describe(p, "density", SLABFEED_LAYOUT_AUTO, &one, err,
+                              sizeof err) == SLABFEED_OK,
+        "describe: %s", err);
+  CHECK(in.channels == 4 && tg.channels == 3 && in.shape[2] == 16 &&
+            one.ndim == 3 && one.channels == 1 &&
+            one.layout == SLABFEED_LAYOUT_CL && one.dims[3] == 1,
+        "describe: %lld + %lld channels, scalar ndim %d channels %lld",
+        (long long)in.channels, (long long)tg.channels, one.ndim,
+        (long long)one.channels);
 }
 
 static void refused(const slabfeed_config *c, const char *n1, const char *n2,

@@ -511,49 +511,6 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
   return e->status;
 }
 
-slabfeed_status slabfeed_describe(const char *path, const char *dataset,
-                                  slabfeed_file_layout layout,
-                                  slabfeed_dataset_info *out, char *errbuf,
-                                  size_t errlen)
-{
-  sf__err e;
-  sf__err_clear(&e);
-  const size_t min =
-      offsetof(slabfeed_dataset_info, shape) + 3 * sizeof(int64_t);
-  if (path == NULL || dataset == NULL || out == NULL) {
-    sf__fail(&e, SLABFEED_ERR_ARG,
-             "slabfeed_describe: path, dataset and out are required");
-  } else if (out->size < min) {
-    sf__fail(&e, SLABFEED_ERR_ARG,
-             "slabfeed_describe: out->size %zu is too small (at least %zu): "
-             "declare it with SLABFEED_DATASET_INFO_INIT",
-             out->size, min);
-  }
-  if (e.status != SLABFEED_OK) {
-    sf__err_copy(&e, errbuf, errlen);
-    return e.status;
-  }
-  sf__h5_quiet q;
-  sf__h5_quiet_begin(&q);
-  slabfeed_dataset_info info;
-  hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (file < 0) {
-    sf__fail(&e, SLABFEED_ERR_IO, "cannot open HDF5 file '%s'", path);
-    sf__h5_detail(&e);
-  } else {
-    hid_t dset;
-    if (sf__h5_dataset(file, path, dataset, layout, &dset, &info, &e) ==
-        SLABFEED_OK) {
-      H5Dclose(dset);
-      sf__sized_write(out, &info, sizeof info, min);
-    }
-    H5Fclose(file);
-  }
-  sf__h5_quiet_end(&q);
-  sf__err_copy(&e, errbuf, errlen);
-  return e.status;
-}
-
 herr_t sf__h5_write_layout(hid_t dset, int cf)
 {
   const hid_t t = H5Tcopy(H5T_C_S1);

@@ -396,3 +396,100 @@ void sf__volume_close(sf__volume *v)
   sf__h5_quiet_end(&v->quiet);
   v->cfg = NULL;
 }
+
+/* ---- Public: the description of a dataset or of fields ------------------ */
+
+slabfeed_status slabfeed_describe(const char *path, const char *dataset,
+                                  slabfeed_file_layout layout,
+                                  slabfeed_dataset_info *out, char *errbuf,
+                                  size_t errlen)
+{
+  sf__err e;
+  sf__err_clear(&e);
+  const size_t min =
+      offsetof(slabfeed_dataset_info, shape) + 3 * sizeof(int64_t);
+  if (path == NULL || dataset == NULL || out == NULL) {
+    sf__fail(&e, SLABFEED_ERR_ARG,
+             "slabfeed_describe: path, dataset and out are required");
+  } else if (out->size < min) {
+    sf__fail(&e, SLABFEED_ERR_ARG,
+             "slabfeed_describe: out->size %zu is too small (at least %zu): "
+             "declare it with SLABFEED_DATASET_INFO_INIT",
+             out->size, min);
+  }
+  if (e.status != SLABFEED_OK) {
+    sf__err_copy(&e, errbuf, errlen);
+    return e.status;
+  }
+  sf__h5_quiet q;
+  sf__h5_quiet_begin(&q);
+  /* One dataset, or a list of fields (the loader's `input`): their
+   * channels concatenated, the first's grid; a field with files of its
+   * own is described from the first of them. */
+  slabfeed_dataset_info info, all;
+  memset(&all, 0, sizeof all);
+  int nf = 0;
+  for (const char *p = dataset; e.status == SLABFEED_OK; nf++) {
+    const size_t len = strcspn(p, ",");
+    size_t a = 0, b = len;
+    while (a < b && (p[a] == ' ' || p[a] == '\t'))
+      a++;
+    while (b > a && (p[b - 1] == ' ' || p[b - 1] == '\t'))
+      b--;
+    char name[256], spec[4096];
+    const char *at = memchr(p + a, '@', b - a);
+    const size_t nlen = at != NULL ? (size_t)(at - (p + a)) : b - a;
+    const size_t slen = at != NULL ? (size_t)(p + b - at - 1) : 0;
+    if (nlen == 0 || nlen >= sizeof name || slen >= sizeof spec) {
+      sf__fail(&e, SLABFEED_ERR_ARG, "'%s': field %d is empty or too long",
+               dataset, nf);
+      break;
+    }
+    memcpy(name, p + a, nlen);
+    name[nlen] = '\0';
+    memcpy(spec, at != NULL ? at + 1 : "", slen);
+    spec[slen] = '\0';
+    sf__suite own;
+    memset(&own, 0, sizeof own);
+    if (slen > 0)
+      sf__suite_expand(spec, &own, &e);
+    const char *fp = slen > 0 && e.status == SLABFEED_OK ? own.path[0] : path;
+    const hid_t file =
+        e.status == SLABFEED_OK ? H5Fopen(fp, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    if (e.status == SLABFEED_OK && file < 0) {
+      sf__fail(&e, SLABFEED_ERR_IO, "cannot open HDF5 file '%s'", fp);
+      sf__h5_detail(&e);
+    } else if (file >= 0) {
+      hid_t dset;
+      if (sf__h5_dataset(file, fp, name, layout, &dset, &info, &e) ==
+          SLABFEED_OK) {
+        H5Dclose(dset);
+        if (nf == 0)
+          all = info;
+        else if (memcmp(info.shape, all.shape, sizeof all.shape) != 0)
+          sf__fail(&e, SLABFEED_ERR_FORMAT,
+                   "field '%s' in '%s' is not on the grid of the first field",
+                   name, fp);
+        else {
+          all.channels += info.channels;
+          all.ndim = 4;
+          all.layout = SLABFEED_LAYOUT_CF;
+          all.dims[0] = all.channels;
+          for (int k = 0; k < 3; k++)
+            all.dims[k + 1] = all.shape[k];
+          all.chunked = 0;
+        }
+      }
+      H5Fclose(file);
+    }
+    sf__suite_free(&own);
+    if (p[len] == '\0')
+      break;
+    p += len + 1;
+  }
+  if (e.status == SLABFEED_OK)
+    sf__sized_write(out, &all, sizeof all, min);
+  sf__h5_quiet_end(&q);
+  sf__err_copy(&e, errbuf, errlen);
+  return e.status;
+}
