@@ -203,6 +203,11 @@ static const cli_option options[] = {
      .help = "a numeric attribute of the file's root group (float64; "
              "repeatable), e.g. a parameter for the loader's --params; with "
              "--volumes N, NAME=V0:V1:... gives each volume its value"},
+    {.name = "--overwrite",
+     .kind = CLI_FLAG,
+     .at = GEN(overwrite),
+     .help = "replace an existing file (once the new one is complete); "
+             "without it an existing file is refused and left as it was"},
     {.name = "--quiet",
      .kind = CLI_FLAG,
      .at = offsetof(gen_args, quiet),

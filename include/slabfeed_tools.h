@@ -192,6 +192,10 @@ typedef struct slabfeed_gen_config {
    * "NAME=VALUE,NAME=VALUE", each VALUE a number stored as float64; NULL
    * or "" for none. */
   const char *attrs;
+  /* Added in 0.7: 0 (the default): an existing file at path is refused,
+   * never replaced; 1: it is replaced, once the new file is complete (the
+   * rules of "Files written aside"). */
+  int overwrite;
 } slabfeed_gen_config;
 
 /* slabfeed_gen_config_init_sized - fills the first `size` bytes of *cfg with
@@ -216,7 +220,8 @@ static inline void slabfeed_gen_config_init(slabfeed_gen_config *cfg)
  *   HDF5 use. Device none.
  * Failure: every rank returns the same status and errbuf (when not NULL)
  *   names the problem; an earlier file at cfg->path is left as it was and
- *   no partial file remains.
+ *   no partial file remains. An existing file at cfg->path without
+ *   cfg->overwrite is SLABFEED_ERR_IO, before anything is written.
  * Lifetime: the file is the caller's. */
 SLABFEED_API slabfeed_status slabfeed_generate(MPI_Comm comm,
                                                const slabfeed_gen_config *cfg,

@@ -19,6 +19,9 @@ NP=${NP:-4}
 SIZE=${SIZE:-128}
 CROP=${CROP:-64}
 DEVICE=${DEVICE:--1}
+# The job's own synthetic volume is regenerated on every run; a FILE given
+# by the caller is never replaced (set GEN_OVERWRITE=--overwrite to allow it).
+[ -z "${FILE:-}" ] && GEN_OVERWRITE=${GEN_OVERWRITE---overwrite}
 FILE=${FILE:-$B/volume_${SIZE}.h5}
 tools/install-deps
 
@@ -71,7 +74,7 @@ export HDF5_USE_FILE_LOCKING=FALSE
 sf_launcher "$B"
 echo "local.sh: ranks started with ${SF_MPIRUN[*]}"
 run=("${SF_MPIRUN[@]}" -n "$NP")
-"${run[@]}" "$B/apps/slabfeed-gen" --file "$FILE" --shape "$SIZE" --content field --seed 1
+"${run[@]}" "$B/apps/slabfeed-gen" --file "$FILE" ${GEN_OVERWRITE:-} --shape "$SIZE" --content field --seed 1
 "$B/apps/slabfeed-info" --file "$FILE" --ranks "$NP"
 "${run[@]}" "$B/apps/slabfeed-check" --file "$FILE" --input Nbody --target Hydro \
   --crop "$CROP" --batch 2 --steps 8 --input-vector 1,2,3 --target-vector 1,2,3 \

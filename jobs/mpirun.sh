@@ -10,6 +10,9 @@ set -euo pipefail
 . "$(dirname "$0")/mpi.sh"
 NP=${NP:-4}
 SIZE=${SIZE:-256}
+# The job's own synthetic volume is regenerated on every run; a FILE given
+# by the caller is never replaced (set GEN_OVERWRITE=--overwrite to allow it).
+[ -z "${FILE:-}" ] && GEN_OVERWRITE=${GEN_OVERWRITE---overwrite}
 FILE=${FILE:-volume_${SIZE}.h5}
 BIN=${BIN:-$(dirname "$0")/../$(sf_build_dir)/apps}
 sf_launcher "$BIN/.."
@@ -32,5 +35,5 @@ fi
 [ -z "${BIND+x}" ] || read -r -a bind <<<"$BIND"
 # HDF5 file locking does not work on many parallel file systems.
 export HDF5_USE_FILE_LOCKING=FALSE
-"${run[@]}" -n "$NP" ${bind[@]+"${bind[@]}"} "$BIN/slabfeed-gen" --file "$FILE" --shape "$SIZE" --content field
+"${run[@]}" -n "$NP" ${bind[@]+"${bind[@]}"} "$BIN/slabfeed-gen" --file "$FILE" ${GEN_OVERWRITE:-} --shape "$SIZE" --content field
 "${run[@]}" -n 1 "$BIN/slabfeed-info" --file "$FILE" --ranks "$NP"

@@ -355,6 +355,7 @@ int main(int argc, char **argv)
   const int64_t N[3] = {14, 12, 10};
   slabfeed_gen_config g;
   slabfeed_gen_config_init(&g);
+  g.overwrite = 1; /* a rerun regenerates */
   g.path = path;
   g.shape[0] = N[0], g.shape[1] = N[1], g.shape[2] = N[2];
   char err[1024];

@@ -136,7 +136,7 @@ error)
   [ "$(cksum <"$dir/e.h5")" = "$before" ] || fail "the earlier output changed"
   ls "$dir"/e.h5.slabfeed-partial.* >/dev/null 2>&1 && fail "partial file left"
   # the other apps, through the same parser
-  run 1 "$appdir/slabfeed-gen --file $dir/g.h5 --shape 8 --quiet" \
+  run 1 "$appdir/slabfeed-gen --file $dir/g.h5 --shape 8 --quiet --overwrite" \
     1 "$appdir/slabfeed-gen --file $dir/g.h5 --shape 8 --quiet --bogus"
   expect_rc 2
   once err "slabfeed-gen: rank 1: unknown option '--bogus'"

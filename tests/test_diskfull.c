@@ -62,6 +62,7 @@ static slabfeed_status gen(const char *path, int64_t edge, int chunked, int f16,
 {
   slabfeed_gen_config g;
   slabfeed_gen_config_init(&g);
+  g.overwrite = 1; /* a rerun regenerates */
   g.path = path;
   g.shape[0] = g.shape[1] = g.shape[2] = edge;
   if (edge == 20)

@@ -158,9 +158,15 @@ contig | chunked)
   run 1 "$gen" --file "$out" --shape 24 "${opt[@]}" --quiet
   expect_rc 0
   before=$(sum "$out")
+  # An existing file is refused without --overwrite, and left as it was.
+  run 1 "$gen" --file "$out" --shape 16 "${opt[@]}"
+  expect_rc 1
+  expect_out "'$out' exists; pass overwrite (slabfeed-gen --overwrite) to replace it"
+  [ "$(sum "$out")" = "$before" ] || fail "gen without --overwrite changed $out"
+  only "$out"
   for how in checked skipped; do
     [ $how = skipped ] && export SLABFEED_TEST_NO_RESERVE=1
-    run 1 "$gen" --file "$out" --shape 64 "${opt[@]}"
+    run 1 "$gen" --file "$out" --shape 64 "${opt[@]}" --overwrite
     unset SLABFEED_TEST_NO_RESERVE
     expect_rc 1
     expect_out "slabfeed-gen: I/O error: rank "
@@ -171,14 +177,14 @@ contig | chunked)
     [ "$(sum "$out")" = "$before" ] || fail "reservation $how: $out changed"
     only "$out"
   done
-  run 1 "$gen" --file "$out" --shape 32 "${opt[@]}"
+  run 1 "$gen" --file "$out" --shape 32 "${opt[@]}" --overwrite
   expect_rc 0
   expect_out "slabfeed-gen: wrote $out"
   only "$out"
   ;;
 dump)
   vol=$work/vol.h5
-  run 0 "$gen" --file "$vol" --shape 24 --quiet
+  run 0 "$gen" --file "$vol" --shape 24 --quiet --overwrite
   expect_rc 0
   loader=(--file "$vol" --input Nbody --target Hydro --crop 12 --batch 2
     --input-vector 1,2,3 --target-vector 1,2,3 --seed 5 --epoch 2)
@@ -197,7 +203,7 @@ predict)
   # The writer of a pass (slabfeed-predict, the identity as the model):
   # the whole 64^3 x 4 box (4 MiB of float32) does not fit, a band does.
   vol=$work/vol.h5
-  run 0 "$gen" --file "$vol" --shape 64 --quiet
+  run 0 "$gen" --file "$vol" --shape 64 --quiet --overwrite
   expect_rc 0
   pred=$appdir/slabfeed-predict
   p=(--file "$vol" --input Nbody --input-vector 1,2,3 --tile 8 --pad 2

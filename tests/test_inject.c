@@ -103,6 +103,7 @@ static void gen_stage(const char *path, off_t size_before, const char *stage,
   inject(stage, victim);
   slabfeed_gen_config g;
   slabfeed_gen_config_init(&g);
+  g.overwrite = 1; /* a rerun regenerates */
   g.path = path;
   g.shape[0] = 12, g.shape[1] = 8, g.shape[2] = 8;
   g.seed = 99;

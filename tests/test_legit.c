@@ -116,6 +116,7 @@ static void thin_channels_last(const char *path, const char *raw)
 {
   slabfeed_gen_config g;
   slabfeed_gen_config_init(&g);
+  g.overwrite = 1; /* a rerun regenerates */
   g.path = path;
   g.target = NULL;
   g.shape[0] = 3, g.shape[1] = 16, g.shape[2] = 16;
@@ -192,6 +193,7 @@ static void long_path_case(int expect_ok)
   long_path(path, sizeof path);
   slabfeed_gen_config g;
   slabfeed_gen_config_init(&g);
+  g.overwrite = 1; /* a rerun regenerates */
   g.path = path;
   g.shape[0] = 8, g.shape[1] = 8, g.shape[2] = 8;
   char err[1024] = "";

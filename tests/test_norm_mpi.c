@@ -475,6 +475,7 @@ static void stats_cases(void)
   snprintf(path, sizeof path, "norm_field_np%d.h5", size);
   slabfeed_gen_config g;
   slabfeed_gen_config_init(&g);
+  g.overwrite = 1; /* a rerun regenerates */
   g.path = path;
   g.shape[0] = 17, g.shape[1] = 12, g.shape[2] = 10;
   g.content = SLABFEED_CONTENT_FIELD;

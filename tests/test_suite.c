@@ -44,6 +44,7 @@ static void gen(const char *path, int64_t Z, int64_t y, int64_t x, int chans,
 {
   slabfeed_gen_config g;
   slabfeed_gen_config_init(&g);
+  g.overwrite = 1; /* a rerun regenerates */
   g.path = path;
   g.shape[0] = Z, g.shape[1] = y, g.shape[2] = x;
   g.input_channels = chans;

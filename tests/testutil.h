@@ -100,6 +100,7 @@ static inline int make_file(const char *path, int64_t Z, int64_t Y, int64_t X,
 {
   slabfeed_gen_config g;
   slabfeed_gen_config_init(&g);
+  g.overwrite = 1; /* a rerun regenerates */
   g.path = path;
   g.shape[0] = Z, g.shape[1] = Y, g.shape[2] = X;
   g.layout = layout;

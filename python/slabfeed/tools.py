@@ -25,7 +25,8 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
              chunked: bool = False, chunk: Optional[IntOr3] = None,
              float16: bool = False, content: str = "index", seed: int = 0,
              progress: bool = False,
-             attrs: Optional[Dict[str, float]] = None) -> None:
+             attrs: Optional[Dict[str, float]] = None,
+             overwrite: bool = False) -> None:
     """Write a synthetic volume (``slabfeed_generate``), collective over comm.
 
     content ``'index'`` stores exact integers that tests recompute
@@ -36,6 +37,8 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
     or ``'cl'`` (Z,Y,X,C); ``target=None`` writes the input only.
     ``attrs`` ({name: number}) become float64 attributes of the root group
     (a simulation's parameters, which the loader's ``params`` reads).
+    An existing file at `path` is refused (``FileIOError``) unless
+    ``overwrite``; it is then replaced once the new file is complete.
     """
     text = None
     if attrs:
@@ -46,7 +49,7 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
                        target_channels=target_channels, layout=layout,
                        chunked=chunked, chunk=chunk, float16=float16,
                        content=content, seed=seed, progress=progress,
-                       attrs=text)
+                       attrs=text, overwrite=overwrite)
 
 
 def describe(path: PathLike, dataset: str, layout: str = "auto") -> Dict[str, Any]:

@@ -20,7 +20,7 @@ static const char *const content_names[] = {"index", "field", NULL};
 /* generate(comm_f2c, path, *, input='Nbody', target='Hydro', shape=64,
  * input_channels=4, target_channels=5, layout='cf', chunked=False,
  * chunk=None, float16=False, content='index', seed=0, progress=False,
- * attrs=None ("NAME=VALUE,...")):
+ * attrs=None ("NAME=VALUE,..."), overwrite=False):
  * slabfeed_generate, collective over the communicator, GIL released.
  * target=None writes no target (an empty string is the library default). */
 PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw)
@@ -29,16 +29,18 @@ PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw)
       "comm",    "path",           "input",           "target",
       "shape",   "input_channels", "target_channels", "layout",
       "chunked", "chunk",          "float16",         "content",
-      "seed",    "progress",       "attrs",           NULL};
+      "seed",    "progress",       "attrs",           "overwrite",
+      NULL};
   sfpy_state *st = PyModule_GetState(module);
   PyObject *comm_o, *path = NULL, *input = NULL, *target = NULL;
   PyObject *shape = NULL, *ic = NULL, *tc = NULL, *layout = NULL;
   PyObject *chunk = NULL, *content = NULL, *seed = NULL, *attrs = NULL;
-  int chunked = 0, f16 = 0, progress = 0;
-  if (!PyArg_ParseTupleAndKeywords(
-          args, kw, "OO&|$UOOOOOpOpOOpO:generate", kwlist, &comm_o,
-          PyUnicode_FSConverter, &path, &input, &target, &shape, &ic, &tc,
-          &layout, &chunked, &chunk, &f16, &content, &seed, &progress, &attrs))
+  int chunked = 0, f16 = 0, progress = 0, overwrite = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|$UOOOOOpOpOOpOp:generate",
+                                   kwlist, &comm_o, PyUnicode_FSConverter,
+                                   &path, &input, &target, &shape, &ic, &tc,
+                                   &layout, &chunked, &chunk, &f16, &content,
+                                   &seed, &progress, &attrs, &overwrite))
     return NULL;
   PyObject *ret = NULL;
   slabfeed_gen_config g;
@@ -103,6 +105,7 @@ PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw)
   g.chunked = chunked;
   g.float16 = f16;
   g.progress = progress;
+  g.overwrite = overwrite;
   MPI_Comm comm;
   if (sfpy_comm_from_fint(st, comm_o, &comm) < 0)
     goto out;

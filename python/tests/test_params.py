@@ -120,3 +120,18 @@ def test_generate_attrs_refused(workdir):
         slabfeed.tools.generate(COMM, f"{workdir}/bad.h5", shape=8,
                                 attrs={"Omega_m": float("nan")})
     assert not os.path.exists(f"{workdir}/bad.h5")
+
+
+def test_generate_refuses_existing(workdir):
+    """An existing file is never replaced without overwrite: the refusal
+    names it, the file keeps its bytes; with overwrite it is replaced."""
+    p = f"{workdir}/keep.h5"
+    slabfeed.tools.generate(COMM, p, shape=8, target=None)
+    COMM.Barrier()
+    before = open(p, "rb").read()
+    with pytest.raises(slabfeed.FileIOError, match="keep.h5' exists; pass overwrite"):
+        slabfeed.tools.generate(COMM, p, shape=10, target=None)
+    assert open(p, "rb").read() == before
+    COMM.Barrier()
+    slabfeed.tools.generate(COMM, p, shape=10, target=None, overwrite=True)
+    assert slabfeed.tools.describe(p, "Nbody")["shape"] == (10, 10, 10)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <hdf5.h>
 
@@ -602,6 +603,13 @@ slabfeed_status slabfeed_generate(MPI_Comm comm,
     sf__fail(&e, SLABFEED_ERR_MPI, "generator: MPI_Comm_rank/size failed");
   if (e.status == SLABFEED_OK)
     check_gen_config(cfg, size, &e);
+  /* Nothing a user wrote is replaced unless asked (the writer's rule). */
+  struct stat st;
+  if (e.status == SLABFEED_OK && !cfg->overwrite && stat(cfg->path, &st) == 0)
+    sf__fail(&e, SLABFEED_ERR_IO,
+             "generator: '%s' exists; pass overwrite (slabfeed-gen "
+             "--overwrite) to replace it",
+             cfg->path);
   /* Memory first: a rank that cannot allocate fails before any file is
    * touched (an existing file of that name is left as it was). */
   gen_run g;
