@@ -203,6 +203,18 @@ static const cli_option options[] = {
      .help = "a numeric attribute of the file's root group (float64; "
              "repeatable), e.g. a parameter for the loader's --params; with "
              "--volumes N, NAME=V0:V1:... gives each volume its value"},
+    {.name = "--input-fields",
+     .kind = CLI_STRING,
+     .at = GEN(input_fields),
+     .metavar = "NAME:C,...",
+     .help = "write the input as fields, datasets of their own (a field of "
+             "one channel 3-D), e.g. density:1,velocity:3; read them with "
+             "--input density,velocity"},
+    {.name = "--target-fields",
+     .kind = CLI_STRING,
+     .at = GEN(target_fields),
+     .metavar = "NAME:C,...",
+     .help = "write the target as fields (as --input-fields)"},
     {.name = "--overwrite",
      .kind = CLI_FLAG,
      .at = GEN(overwrite),

@@ -196,6 +196,14 @@ typedef struct slabfeed_gen_config {
    * never replaced; 1: it is replaced, once the new file is complete (the
    * rules of "Files written aside"). */
   int overwrite;
+  /* Added in 0.7: the input (and the target) written as fields, datasets
+   * of their own, instead of one dataset: "NAME:C,NAME:C,..." whose C sum
+   * to input_channels (target_channels), in channel order; a field of one
+   * channel is a 3-D (Z,Y,X) dataset. The values are those of the one
+   * dataset they replace (the loader's `input = "NAME,NAME"` reads them
+   * back as it). NULL or "": one dataset named `input` (`target`). */
+  const char *input_fields;
+  const char *target_fields;
 } slabfeed_gen_config;
 
 /* slabfeed_gen_config_init_sized - fills the first `size` bytes of *cfg with

@@ -295,6 +295,18 @@ static void refused(const slabfeed_config *c, const char *n1, const char *n2,
   slabfeed_close(l);
 }
 
+static void expect_open_refused_gen(const slabfeed_gen_config *g,
+                                    const char *needle)
+{
+  char err[1024] = "";
+  const slabfeed_status st =
+      slabfeed_generate(MPI_COMM_WORLD, g, err, sizeof err);
+  CHECK(st == SLABFEED_ERR_ARG && strstr(err, needle) != NULL,
+        "generate: %s '%s' (want '%s')", slabfeed_status_name(st), err, needle);
+  if (rank == 0)
+    printf("  %-24s -> %s\n", "bad generator fields", err);
+}
+
 static void check_refusals(const char *spec, const char *target)
 {
   slabfeed_config c;
@@ -323,6 +335,65 @@ static void check_refusals(const char *spec, const char *target)
   unsetenv("SLABFEED_TEST_FAIL");
 }
 
+/* slabfeed_generate's fields: the same loader batches as the one dataset
+ * they split (index content, one seed), and 3-D where one channel. */
+static void check_gen_fields(void)
+{
+  char one[512], split[512], err[1024];
+  snprintf(one, sizeof one, "%s/gen_one.h5", dir);
+  snprintf(split, sizeof split, "%s/gen_split.h5", dir);
+  for (int k = 0; k < 2; k++) {
+    slabfeed_gen_config g;
+    slabfeed_gen_config_init(&g);
+    g.overwrite = 1; /* a rerun regenerates */
+    g.path = k == 0 ? one : split;
+    g.shape[0] = 12, g.shape[1] = 10, g.shape[2] = 16;
+    g.layout = SLABFEED_LAYOUT_CL;
+    g.chunked = k;
+    if (k == 1) {
+      g.input_fields = "density:1,velocity:3";
+      g.target_fields = "gas:2,temperature:1,metals:2";
+    }
+    CHECK(slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err) == SLABFEED_OK,
+          "generate %s: %s", g.path, err);
+  }
+  slabfeed_dataset_info d = SLABFEED_DATASET_INFO_INIT;
+  CHECK(slabfeed_describe(split, "density", SLABFEED_LAYOUT_AUTO, &d, err,
+                          sizeof err) == SLABFEED_OK &&
+            d.ndim == 3 && d.channels == 1,
+        "generated density: %s ndim %d", err, d.ndim);
+  slabfeed_config a, b;
+  config(&a, one, "Nbody", "Hydro");
+  config(&b, split, "density,velocity", "gas,temperature,metals");
+  a.layout = b.layout = SLABFEED_LAYOUT_CL;
+  slabfeed_loader *la = NULL, *lb = NULL;
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &a, &la, err, sizeof err) ==
+                SLABFEED_OK &&
+            slabfeed_open(MPI_COMM_WORLD, &b, &lb, err, sizeof err) ==
+                SLABFEED_OK,
+        "open generated: %s", err);
+  for (int s = 0; la != NULL && lb != NULL && s < 10; s++) {
+    slabfeed_batch x = SLABFEED_BATCH_INIT, y = SLABFEED_BATCH_INIT;
+    CHECK(slabfeed_next(la, &x, NULL) == SLABFEED_OK &&
+              slabfeed_next(lb, &y, NULL) == SLABFEED_OK,
+          "next");
+    CHECK(
+        memcmp(x.input.data, y.input.data, 3 * 4 * 125 * sizeof(float)) == 0 &&
+            memcmp(x.target.data, y.target.data, 3 * 5 * 125 * sizeof(float)) ==
+                0,
+        "generated fields differ from the one dataset at step %d", s);
+  }
+  slabfeed_close(la);
+  slabfeed_close(lb);
+  slabfeed_gen_config g;
+  slabfeed_gen_config_init(&g);
+  g.overwrite = 1;
+  g.path = split;
+  g.input_fields = "density:1,velocity:2";
+  expect_open_refused_gen(&g, "input_fields 'density:1,velocity:2' holds 3 "
+                              "channels of the 4");
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -347,5 +418,6 @@ int main(int argc, char **argv)
   check_stream(spec, target);
   check_reader();
   check_refusals(spec, target);
+  check_gen_fields();
   return check_finish("mpi.fields");
 }

@@ -26,7 +26,9 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
              float16: bool = False, content: str = "index", seed: int = 0,
              progress: bool = False,
              attrs: Optional[Dict[str, float]] = None,
-             overwrite: bool = False) -> None:
+             overwrite: bool = False,
+             input_fields: Optional[str] = None,
+             target_fields: Optional[str] = None) -> None:
     """Write a synthetic volume (``slabfeed_generate``), collective over comm.
 
     content ``'index'`` stores exact integers that tests recompute
@@ -39,6 +41,9 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
     (a simulation's parameters, which the loader's ``params`` reads).
     An existing file at `path` is refused (``FileIOError``) unless
     ``overwrite``; it is then replaced once the new file is complete.
+    ``input_fields`` ("density:1,velocity:3") writes the input as fields,
+    datasets of their own (one channel: 3-D), read back with
+    ``input="density,velocity"``; ``target_fields`` likewise.
     """
     text = None
     if attrs:
@@ -49,7 +54,8 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
                        target_channels=target_channels, layout=layout,
                        chunked=chunked, chunk=chunk, float16=float16,
                        content=content, seed=seed, progress=progress,
-                       attrs=text, overwrite=overwrite)
+                       attrs=text, overwrite=overwrite,
+                       input_fields=input_fields, target_fields=target_fields)
 
 
 def describe(path: PathLike, dataset: str, layout: str = "auto") -> Dict[str, Any]:

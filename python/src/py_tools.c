@@ -25,22 +25,36 @@ static const char *const content_names[] = {"index", "field", NULL};
  * target=None writes no target (an empty string is the library default). */
 PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw)
 {
-  static char *kwlist[] = {
-      "comm",    "path",           "input",           "target",
-      "shape",   "input_channels", "target_channels", "layout",
-      "chunked", "chunk",          "float16",         "content",
-      "seed",    "progress",       "attrs",           "overwrite",
-      NULL};
+  static char *kwlist[] = {"comm",
+                           "path",
+                           "input",
+                           "target",
+                           "shape",
+                           "input_channels",
+                           "target_channels",
+                           "layout",
+                           "chunked",
+                           "chunk",
+                           "float16",
+                           "content",
+                           "seed",
+                           "progress",
+                           "attrs",
+                           "overwrite",
+                           "input_fields",
+                           "target_fields",
+                           NULL};
   sfpy_state *st = PyModule_GetState(module);
   PyObject *comm_o, *path = NULL, *input = NULL, *target = NULL;
   PyObject *shape = NULL, *ic = NULL, *tc = NULL, *layout = NULL;
   PyObject *chunk = NULL, *content = NULL, *seed = NULL, *attrs = NULL;
+  const char *in_fields = NULL, *tg_fields = NULL;
   int chunked = 0, f16 = 0, progress = 0, overwrite = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|$UOOOOOpOpOOpOp:generate",
-                                   kwlist, &comm_o, PyUnicode_FSConverter,
-                                   &path, &input, &target, &shape, &ic, &tc,
-                                   &layout, &chunked, &chunk, &f16, &content,
-                                   &seed, &progress, &attrs, &overwrite))
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kw, "OO&|$UOOOOOpOpOOpOpzz:generate", kwlist, &comm_o,
+          PyUnicode_FSConverter, &path, &input, &target, &shape, &ic, &tc,
+          &layout, &chunked, &chunk, &f16, &content, &seed, &progress, &attrs,
+          &overwrite, &in_fields, &tg_fields))
     return NULL;
   PyObject *ret = NULL;
   slabfeed_gen_config g;
@@ -106,6 +120,8 @@ PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw)
   g.float16 = f16;
   g.progress = progress;
   g.overwrite = overwrite;
+  g.input_fields = in_fields;
+  g.target_fields = tg_fields;
   MPI_Comm comm;
   if (sfpy_comm_from_fint(st, comm_o, &comm) < 0)
     goto out;

@@ -549,9 +549,14 @@ herr_t sf__h5_transfer_planes_in(hid_t dset, int cf, int64_t z, int64_t n,
   const hid_t fspace = H5Dget_space(dset);
   hid_t mspace = H5I_INVALID_HID;
   hsize_t start[4] = {0, 0, 0, 0}, count[4], mdims[4];
-  herr_t rc = fspace < 0 || H5Sget_simple_extent_dims(fspace, count, NULL) != 4
+  /* Rank 4, or 3 (Z,Y,X): one channel, z first as channels-last. */
+  const int nd = fspace >= 0 ? H5Sget_simple_extent_ndims(fspace) : -1;
+  herr_t rc = (nd != 4 && nd != 3) ||
+                      H5Sget_simple_extent_dims(fspace, count, NULL) != nd
                   ? -1
                   : 0;
+  if (nd == 3)
+    cf = 0;
   if (rc >= 0 && n == 0) {
     const hsize_t one = 1;
     mspace = H5Screate_simple(1, &one, NULL);
@@ -564,7 +569,7 @@ herr_t sf__h5_transfer_planes_in(hid_t dset, int cf, int64_t z, int64_t n,
     count[za] = (hsize_t)n;
     memcpy(mdims, count, sizeof mdims);
     mdims[za] = (hsize_t)mz;
-    mspace = H5Screate_simple(4, mdims, NULL);
+    mspace = H5Screate_simple(nd, mdims, NULL);
     rc = mspace < 0 ? -1
                     : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL,
                                           count, NULL);

@@ -67,7 +67,8 @@ herr_t sf__h5_set_mpio(hid_t fapl, MPI_Comm comm);
 #endif
 
 /* Writes (or reads) planes [z, z + n) of every channel of the 4-D dataset
- * dset (channels-first when cf, else channels-last) from (into) buf, laid
+ * dset (channels-first when cf, else channels-last; a rank-3 dataset
+ * (Z,Y,X) is one channel, cf ignored) from (into) buf, laid
  * out contiguously as in the file, elements of type mtype. n == 0 is an
  * empty transfer that still takes part in a collective one. Returns the
  * HDF5 status. */

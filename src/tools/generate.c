@@ -124,10 +124,24 @@ static float field_channel(const double vals[5], int c)
 
 /* ---- Writing ------------------------------------------------------------- */
 
+/* One dataset the generator writes: channels [c0, c0 + C) of the input
+ * (d 0) or the target (d 1), named `name`; 3-D (Z,Y,X) when ndim is 3 (a
+ * field of one channel). */
+typedef struct gen_item {
+  int d;
+  char name[256];
+  int64_t c0, C;
+  int ndim;
+} gen_item;
+
+#define SF_GEN_ITEMS 32
+
 static hid_t create_dataset(hid_t file, const slabfeed_gen_config *cfg,
-                            const char *name, int64_t channels)
+                            const gen_item *it)
 {
-  const int cf = cfg->layout != SLABFEED_LAYOUT_CL;
+  const char *name = it->name;
+  const int64_t channels = it->C;
+  const int cf = cfg->layout != SLABFEED_LAYOUT_CL && it->ndim == 4;
   hsize_t dims[4], chunk[4];
   for (int a = 0; a < 3; a++) {
     const int64_t ch = cfg->chunk[a] > 0    ? cfg->chunk[a]
@@ -138,16 +152,16 @@ static hid_t create_dataset(hid_t file, const slabfeed_gen_config *cfg,
   }
   dims[cf ? 0 : 3] = (hsize_t)channels;
   chunk[cf ? 0 : 3] = cf ? 1 : (hsize_t)channels;
-  const hid_t space = H5Screate_simple(4, dims, NULL);
+  const hid_t space = H5Screate_simple(it->ndim, dims, NULL);
   const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   const hid_t type = sf__h5_file_type(cfg->float16);
   hid_t dset = H5I_INVALID_HID;
   if (space >= 0 && dcpl >= 0 && type >= 0 &&
       H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0 &&
       H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
-      (!cfg->chunked || H5Pset_chunk(dcpl, 4, chunk) >= 0))
+      (!cfg->chunked || H5Pset_chunk(dcpl, it->ndim, chunk) >= 0))
     dset = H5Dcreate2(file, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-  if (dset >= 0 && sf__h5_write_layout(dset, cf) < 0) {
+  if (dset >= 0 && it->ndim == 4 && sf__h5_write_layout(dset, cf) < 0) {
     H5Dclose(dset);
     dset = H5I_INVALID_HID;
   }
@@ -162,7 +176,8 @@ static hid_t create_dataset(hid_t file, const slabfeed_gen_config *cfg,
 
 /* Fills buf with planes [z, z+n) of dataset d in the file's layout. */
 static void fill_run(const slabfeed_gen_config *cfg, const field *f, int d,
-                     int64_t channels, int64_t z, int64_t n, float *buf)
+                     int64_t c0, int64_t channels, int64_t z, int64_t n,
+                     float *buf)
 {
   const int64_t Y = cfg->shape[1], X = cfg->shape[2];
   const int cf = cfg->layout != SLABFEED_LAYOUT_CL;
@@ -173,9 +188,10 @@ static void fill_run(const slabfeed_gen_config *cfg, const field *f, int d,
         if (cfg->content == SLABFEED_CONTENT_FIELD)
           field_eval(f, d, z + k, y, x, vals);
         for (int64_t c = 0; c < channels; c++) {
-          const float v = cfg->content == SLABFEED_CONTENT_FIELD
-                              ? field_channel(vals, (int)c)
-                              : slabfeed_index_value(d, (int)c, z + k, y, x);
+          const float v =
+              cfg->content == SLABFEED_CONTENT_FIELD
+                  ? field_channel(vals, (int)(c0 + c))
+                  : slabfeed_index_value(d, (int)(c0 + c), z + k, y, x);
           const int64_t i = cf ? ((c * n + k) * Y + y) * X + x
                                : ((k * Y + y) * X + x) * channels + c;
           buf[i] = v;
@@ -269,6 +285,50 @@ static slabfeed_status write_attrs(hid_t file, const slabfeed_gen_config *cfg,
   return SLABFEED_OK;
 }
 
+/* The datasets to write: the input and the target, each one dataset or
+ * the fields of cfg->*_fields ("NAME:C,..." whose C sum to its channels;
+ * one channel: a 3-D dataset). */
+static slabfeed_status make_items(const slabfeed_gen_config *cfg,
+                                  gen_item *items, int *n, sf__err *e)
+{
+  *n = 0;
+  for (int d = 0; d < (cfg->target != NULL ? 2 : 1); d++) {
+    const char *fields = d == 0 ? cfg->input_fields : cfg->target_fields;
+    const int64_t C = d == 0 ? cfg->input_channels : cfg->target_channels;
+    const char *what = d == 0 ? "input_fields" : "target_fields";
+    if (fields == NULL || fields[0] == '\0') {
+      gen_item *it = &items[(*n)++];
+      *it = (gen_item){d, "", 0, C, 4};
+      snprintf(it->name, sizeof it->name, "%s",
+               d == 0 ? cfg->input : cfg->target);
+      continue;
+    }
+    int64_t c0 = 0;
+    for (const char *p = fields; *p != '\0';) {
+      const size_t len = strcspn(p, ","), colon = strcspn(p, ":");
+      char *end = NULL;
+      const long k = colon < len ? strtol(p + colon + 1, &end, 10) : 0;
+      if (colon == 0 || colon >= len || colon >= 256 || end == p + colon + 1 ||
+          end != p + len || k < 1 || c0 + k > C || *n >= SF_GEN_ITEMS)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "generator: %s '%s': '%.*s' is not NAME:CHANNELS "
+                        "within the %lld channels",
+                        what, fields, (int)len, p, (long long)C);
+      gen_item *it = &items[(*n)++];
+      *it = (gen_item){d, "", c0, k, k == 1 ? 3 : 4};
+      memcpy(it->name, p, colon);
+      it->name[colon] = '\0';
+      c0 += k;
+      p += len + (p[len] == ',');
+    }
+    if (c0 != C)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "generator: %s '%s' holds %lld channels of the %lld",
+                      what, fields, (long long)c0, (long long)C);
+  }
+  return SLABFEED_OK;
+}
+
 static slabfeed_status check_gen_config(const slabfeed_gen_config *cfg,
                                         int size, sf__err *e)
 {
@@ -327,7 +387,9 @@ typedef struct gen_run {
   int64_t cap; /* planes per run */
   hid_t ftype; /* the stored element type */
   size_t tsize;
-  uint64_t sum[SF_MAX_DSETS]; /* of the bytes this rank wrote, per dataset */
+  gen_item item[SF_GEN_ITEMS]; /* the datasets written */
+  int nitems;
+  uint64_t sum[SF_GEN_ITEMS]; /* of the bytes this rank wrote, per dataset */
   double done, total;         /* progress (bytes of all ranks) */
 } gen_run;
 
@@ -365,24 +427,26 @@ static hid_t collective_dxpl(sf__err *e)
  * local failure (then with nothing to write), so collective calls match.
  * Each run is converted to the stored type here (HDF5 converts nothing)
  * and summed as stored, for the read-back. */
-static slabfeed_status write_dataset(gen_run *g, hid_t dset, int d,
-                                     const char *name, int64_t channels,
-                                     sf__err *e)
+static slabfeed_status write_dataset(gen_run *g, hid_t dset, int k, sf__err *e)
 {
   const slabfeed_gen_config *cfg = g->cfg;
+  const gen_item *it = &g->item[k];
+  const int d = it->d;
+  const char *name = it->name;
+  const int64_t channels = it->C;
   const int64_t Z = cfg->shape[0];
   const int64_t plane = channels * cfg->shape[1] * cfg->shape[2];
   const int64_t runs = run_count(g);
   const double base = g->done;
   const hid_t dxpl = collective_dxpl(e);
   for (int64_t i = 0; i < runs && dxpl >= 0; i++) {
-    if (d == 0 && i == 0 && sf__inject("gen.write", g->rank))
+    if (k == 0 && i == 0 && sf__inject("gen.write", g->rank))
       sf__fail(e, SLABFEED_ERR_IO, "injected failure at stage 'gen.write'");
     int64_t z, n;
     run_of(g, i, &z, &n);
     n = e->status == SLABFEED_OK ? n : 0;
     if (n > 0) {
-      fill_run(cfg, g->f, d, channels, z, n, g->buf);
+      fill_run(cfg, g->f, d, it->c0, channels, z, n, g->buf);
       if (cfg->float16)
         sf__f32_to_f16_n(g->buf, (size_t)(n * plane));
     }
@@ -394,7 +458,7 @@ static slabfeed_status write_dataset(gen_run *g, hid_t dset, int d,
       sf__h5_detail(e);
     } else if (n > 0) {
       const size_t bytes = (size_t)(n * plane) * g->tsize;
-      g->sum[d] += sf__aside_sum(g->buf, bytes,
+      g->sum[k] += sf__aside_sum(g->buf, bytes,
                                  (uint64_t)(i * g->cap * plane) * g->tsize);
     }
     /* What all ranks have written after this run: rank r's first
@@ -423,11 +487,12 @@ static slabfeed_status write_dataset(gen_run *g, hid_t dset, int d,
  * compares the sum with that of the writes: a write that MPI-IO reported
  * as done but that did not land (Open MPI 4.1's collective write on a full
  * disk reads back as zeros) fails here. Collective like the writes. */
-static slabfeed_status verify_dataset(gen_run *g, hid_t file, int d,
-                                      const char *name, int64_t channels,
+static slabfeed_status verify_dataset(gen_run *g, hid_t file, int k,
                                       const char *tmp, sf__err *e)
 {
   const slabfeed_gen_config *cfg = g->cfg;
+  const char *name = g->item[k].name;
+  const int64_t channels = g->item[k].C;
   const int64_t plane = channels * cfg->shape[1] * cfg->shape[2];
   const int64_t runs = run_count(g);
   const hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
@@ -454,7 +519,7 @@ static slabfeed_status verify_dataset(gen_run *g, hid_t file, int d,
                            (uint64_t)(i * g->cap * plane) * g->tsize);
     }
   }
-  if (e->status == SLABFEED_OK && sum != g->sum[d])
+  if (e->status == SLABFEED_OK && sum != g->sum[k])
     sf__fail(e, SLABFEED_ERR_IO,
              "generator: '%s' planes [%lld,%lld) read back from '%s' differ "
              "from what was written: a write that MPI-IO reported as done "
@@ -479,10 +544,8 @@ static slabfeed_status verify_file(void *ctx, const char *tmp, sf__err *e)
         fflush(stdout);
   hid_t file = H5I_INVALID_HID;
   if (sf__h5_open(g->comm, tmp, &file, e) == SLABFEED_OK) {
-    verify_dataset(g, file, 0, g->cfg->input, g->cfg->input_channels, tmp, e);
-    if (g->cfg->target != NULL)
-      verify_dataset(g, file, 1, g->cfg->target, g->cfg->target_channels, tmp,
-                     e);
+    for (int k = 0; k < g->nitems; k++)
+      verify_dataset(g, file, k, tmp, e);
   }
   if (file >= 0)
     H5Fclose(file);
@@ -537,17 +600,15 @@ static uint64_t file_bytes(const slabfeed_gen_config *cfg)
  * failed there (OMPIO keeps the failed write's request pending). */
 static slabfeed_status create_datasets(hid_t *file, const char *tmp, hid_t fapl,
                                        const slabfeed_gen_config *cfg,
-                                       hid_t dset[SF_MAX_DSETS], sf__err *e)
+                                       const gen_item *items, int nd,
+                                       hid_t *dset, sf__err *e)
 {
-  const char *name[SF_MAX_DSETS] = {cfg->input, cfg->target};
-  const int nd = cfg->target != NULL ? 2 : 1;
   for (int d = 0; d < nd; d++) {
-    dset[d] =
-        create_dataset(*file, cfg, name[d],
-                       d == 0 ? cfg->input_channels : cfg->target_channels);
+    dset[d] = create_dataset(*file, cfg, &items[d]);
     if (dset[d] < 0 && e->status == SLABFEED_OK) {
       sf__fail(e, SLABFEED_ERR_IO,
-               "generator: cannot create dataset '%s' in '%s'", name[d], tmp);
+               "generator: cannot create dataset '%s' in '%s'", items[d].name,
+               tmp);
       sf__h5_detail(e);
     }
   }
@@ -568,9 +629,10 @@ static slabfeed_status create_datasets(hid_t *file, const char *tmp, hid_t fapl,
     return e->status;
   }
   *file = H5Fopen(tmp, H5F_ACC_RDWR, fapl);
+  int opened = *file >= 0;
   for (int d = 0; d < nd && *file >= 0; d++)
-    dset[d] = H5Dopen2(*file, name[d], H5P_DEFAULT);
-  if (*file < 0 || dset[0] < 0 || (nd > 1 && dset[1] < 0)) {
+    opened &= (dset[d] = H5Dopen2(*file, items[d].name, H5P_DEFAULT)) >= 0;
+  if (!opened) {
     sf__fail(e, SLABFEED_ERR_IO, "generator: cannot reopen '%s' to write it",
              tmp);
     sf__h5_detail(e);
@@ -618,6 +680,8 @@ slabfeed_status slabfeed_generate(MPI_Comm comm,
   g.cfg = cfg;
   g.rank = rank;
   g.writer = sf__h5_is_parallel() || rank == 0;
+  if (e.status == SLABFEED_OK)
+    make_items(cfg, g.item, &g.nitems, &e);
   g.cap = e.status == SLABFEED_OK ? run_planes(cfg, size) : 0;
   g.ftype = H5I_INVALID_HID;
   if (e.status == SLABFEED_OK && g.writer) {
@@ -676,17 +740,17 @@ slabfeed_status slabfeed_generate(MPI_Comm comm,
   g.total = (double)data_bytes(cfg);
   if (sf__agree(comm, &e) == SLABFEED_OK)
     sf__aside_reserve(&as, file_bytes(cfg), &e);
-  hid_t dset[SF_MAX_DSETS] = {H5I_INVALID_HID, H5I_INVALID_HID};
+  hid_t dset[SF_GEN_ITEMS];
+  for (int k = 0; k < SF_GEN_ITEMS; k++)
+    dset[k] = H5I_INVALID_HID;
   if (sf__agree(comm, &e) == SLABFEED_OK && g.writer)
-    create_datasets(&file, as.tmp, fapl, cfg, dset, &e);
+    create_datasets(&file, as.tmp, fapl, cfg, g.item, g.nitems, dset, &e);
   /* Ranks that have the file open write (or, after a local failure, make
    * the same collective calls with nothing to write). */
-  if (sf__agree(comm, &e) == SLABFEED_OK && g.writer) {
-    write_dataset(&g, dset[0], 0, cfg->input, cfg->input_channels, &e);
-    if (cfg->target != NULL)
-      write_dataset(&g, dset[1], 1, cfg->target, cfg->target_channels, &e);
-  }
-  for (int d = 0; d < SF_MAX_DSETS; d++)
+  if (sf__agree(comm, &e) == SLABFEED_OK && g.writer)
+    for (int k = 0; k < g.nitems; k++)
+      write_dataset(&g, dset[k], k, &e);
+  for (int d = 0; d < SF_GEN_ITEMS; d++)
     if (dset[d] >= 0 && H5Dclose(dset[d]) < 0)
       sf__fail(&e, SLABFEED_ERR_IO,
                "generator: closing a dataset of '%s' failed", as.tmp);
