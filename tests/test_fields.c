@@ -276,25 +276,6 @@ static void check_reader(void)
         (long long)one.channels);
 }
 
-static void refused(const slabfeed_config *c, const char *n1, const char *n2,
-                    const char *what)
-{
-  char err[1024] = "";
-  slabfeed_loader *l = NULL;
-  const slabfeed_status st =
-      slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
-  int lo = st, hi = st;
-  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  CHECK(st != SLABFEED_OK && lo == hi && strstr(err, n1) != NULL &&
-            (n2 == NULL || strstr(err, n2) != NULL),
-        "%s: %s '%s' (want '%s' and '%s' on every rank)", what,
-        slabfeed_status_name(st), err, n1, n2 ? n2 : "");
-  if (rank == 0)
-    printf("  %-24s -> %s\n", what, err);
-  slabfeed_close(l);
-}
-
 static void expect_open_refused_gen(const slabfeed_gen_config *g,
                                     const char *needle)
 {
@@ -312,26 +293,26 @@ static void check_refusals(const char *spec, const char *target)
   slabfeed_config c;
   char t[1024];
   config(&c, spec, "density,bad_grid", target);
-  refused(&c, "input field 'bad_grid' in '", "is 12x10x15 but field 'density'",
-          "fields of two grids");
+  expect_refused(&c, "input field 'bad_grid' in '",
+                 "is 12x10x15 but field 'density'", "fields of two grids");
   snprintf(t, sizeof t, "dm@%s/dm/dm_0.h5,extra", dir);
   config(&c, spec, "density", t);
-  refused(&c, "target field 'dm' names 1 file", "for the 2 volumes of path",
-          "too few field files");
+  expect_refused(&c, "target field 'dm' names 1 file",
+                 "for the 2 volumes of path", "too few field files");
   snprintf(t, sizeof t, "velocity@%s/dm/dm_*.h5", dir);
   config(&c, spec, "density", t);
-  refused(&c, "no dataset 'velocity' in '", "dm_0.h5'",
-          "dataset missing in a field file");
+  expect_refused(&c, "no dataset 'velocity' in '", "dm_0.h5'",
+                 "dataset missing in a field file");
   config(&c, spec, "density,,velocity", NULL);
   c.n_input_vectors = 0;
-  refused(&c, "field 1 is empty", NULL, "empty field");
+  expect_refused(&c, "field 1 is empty", NULL, "empty field");
   /* A field file missing on the last rank only: agreed. */
   char fail[64];
   snprintf(fail, sizeof fail, "volume.missing@%d", size - 1);
   config(&c, spec, "density,velocity", target);
   setenv("SLABFEED_TEST_FAIL", fail, 1);
-  refused(&c, "injected: the volume missing on this rank only", NULL,
-          "missing on one rank");
+  expect_refused(&c, "injected: the volume missing on this rank only", NULL,
+                 "missing on one rank");
   unsetenv("SLABFEED_TEST_FAIL");
 }
 

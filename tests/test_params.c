@@ -97,19 +97,6 @@ static void write_volume(const char *path, int v, int odd)
   H5Fclose(f);
 }
 
-static void write_text(const char *path, const char *text)
-{
-  if (rank == 0) {
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "write %s", path);
-    if (f != NULL) {
-      fputs(text, f);
-      fclose(f);
-    }
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-}
-
 static void config(slabfeed_config *c, const char *spec)
 {
   slabfeed_config_init(c);
@@ -137,25 +124,6 @@ static float expected(int v, int k)
 static int same_bits(float a, float b)
 {
   return memcmp(&a, &b, sizeof a) == 0;
-}
-
-static void refused(const slabfeed_config *c, const char *needle,
-                    const char *needle2, const char *what)
-{
-  char err[1024] = "";
-  slabfeed_loader *l = NULL;
-  const slabfeed_status st =
-      slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
-  int lo = st, hi = st;
-  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  CHECK(st != SLABFEED_OK && lo == hi && strstr(err, needle) != NULL &&
-            (needle2 == NULL || strstr(err, needle2) != NULL),
-        "%s: status %s, message '%s' (want '%s' and '%s' on every rank)", what,
-        slabfeed_status_name(st), err, needle, needle2 ? needle2 : "");
-  if (rank == 0)
-    printf("  %-26s -> %s\n", what, err);
-  slabfeed_close(l);
 }
 
 /* Random crops over the three volumes: every sample's parameters. */
@@ -256,48 +224,50 @@ static void check_refusals(const char *spec, const char *odd)
   config(&c, spec);
   c.params = "Omega_m,Omega_b";
   c.n_params_norm = 0;
-  refused(&c, "has no parameter 'Omega_b'", "vol0.h5", "missing parameter");
+  expect_refused(&c, "has no parameter 'Omega_b'", "vol0.h5",
+                 "missing parameter");
   c.params = "Header/Omega_b";
-  refused(&c, "has no parameter 'Header/Omega_b'", "vol0.h5",
-          "missing in a group");
+  expect_refused(&c, "has no parameter 'Header/Omega_b'", "vol0.h5",
+                 "missing in a group");
   c.params = "Nowhere/Redshift";
-  refused(&c, "has no parameter 'Nowhere/Redshift'", "vol0.h5",
-          "missing group");
+  expect_refused(&c, "has no parameter 'Nowhere/Redshift'", "vol0.h5",
+                 "missing group");
   config(&c, odd);
   c.params = "label";
   c.n_params_norm = 0;
-  refused(&c, "parameter 'label'", "is a string, not one number",
-          "string attribute");
+  expect_refused(&c, "parameter 'label'", "is a string, not one number",
+                 "string attribute");
   c.params = "abc";
-  refused(&c, "parameter 'abc'", "an array of several values",
-          "array attribute");
+  expect_refused(&c, "parameter 'abc'", "an array of several values",
+                 "array attribute");
   config(&c, spec);
   c.params = "Omega_m,,sigma_8";
-  refused(&c, "name 1 is empty", NULL, "empty name");
+  expect_refused(&c, "name 1 is empty", NULL, "empty name");
   c.params = "Omega_m,sigma_8,Omega_m";
-  refused(&c, "names 'Omega_m' twice", NULL, "repeated name");
+  expect_refused(&c, "names 'Omega_m' twice", NULL, "repeated name");
   c.params = "Omega_m,sigma_8";
-  refused(&c, "params_norm has 4 entries for the 2 parameters", NULL,
-          "norm count");
+  expect_refused(&c, "params_norm has 4 entries for the 2 parameters", NULL,
+                 "norm count");
   c.params = NULL;
-  refused(&c, "params_norm (4 entries) without params", NULL,
-          "norm without params");
+  expect_refused(&c, "params_norm (4 entries) without params", NULL,
+                 "norm without params");
   /* Manifest columns. */
   config(&c, s);
   snprintf(p, sizeof p, "%s/badcol.txt", dir);
   snprintf(s, sizeof s, "%s/vol2.h5 sigma_8=abc\n", dir);
   write_text(p, s);
   snprintf(s, sizeof s, "@%s", p);
-  refused(&c, "line 1: column 'sigma_8=abc' is not NAME=NUMBER", NULL,
-          "bad manifest column");
+  expect_refused(&c, "line 1: column 'sigma_8=abc' is not NAME=NUMBER", NULL,
+                 "bad manifest column");
   snprintf(p, sizeof p, "%s/twice.txt", dir);
   snprintf(s, sizeof s, "%s/vol2.h5\tsigma_8=1 sigma_8=2\n", dir);
   write_text(p, s);
   snprintf(s, sizeof s, "@%s", p);
-  refused(&c, "column 'sigma_8' is given twice", NULL, "column twice");
+  expect_refused(&c, "column 'sigma_8' is given twice", NULL, "column twice");
   /* vol2 without its manifest lacks sigma_8. */
   snprintf(s, sizeof s, "%s/vol2.h5", dir);
-  refused(&c, "has no parameter 'sigma_8'", "vol2.h5", "only in manifest");
+  expect_refused(&c, "has no parameter 'sigma_8'", "vol2.h5",
+                 "only in manifest");
   /* One rank alone fails while reading the parameters. */
   config(&c, spec);
   char fail[64];
@@ -306,7 +276,7 @@ static void check_refusals(const char *spec, const char *odd)
   char want[96];
   snprintf(want, sizeof want, "rank %d: injected failure at stage 'params'",
            size - 1);
-  refused(&c, want, NULL, "params on one rank");
+  expect_refused(&c, want, NULL, "params on one rank");
   unsetenv("SLABFEED_TEST_FAIL");
 }
 

@@ -303,50 +303,19 @@ static double chi2_of(const uint64_t count[NV], const double p[NV])
 }
 
 /* An open that must fail on every rank alike with `needle` in it. */
-static void refused(const slabfeed_config *c, const char *needle,
-                    const char *what)
-{
-  char err[1024] = "";
-  slabfeed_loader *l = NULL;
-  const slabfeed_status st =
-      slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
-  int lo = st, hi = st;
-  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  CHECK(st != SLABFEED_OK && lo == hi && strstr(err, needle) != NULL,
-        "%s: status %s, message '%s' (want '%s' on every rank)", what,
-        slabfeed_status_name(st), err, needle);
-  if (rank == 0)
-    printf("  %-22s -> %s\n", what, err);
-  slabfeed_close(l);
-}
-
-static void write_text(const char *path, const char *text)
-{
-  if (rank == 0) {
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "write %s", path);
-    if (f != NULL) {
-      fputs(text, f);
-      fclose(f);
-    }
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-}
-
 static void refusals(const char *spec)
 {
   char s[4096], p[512], q[512];
   slabfeed_config c;
   snprintf(s, sizeof s, "%s/nothing*.h5", dir);
   config(&c, s, 6);
-  refused(&c, "matches no file", "empty pattern");
+  expect_refused(&c, "matches no file", NULL, "empty pattern");
   snprintf(s, sizeof s, "%s/vol0.h5\n%s/missing.h5", dir, dir);
   config(&c, s, 6);
-  refused(&c, "missing.h5", "missing file");
+  expect_refused(&c, "missing.h5", NULL, "missing file");
   snprintf(s, sizeof s, "%s/vol0.h5\n%s/vol1.h5\n%s/vol0.h5", dir, dir, dir);
   config(&c, s, 6);
-  refused(&c, "same file as volume 0", "listed twice");
+  expect_refused(&c, "same file as volume 0", NULL, "listed twice");
   snprintf(p, sizeof p, "%s/link.h5", dir);
   snprintf(q, sizeof q, "%s/vol1.h5", dir);
   if (rank == 0) {
@@ -356,44 +325,47 @@ static void refusals(const char *spec)
   MPI_Barrier(MPI_COMM_WORLD);
   snprintf(s, sizeof s, "%s/vol1.h5\n%s", dir, p);
   config(&c, s, 6);
-  refused(&c, "same file as volume 0", "twice through a link");
+  expect_refused(&c, "same file as volume 0", NULL, "twice through a link");
   snprintf(s, sizeof s, "%s\n%s/odd_chan.h5", spec, dir);
   config(&c, s, 6);
   c.n_input_vectors = 0;
   c.n_target_vectors = 0;
-  refused(&c, "odd_chan.h5' differs from volume 0", "other channels");
+  expect_refused(&c, "odd_chan.h5' differs from volume 0", NULL,
+                 "other channels");
   snprintf(s, sizeof s, "%s\n%s/odd_f16.h5", spec, dir);
   config(&c, s, 6);
-  refused(&c, "16-bit floats, not 32-bit", "other element type");
+  expect_refused(&c, "16-bit floats, not 32-bit", NULL, "other element type");
   config(&c, spec, 6);
   c.symmetries = SLABFEED_SYM_NONE;
   c.crop[0] = 14; /* vol1 has 13 planes */
-  refused(&c, "vol1.h5", "volume below the crop");
+  expect_refused(&c, "vol1.h5", NULL, "volume below the crop");
   config(&c, spec, 6);
   c.symmetries = SLABFEED_SYM_NONE;
   c.crop[1] = 11; /* vol1 has 10 rows, the store's planes 12 */
-  refused(&c, "vol1.h5", "volume's y below the crop");
+  expect_refused(&c, "vol1.h5", NULL, "volume's y below the crop");
   snprintf(p, sizeof p, "%s/blank.txt", dir);
   snprintf(s, sizeof s, "%s/vol0.h5\n\n%s/vol1.h5\n", dir, dir);
   write_text(p, s);
   snprintf(s, sizeof s, "@%s", p);
   config(&c, s, 6);
-  refused(&c, "line 2 is blank", "manifest blank line");
+  expect_refused(&c, "line 2 is blank", NULL, "manifest blank line");
   snprintf(p, sizeof p, "%s/relative.txt", dir);
   write_text(p, "# a comment\nvol0.h5\n");
   snprintf(s, sizeof s, "@%s", p);
   config(&c, s, 6);
-  refused(&c, "line 2: 'vol0.h5' is a relative path", "manifest relative");
+  expect_refused(&c, "line 2: 'vol0.h5' is a relative path", NULL,
+                 "manifest relative");
   /* vol1 missing on the last rank only: every rank gets the error. */
   config(&c, spec, 6);
   char fail[64];
   snprintf(fail, sizeof fail, "volume.missing@%d", size - 1);
   setenv("SLABFEED_TEST_FAIL", fail, 1);
-  refused(&c, "vol0.h5': No such file", "missing on one rank");
+  expect_refused(&c, "vol0.h5': No such file", NULL, "missing on one rank");
   /* The stacking by weight (before the store) failing on one rank. */
   snprintf(fail, sizeof fail, "weights@%d", size - 1);
   setenv("SLABFEED_TEST_FAIL", fail, 1);
-  refused(&c, "injected failure at stage 'weights'", "weights on one rank");
+  expect_refused(&c, "injected failure at stage 'weights'", NULL,
+                 "weights on one rank");
   /* The store's plane table (before its collective calls) failing on the
    * last rank alone. */
   snprintf(fail, sizeof fail, "planes@%d", size - 1);
@@ -401,38 +373,41 @@ static void refusals(const char *spec)
   char want[96];
   snprintf(want, sizeof want, "rank %d: injected failure at stage 'planes'",
            size - 1);
-  refused(&c, want, "plane table on one rank");
+  expect_refused(&c, want, NULL, "plane table on one rank");
   unsetenv("SLABFEED_TEST_FAIL");
   config(&c, spec, 6);
   c.holdout_volumes = "/no/such.h5";
-  refused(&c, "is not the path of a volume", "held out: unknown path");
+  expect_refused(&c, "is not the path of a volume", NULL,
+                 "held out: unknown path");
   c.holdout_volumes = NULL;
   c.volume_weights = "1,2";
-  refused(&c, "2 entries for 3 volumes", "weights: too few");
+  expect_refused(&c, "2 entries for 3 volumes", NULL, "weights: too few");
   c.volume_weights = "1,-2,3";
-  refused(&c, "not a non-negative number", "weights: negative");
+  expect_refused(&c, "not a non-negative number", NULL, "weights: negative");
   c.volume_weights = NULL;
   c.holdout_volumes = "0,5";
-  refused(&c, "not a volume index", "held out: out of range");
+  expect_refused(&c, "not a volume index", NULL, "held out: out of range");
   c.holdout_volumes = "0-2";
-  refused(&c, "every volume of the dataset is held out", "held out: all");
+  expect_refused(&c, "every volume of the dataset is held out", NULL,
+                 "held out: all");
   if (rpn) { /* 3 nodes in one group, 2 training volumes */
     config(&c, spec, 6);
     c.locality = 1;
     c.holdout_volumes = "0";
-    refused(&c, "has 3 nodes and the dataset only 2 volumes",
-            "locality: too few volumes");
+    expect_refused(&c, "has 3 nodes and the dataset only 2 volumes", NULL,
+                   "locality: too few volumes");
     /* The volume starts (before the store) failing on the last rank. */
     c.holdout_volumes = NULL;
     snprintf(fail, sizeof fail, "cuts@%d", size - 1);
     setenv("SLABFEED_TEST_FAIL", fail, 1);
-    refused(&c, "injected failure at stage 'cuts'", "cuts on one rank");
+    expect_refused(&c, "injected failure at stage 'cuts'", NULL,
+                   "cuts on one rank");
     unsetenv("SLABFEED_TEST_FAIL");
   }
   config(&c, spec, 6);
   c.tile = 4;
   c.pad = 1;
-  refused(&c, "a tiled pass runs over one volume", "tiled pass");
+  expect_refused(&c, "a tiled pass runs over one volume", NULL, "tiled pass");
 }
 
 /* A virtual dataset stacking Nbody of vol0 and vol2 (of one y, x) along z

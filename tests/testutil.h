@@ -161,6 +161,45 @@ static inline void expect_open_refused(const slabfeed_config *c,
   slabfeed_close(l);
 }
 
+/* An open that must fail on every rank alike (any status), its message
+ * containing n1 and (unless NULL) n2; collective. Prints the message on
+ * rank 0. */
+static inline void expect_refused(const slabfeed_config *c, const char *n1,
+                                  const char *n2, const char *what)
+{
+  char err[1024] = "";
+  slabfeed_loader *l = NULL;
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err);
+  int lo = st, hi = st, rank = 0;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  CHECK(st != SLABFEED_OK && lo == hi && strstr(err, n1) != NULL &&
+            (n2 == NULL || strstr(err, n2) != NULL),
+        "%s: status %s, message '%s' (want '%s' and '%s' on every rank)", what,
+        slabfeed_status_name(st), err, n1, n2 != NULL ? n2 : "");
+  if (rank == 0)
+    printf("  %-26s -> %s\n", what, err);
+  slabfeed_close(l);
+}
+
+/* Rank 0 writes `text` to path; every rank returns after it is there. */
+static inline void write_text(const char *path, const char *text)
+{
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "write %s", path);
+    if (f != NULL) {
+      fputs(text, f);
+      fclose(f);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* Dump files (slabfeed-dump), read back by the tests. */
 /* Reads a whole dataset; mtype < 0 reads the stored bits as they are. */
 static inline int read_all(hid_t f, const char *name, hid_t mtype, void *buf)

@@ -8,6 +8,30 @@
 
 #include "plan/batch.h"
 #include "common/stats.h"
+#include "source/source.h"
+
+/* The part of piece pc that dataset d takes (all of it, or a target
+ * core's box: sf__batch_piece_of) into *part and its view into *v (src's
+ * view of the whole piece, its start moved to the part), accounted in
+ * delta: the bytes copied, or for a fetched piece what came over MPI (the
+ * whole piece). Returns 0 when d takes nothing of pc (*v then unset). */
+static inline int sf__backend_part(const sf__batch_plan *p, const sf__store *s,
+                                   const sf__source *src, int d,
+                                   const sf__piece *pc, const float *landed,
+                                   sf__piece *part, sf__view *v,
+                                   slabfeed_stats *delta)
+{
+  int64_t skip[3];
+  const int takes = sf__batch_piece_of(p, d, pc, part, skip);
+  if (takes) {
+    src->view(s, d, pc, landed, v);
+    for (int a = 0; a < 3; a++)
+      v->at[a] += skip[a];
+  }
+  if (src->fetched || takes)
+    sf__source_account(src, s, d, src->fetched ? pc : part, delta);
+  return takes;
+}
 
 #define SF_MAX_SLOTS 64 /* deepest ring: the prefetch limit of the config */
 

@@ -480,18 +480,10 @@ static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
        * inside the crop), read through the whole piece's view: only its
        * bytes cross the link. */
       sf__piece part;
-      int64_t skip[3];
-      const int takes = sf__batch_piece_of(p, d, pc, &part, skip);
-      if (takes) {
-        sf__view v;
-        src->view(s, d, pc, landed, &v);
-        for (int a = 0; a < 3; a++)
-          v.at[a] += skip[a];
+      sf__view v;
+      if (sf__backend_part(p, s, src, d, pc, landed, &part, &v, delta))
         for (int64_t c = 0; c < s->channels[d] && e->status == SLABFEED_OK; c++)
           copy_piece(&v, c, &part, p->xf[d].ext, g->dstage[st][d], g->copy, e);
-      }
-      if (src->fetched || takes)
-        sf__source_account(src, s, d, src->fetched ? pc : &part, delta);
     }
   }
   if (e->status == SLABFEED_OK &&

@@ -151,18 +151,9 @@ static void gather(sf__backend *h, int slot, int i, slabfeed_stats *delta)
       /* The part of the piece this dataset takes (a target core: its
        * box inside the crop), read through the whole piece's view. */
       sf__piece part;
-      int64_t skip[3];
-      const int takes = sf__batch_piece_of(p, d, pc, &part, skip);
-      if (takes) {
-        sf__view v;
-        src->view(s, d, pc, landed, &v);
-        for (int a = 0; a < 3; a++)
-          v.at[a] += skip[a];
+      sf__view v;
+      if (sf__backend_part(p, s, src, d, pc, landed, &part, &v, delta))
         sf__gather_copy(&v, s->channels[d], &part, p->xf[d].ext, h->staging[d]);
-      }
-      /* What moved: a fetched piece came whole over MPI. */
-      if (src->fetched || takes)
-        sf__source_account(src, s, d, src->fetched ? pc : &part, delta);
     }
   }
 }

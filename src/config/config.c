@@ -85,12 +85,8 @@ static slabfeed_status parse_fields(sf__config *c, int d, sf__err *e)
   const char *p = d == 0 ? c->input : c->target;
   c->nfields[d] = 0;
   for (int k = 0;; k++) {
-    const size_t len = strcspn(p, ",");
-    size_t a = 0, b = len;
-    while (a < b && (p[a] == ' ' || p[a] == '\t'))
-      a++;
-    while (b > a && (p[b - 1] == ' ' || p[b - 1] == '\t'))
-      b--;
+    size_t len, a, b;
+    sf__list_entry(p, &len, &a, &b);
     if (k >= SF_MAX_FIELDS)
       return sf__fail(e, SLABFEED_ERR_ARG,
                       "config: %s '%s' names more than %d fields", what,
@@ -137,12 +133,8 @@ static slabfeed_status parse_params(sf__config *c, sf__err *e)
     return SLABFEED_OK;
   }
   for (int k = 0;; k++) {
-    const size_t len = strcspn(p, ",");
-    size_t a = 0, b = len;
-    while (a < b && (p[a] == ' ' || p[a] == '\t'))
-      a++;
-    while (b > a && (p[b - 1] == ' ' || p[b - 1] == '\t'))
-      b--;
+    size_t len, a, b;
+    sf__list_entry(p, &len, &a, &b);
     if (b == a)
       return sf__fail(e, SLABFEED_ERR_ARG,
                       "config: params '%s': name %d is empty (names separated "

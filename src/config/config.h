@@ -5,6 +5,8 @@
 #ifndef SF_CONFIG_H
 #define SF_CONFIG_H
 
+#include <string.h>
+
 #include "common/errors.h"
 #include "slabfeed_tools.h"
 
@@ -56,6 +58,21 @@ typedef struct sf__config {
   int remote_get;    /* resolved SLABFEED_REMOTE: 1 "get" (MPI_Rget per
                         piece), 0 "send" (default; fetch.h) */
 } sf__config;
+
+/* The entry of a comma-separated list that starts at p: its length up to
+ * the comma (or the end) into *len and its text without the blanks around
+ * it as [*a, *b) (offsets from p). */
+static inline void sf__list_entry(const char *p, size_t *len, size_t *a,
+                                  size_t *b)
+{
+  *len = strcspn(p, ",");
+  *a = 0;
+  *b = *len;
+  while (*a < *b && (p[*a] == ' ' || p[*a] == '\t'))
+    (*a)++;
+  while (*b > *a && (p[*b - 1] == ' ' || p[*b - 1] == '\t'))
+    (*b)--;
+}
 
 /* Copies the caller's struct (its size first; missing fields take their
  * defaults) into *c and checks the options alone (no file needed). */

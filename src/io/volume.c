@@ -430,12 +430,8 @@ slabfeed_status slabfeed_describe(const char *path, const char *dataset,
   memset(&all, 0, sizeof all);
   int nf = 0;
   for (const char *p = dataset; e.status == SLABFEED_OK; nf++) {
-    const size_t len = strcspn(p, ",");
-    size_t a = 0, b = len;
-    while (a < b && (p[a] == ' ' || p[a] == '\t'))
-      a++;
-    while (b > a && (p[b - 1] == ' ' || p[b - 1] == '\t'))
-      b--;
+    size_t len, a, b;
+    sf__list_entry(p, &len, &a, &b);
     char name[256], spec[4096];
     const char *at = memchr(p + a, '@', b - a);
     const size_t nlen = at != NULL ? (size_t)(at - (p + a)) : b - a;
