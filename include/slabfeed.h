@@ -296,6 +296,14 @@ typedef struct slabfeed_config {
   const char *target_aug_add;
   const char *target_aug_mul;
   int aug_share;
+  /* Added in 0.7: grids of different resolution (super-resolution pairs).
+   * The target's grid is scale_factor times the input's on every axis
+   * (1, the default: one grid): the target of the input crop at origin o
+   * of edge c is the crop at scale_factor * o of edge scale_factor * c of
+   * the target's grid, under the same symmetry; with a pad, the target is
+   * the core scaled (docs/CONVENTIONS.md). Random crops only (a tiled pass
+   * of such a pair is refused). */
+  int scale_factor;
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the

@@ -184,7 +184,8 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
                       NULL,
                       v->suite.n,
                       v->suite.z0,
-                      (const int64_t(*)[3])v->suite.shape};
+                      (const int64_t(*)[3])v->suite.shape,
+                      {1, p->scale_factor}}; /* the target's grid */
   /* Locality over several volumes keeps each volume on one node. */
   int64_t *cuts = NULL;
   if (p->locality && v->suite.n > 1 && p->tile == 0) {

@@ -5,6 +5,7 @@
  * whose NaN and -inf come out alike, vector groups of one scale), on 1 and
  * 2 ranks, also with one rank per "node" (MPI_Get into pinned staging),
  * training pads (the target core cut out of each piece on both paths),
+ * a target on a grid twice as fine (scale_factor 2, with a pad),
  * also for crops as large as the box on some axes (staged as one source
  * box and rearranged on the device). Then
  * 200 steps on a training stream: the counters of the CUDA layer show no
@@ -44,7 +45,10 @@ static int open_pair(slabfeed_config *c, slabfeed_loader **cpu,
 
 /* What compare() runs: random crops, random crops with a hold-out, or a
  * tiled pass (workflow options; the same plan feeds both back ends). */
-enum { RANDOM = 0, HOLDOUT = 1, PASS = 2, PADS = 3 };
+enum { RANDOM = 0, HOLDOUT = 1, PASS = 2, PADS = 3, SR = 4 };
+
+/* SR mode: the target of a file twice as fine (scale_factor 2). */
+static char sr_target[96];
 
 static void compare(const char *path, slabfeed_dtype dt,
                     slabfeed_out_layout lay, int halo, cudaStream_t s,
@@ -78,6 +82,12 @@ static void compare(const char *path, slabfeed_dtype dt,
     CHECK(slabfeed_config_set(&c, "holdout", "42,0,0,6,0,0;5,3,30,7,9,12", err,
                               sizeof err) == SLABFEED_OK,
           "holdout: %s", err);
+  if (mode == SR) { /* input crops of 10 + 2 x 2, target 20 on its grid */
+    c.crop[0] = c.crop[1] = c.crop[2] = 10;
+    c.pad = 2;
+    c.target = sr_target;
+    c.scale_factor = 2;
+  }
   if (mode == PADS) { /* input crops of 20, target cores of 14 */
     c.crop[0] = c.crop[1] = c.crop[2] = 14;
     c.pad = 3;
@@ -401,6 +411,10 @@ int main(int argc, char **argv)
   char path[64];
   snprintf(path, sizeof path, "gpu_np%d_%d.h5", size, rpn);
   make_file(path, 48, 40, 36, SLABFEED_LAYOUT_CF, 0, 0, 1);
+  char hr[64];
+  snprintf(hr, sizeof hr, "gpu_np%d_%d_hr.h5", size, rpn);
+  make_file(hr, 96, 80, 72, SLABFEED_LAYOUT_CF, 0, 0, 1);
+  snprintf(sr_target, sizeof sr_target, "Hydro@%s", hr);
   cudaStream_t s;
   CUDA_CHECK(cudaSetDevice(rank % gpu_count()));
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -415,6 +429,10 @@ int main(int argc, char **argv)
           expect_remote, PADS, 2);
   compare(path, SLABFEED_DTYPE_BF16, SLABFEED_OUT_NDHWC, 0, s, expect_thread,
           expect_remote, PADS, 0);
+  compare(path, SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW, 0, s, expect_thread,
+          expect_remote, SR, 2);
+  compare(path, SLABFEED_DTYPE_F16, SLABFEED_OUT_NDHWC, 0, s, expect_thread,
+          expect_remote, SR, 0);
   compare(path, SLABFEED_DTYPE_F16, SLABFEED_OUT_NCDHW, 0, s, expect_thread,
           expect_remote, PASS, 0);
   compare(path, SLABFEED_DTYPE_F32, SLABFEED_OUT_NDHWC, 0, s, expect_thread,

@@ -28,8 +28,14 @@ static inline int sf__backend_part(const sf__batch_plan *p, const sf__store *s,
     for (int a = 0; a < 3; a++)
       v->at[a] += skip[a];
   }
-  if (src->fetched || takes)
-    sf__source_account(src, s, d, src->fetched ? pc : part, delta);
+  if (src->fetched)
+    sf__source_account(src, s, d, pc, delta);
+  else if (takes)
+    sf__source_count(
+        src,
+        (uint64_t)(s->channels[d] * part->n[0] * part->n[1] * part->n[2]) *
+            sizeof(float),
+        delta);
   return takes;
 }
 

@@ -464,7 +464,8 @@ static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
   SF_RANGE_PUSH("h2d");
   const double t0 = sf__now();
   int64_t lo[3];
-  if (g->draw[st][0] != NULL && !p->sub[1] && one_box(s, p, n, lo)) {
+  if (g->draw[st][0] != NULL && !p->sub[1] && p->scale[1] == 1 &&
+      one_box(s, p, n, lo)) {
     stage_box(g, n, lo, st, delta, e);
     delta->t_h2d += sf__now() - t0;
     SF_RANGE_POP();

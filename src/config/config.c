@@ -63,6 +63,16 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
                     "config: target_norm (%d entries) without a target "
                     "dataset",
                     c->n_target_norm);
+  if (c->scale_factor > 1 && c->target == NULL)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: scale_factor %d without a target dataset",
+                    c->scale_factor);
+  if (c->scale_factor > 1 && c->tile > 0)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: a tiled pass (tile %d) of a pair of grids of "
+                    "different resolution (scale_factor %d) is not supported "
+                    "yet: passes and the writer run on one grid",
+                    c->tile, c->scale_factor);
   if (c->tile > 0 && c->locality)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: a tiled pass (tile %d) and locality together "
@@ -396,7 +406,8 @@ static uint64_t config_hash(const sf__config *cc)
                           c->locality,
                           cc->remote_get};
   h = fnv(h, nums, sizeof nums);
-  const int pass[] = {c->tile, c->pad, c->n_region, c->pass_symmetry};
+  const int pass[] = {c->tile, c->pad, c->n_region, c->pass_symmetry,
+                      c->scale_factor};
   h = fnv(h, pass, sizeof pass);
   h = fnv(h, c->region, sizeof(int64_t) * 6 * (size_t)c->n_region);
   h = fnv(h, &c->n_holdout, sizeof c->n_holdout);
@@ -585,16 +596,26 @@ slabfeed_status sf__config_check_data(const sf__config *c,
                                       sf__err *e)
 {
   const slabfeed_config *p = &c->pub;
+  const int64_t f = p->scale_factor > 1 ? p->scale_factor : 1;
   if (c->ndsets == 2)
     for (int a = 0; a < 3; a++)
-      if (info[0].shape[a] != info[1].shape[a])
+      if (f * info[0].shape[a] != info[1].shape[a]) {
+        char want[96] = "both must cover the same box";
+        if (f > 1)
+          snprintf(want, sizeof want,
+                   "scale_factor %lld needs a target of %lldx%lldx%lld",
+                   (long long)f, (long long)(f * info[0].shape[0]),
+                   (long long)(f * info[0].shape[1]),
+                   (long long)(f * info[0].shape[2]));
         return sf__fail(
             e, SLABFEED_ERR_FORMAT,
             "input '%s' has box %lldx%lldx%lld but target '%s' has "
-            "%lldx%lldx%lld in '%s': both must cover the same box",
+            "%lldx%lldx%lld in '%s': %s",
             c->input, (long long)info[0].shape[0], (long long)info[0].shape[1],
             (long long)info[0].shape[2], c->target, (long long)info[1].shape[0],
-            (long long)info[1].shape[1], (long long)info[1].shape[2], c->path);
+            (long long)info[1].shape[1], (long long)info[1].shape[2], c->path,
+            want);
+      }
   for (int d = 0; d < c->ndsets; d++)
     if (info[d].channels > SF_MAX_CHANNELS)
       return sf__fail(e, SLABFEED_ERR_FORMAT,

@@ -373,6 +373,17 @@ const sf__option sf__options[] = {
       .help = "target channel c draws the same normals as input channel c "
               "(equal deviations give equal factors); 0: draws of its own"},
      FIELD(aug_share)},
+    {{.name = "scale_factor",
+      .flag = "scale-factor",
+      .kind = SLABFEED_OPTION_INT,
+      .min = 1,
+      .max = 16,
+      .default_value = "1",
+      .metavar = "S",
+      .help = "the target's grid is S times the input's on every axis "
+              "(super-resolution): its crop is S x the input crop at S x "
+              "its origin; random crops only"},
+     FIELD(scale_factor)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);

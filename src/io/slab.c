@@ -11,7 +11,7 @@
  * channel of r's segment (sf__store_at). Writes up to max runs into runs
  * (when not NULL); returns the count. */
 static int store_runs(const sf__store *s, int r, int64_t cap, int64_t z0,
-                      int64_t nz, sf__h5_run *runs, int max)
+                      int64_t nz, int64_t f, sf__h5_run *runs, int max)
 {
   const sf__placement *L = &s->L;
   const int64_t lo = L->core0[r] > z0 ? L->core0[r] : z0;
@@ -25,8 +25,9 @@ static int store_runs(const sf__store *s, int r, int64_t cap, int64_t z0,
     for (int64_t a = z; reader == r && a < end; a += cap) {
       const int64_t len = end - a < cap ? end - a : cap;
       if (runs != NULL && n < max)
-        runs[n] = (sf__h5_run){a - z0, len,
-                               sf__store_at(s, r, a - L->core0[r] + L->lo[r])};
+        runs[n] = (sf__h5_run){
+            f * (a - z0), f * len,
+            f * f * f * sf__store_at(s, r, a - L->core0[r] + L->lo[r])};
       n++;
     }
     z = end;
@@ -41,13 +42,16 @@ slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
 {
   /* One channel's read stays below 1 GiB: large MPI-IO requests overflow
    * int counts in some MPI-IO stacks. */
+  /* A dataset of scale f (its file f x the planes' grid): runs of base
+   * planes read as f x the file's planes, at f^3 x the offsets. */
+  const int64_t f = s->scale[d];
   int64_t cap = ((int64_t)1 << 30) /
-                (info->shape[1] * info->shape[2] * (int64_t)sizeof(float));
+                (info->shape[1] * info->shape[2] * f * (int64_t)sizeof(float));
   if (cap < 1)
     cap = 1;
   int max_runs = 0;
   for (int r = 0; r < s->size; r++) {
-    const int n = store_runs(s, r, cap, z0, nz, NULL, 0);
+    const int n = store_runs(s, r, cap, z0, nz, f, NULL, 0);
     max_runs = n > max_runs ? n : max_runs;
   }
   /* Without a plan (no memory) this rank still makes its collective calls,
@@ -56,12 +60,12 @@ slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
   if (runs == NULL)
     sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the read plan");
   else
-    store_runs(s, s->rank, cap, z0, nz, runs,
+    store_runs(s, s->rank, cap, z0, nz, f, runs,
                max_runs); /* the rest stay empty */
   float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d)) +
-               c0 * sf__store_chan(s, s->rank);
+               c0 * s->cube[d] * sf__store_chan(s, s->rank);
   sf__h5_read(dset, path, name, info, runs, max_runs, dst,
-              sf__store_chan(s, s->rank), e);
+              s->cube[d] * sf__store_chan(s, s->rank), e);
   free(runs);
   return e->status;
 }

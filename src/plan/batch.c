@@ -239,13 +239,17 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
     x->layout = p->out_layout;
     /* A pass's target is the tile itself unless asked padded. */
     x->trim = d == 1 && p->tile > 0 && !p->target_pad ? p->pad : 0;
-    /* Training pads: the target gathers its core only. */
+    /* Training pads: the target gathers its core only. A target of scale
+     * f (super-resolution): all of it on its grid, f x. */
+    b->scale[d] = d == 1 && p->scale_factor > 1 ? p->scale_factor : 1;
     b->sub[d] = d == 1 && c->target_core;
     if (b->sub[d]) {
       memcpy(x->ext, c->core, sizeof x->ext);
       for (int a = 0; a < 3; a++)
-        b->sub_lo[d][a] = p->pad;
+        b->sub_lo[d][a] = b->scale[d] * p->pad;
     }
+    for (int a = 0; a < 3; a++)
+      x->ext[a] *= b->scale[d];
   }
   init_aug(b, c);
   sf__sampler_init(&b->sampler, info[0].shape, p->seed, p->symmetries);
@@ -513,12 +517,13 @@ int sf__batch_pieces(sf__batch_plan *b, int slot, int i)
 int sf__batch_piece_of(const sf__batch_plan *b, int d, const sf__piece *p,
                        sf__piece *out, int64_t skip[3])
 {
+  const sf__piece sp = sf__piece_scale(p, b->scale[d]);
   if (!b->sub[d]) {
-    *out = *p;
+    *out = sp;
     skip[0] = skip[1] = skip[2] = 0;
     return 1;
   }
-  return sf__piece_clip(p, b->sub_lo[d], b->xf[d].ext, out, skip);
+  return sf__piece_clip(&sp, b->sub_lo[d], b->xf[d].ext, out, skip);
 }
 
 int32_t sf__batch_symmetry(const sf__batch_plan *b, int slot, int i)

@@ -38,7 +38,8 @@ typedef struct sf__batch_plan {
   /* Dataset d gathers the box [sub_lo, sub_lo + xf[d].ext) of the crop
    * (sub[d] 1: the target core of training pads) instead of all of it. */
   int sub[SF_MAX_DSETS];
-  int64_t sub_lo[SF_MAX_DSETS][3];
+  int64_t sub_lo[SF_MAX_DSETS][3]; /* on dataset d's grid */
+  int64_t scale[SF_MAX_DSETS];     /* dataset d's grid over the planes' */
   const sf__suite *suite; /* the volumes (the loader's); NULL or n == 1:
                              one volume */
   int64_t *origin;        /* [K][B][3] in the stacked box */

@@ -101,7 +101,8 @@ size_t sf__fetch_slot_bytes(const sf__batch_plan *b)
   const size_t vol = (size_t)(b->crop[0] * b->crop[1] * b->crop[2]);
   size_t n = 0;
   for (int d = 0; d < b->ndsets; d++)
-    n += (size_t)b->B * (size_t)b->xf[d].channels * vol * sizeof(float);
+    n += (size_t)b->B * (size_t)b->xf[d].channels * (size_t)b->store->cube[d] *
+         vol * sizeof(float);
   return n;
 }
 

@@ -43,6 +43,20 @@ static inline const float *sf__view_row(const sf__view *v, int64_t c, int64_t k,
          ((v->at[0] + k) * v->rows + v->at[1] + j) * v->cols + v->at[2];
 }
 
+/* Piece p of the planes' grid on the grid of scale f (a dataset of finer
+ * resolution, store.h): its extents and its offset in the crop f times.
+ * Its source position (q, y, x) stays in the planes' grid: views and
+ * datatypes scale it themselves. */
+static inline sf__piece sf__piece_scale(const sf__piece *p, int64_t f)
+{
+  sf__piece s = *p;
+  for (int a = 0; a < 3; a++) {
+    s.n[a] *= f;
+    s.d[a] *= f;
+  }
+  return s;
+}
+
 /* The part of piece p inside the box [lo, lo + ext) of the crop, in the
  * coordinates of that box (0.7: a target crop inside the input's): *out
  * with its offset d relative to lo and its extents cut, and into skip[]
@@ -69,7 +83,8 @@ static inline int sf__piece_clip(const sf__piece *p, const int64_t lo[3],
   return 1;
 }
 
-/* Floats of dataset d of piece p: C * n0 * n1 * n2. */
+/* Floats of dataset d of piece p: C * n0 * n1 * n2 (times f^3 for a
+ * dataset of scale f). */
 int64_t sf__gather_elems(const sf__store *s, int d, const sf__piece *p);
 
 /* Host copy of a piece of C channels from view v (host memory) into its

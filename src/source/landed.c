@@ -11,13 +11,13 @@ static int serves_landed(const sf__store *s, const sf__piece *p)
 static void landed_view(const sf__store *s, int d, const sf__piece *p,
                         const float *landed, sf__view *v)
 {
-  (void)s;
-  (void)d;
+  /* A dataset of scale f lands as the piece scaled: f x every extent. */
+  const int64_t f = s->scale[d];
   *v = (sf__view){.base = landed,
                   .mem = SF__MEM_HOST,
-                  .cstride = p->n[0] * p->n[1] * p->n[2],
-                  .rows = p->n[1],
-                  .cols = p->n[2]};
+                  .cstride = s->cube[d] * p->n[0] * p->n[1] * p->n[2],
+                  .rows = f * p->n[1],
+                  .cols = f * p->n[2]};
 }
 
 const sf__source sf__source_landed = {"landed", 1,

@@ -19,3 +19,10 @@ void sf__source_account(const sf__source *src, const sf__store *s, int d,
   uint64_t *c = (uint64_t *)((char *)delta + src->counter);
   *c += (uint64_t)sf__gather_elems(s, d, p) * sizeof(float);
 }
+
+void sf__source_count(const sf__source *src, uint64_t bytes,
+                      slabfeed_stats *delta)
+{
+  uint64_t *c = (uint64_t *)((char *)delta + src->counter);
+  *c += bytes;
+}

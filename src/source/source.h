@@ -43,4 +43,9 @@ const sf__source *sf__source_of(const sf__store *s, const sf__piece *p);
 void sf__source_account(const sf__source *src, const sf__store *s, int d,
                         const sf__piece *p, slabfeed_stats *delta);
 
+/* Adds `bytes` to src's byte counter in delta (what a copy out of src
+ * moved, when it is not a whole piece). */
+void sf__source_count(const sf__source *src, uint64_t bytes,
+                      slabfeed_stats *delta);
+
 #endif

@@ -22,13 +22,16 @@ static void window_view(const sf__store *s, int d, const sf__piece *p,
   (void)landed;
   int64_t yx[2];
   sf__store_pitch(s, p->src, p->q, yx);
+  /* A dataset of scale f: f x the rows and columns, f^3 x the offsets;
+   * the view is of the piece scaled (sf__piece_scale). */
+  const int64_t f = s->scale[d], k = s->cube[d];
   *v = (sf__view){sf__store_segment(s, p->src, d) +
-                      sf__store_at(s, p->src, p->q),
+                      k * sf__store_at(s, p->src, p->q),
                   SF__MEM_HOST,
-                  sf__store_chan(s, p->src),
-                  yx[0],
-                  yx[1],
-                  {0, p->y, p->x}};
+                  k * sf__store_chan(s, p->src),
+                  f * yx[0],
+                  f * yx[1],
+                  {0, f * p->y, f * p->x}};
 }
 
 const sf__source sf__source_own = {

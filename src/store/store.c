@@ -40,7 +40,8 @@ int64_t sf__store_offset(const sf__store *s, int r, int d)
 {
   int64_t off = 0;
   for (int i = 0; i < d; i++)
-    off += s->channels[i] * sf__store_chan(s, r) * (int64_t)sizeof(float);
+    off += s->channels[i] * s->cube[i] * sf__store_chan(s, r) *
+           (int64_t)sizeof(float);
   return off;
 }
 
@@ -51,7 +52,8 @@ static int64_t segment_bytes(const sf__store *s, int r)
   int64_t total = 0;
   for (int d = 0; d < s->ndsets && chan >= 0; d++) {
     int64_t b;
-    if (!sf__prod4(s->channels[d], chan, (int64_t)sizeof(float), 1, &b) ||
+    if (!sf__prod4(s->channels[d], chan, (int64_t)sizeof(float), s->cube[d],
+                   &b) ||
         !sf__add64(total, b, &total))
       return -1;
   }
@@ -224,7 +226,7 @@ static slabfeed_status place(sf__store *s, const sf__store_opts *o, sf__err *e)
         e, out);
   int64_t chan_bytes = 0;
   for (int d = 0; d < s->ndsets; d++)
-    chan_bytes += s->channels[d] * (int64_t)sizeof(float);
+    chan_bytes += s->channels[d] * s->cube[d] * (int64_t)sizeof(float);
   const sf__placement_req q = {s->size, s->nodes,    nodeof,    s->shape[0],
                                o->halo, o->locality, o->crop_z, o->ncuts,
                                o->cuts, &s->g};
@@ -249,8 +251,11 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   s->shm_win = s->world_win = MPI_WIN_NULL;
   s->ndsets = ndsets;
   memcpy(s->shape, shape, sizeof s->shape);
-  for (int d = 0; d < ndsets; d++)
+  for (int d = 0; d < ndsets; d++) {
     s->channels[d] = channels[d];
+    s->scale[d] = o->scale[d] > 1 ? o->scale[d] : 1;
+    s->cube[d] = s->scale[d] * s->scale[d] * s->scale[d];
+  }
   if (MPI_Comm_rank(comm, &s->rank) != MPI_SUCCESS ||
       MPI_Comm_size(comm, &s->size) != MPI_SUCCESS)
     return sf__fail(e, SLABFEED_ERR_MPI, "MPI_Comm_rank/size failed");
@@ -300,11 +305,14 @@ static slabfeed_status fetch_planes(sf__store *s, int r, int64_t z, int64_t qr,
   const int64_t fb = (int64_t)sizeof(float);
   const int64_t cr = sf__store_chan(s, r), cm = sf__store_chan(s, s->rank);
   const int64_t ar = sf__store_at(s, r, qr), am = sf__store_at(s, s->rank, q);
-  const int64_t bytes = sf__planes_span(&s->g, z, len) * fb;
+  const int64_t span = sf__planes_span(&s->g, z, len) * fb;
   for (int d = 0; d < s->ndsets; d++)
     for (int64_t c = 0; c < s->channels[d]; c++) {
-      const int64_t from = sf__store_offset(s, r, d) + (c * cr + ar) * fb;
-      char *to = s->base + sf__store_offset(s, s->rank, d) + (c * cm + am) * fb;
+      /* A dataset of scale f: every offset and length f^3 times. */
+      const int64_t k = s->cube[d], bytes = span * k;
+      const int64_t from = sf__store_offset(s, r, d) + (c * cr + ar) * fb * k;
+      char *to =
+          s->base + sf__store_offset(s, s->rank, d) + (c * cm + am) * fb * k;
       if (s->peer[r] != NULL) {
         memmove(to, s->peer[r] + from, (size_t)bytes);
         continue;

@@ -24,6 +24,10 @@ typedef struct sf__store_opts {
   int runs;
   const int64_t *run_z0;
   const int64_t (*run_shape)[3];
+  /* Grids of different resolution (0.7): dataset d is stored at scale[d]
+   * (0 or 1: the planes' grid) times the grid on every axis: each plane
+   * of the placement holds scale planes of scale x the rows and columns. */
+  int64_t scale[SF_MAX_DSETS];
 } sf__store_opts;
 
 typedef struct sf__store {
@@ -40,9 +44,11 @@ typedef struct sf__store {
   sf__planes g;         /* the size of every plane (owned) */
   int ndsets;
   int64_t channels[SF_MAX_DSETS];
-  MPI_Win shm_win;   /* node shared memory */
-  MPI_Win world_win; /* same memory, all ranks: MPI_Get; MPI_WIN_NULL
-                        when there is only one node */
+  int64_t scale[SF_MAX_DSETS]; /* f: dataset d's grid is f x the planes' */
+  int64_t cube[SF_MAX_DSETS];  /* f^3: its floats per float of the grid */
+  MPI_Win shm_win;             /* node shared memory */
+  MPI_Win world_win;           /* same memory, all ranks: MPI_Get; MPI_WIN_NULL
+                                  when there is only one node */
   int shm_locked, world_locked;
   char *base;    /* this rank's segment */
   int64_t bytes; /* size of this rank's segment */
@@ -52,7 +58,10 @@ typedef struct sf__store {
 
 /* A segment holds, for each dataset d and channel c in turn, the planes
  * of the rank one after the other, each at its own size (the size of its
- * volume: sf__planes), as [planes][rows][columns] floats. */
+ * volume: sf__planes), as [planes][rows][columns] floats; a dataset of
+ * scale f holds f planes of f x rows and f x columns for each (the
+ * functions below are in units of the planes' grid: multiply offsets and
+ * strides by s->cube[d] for such a dataset). */
 
 /* Planes held by rank r: its core slab plus its halo planes. */
 int64_t sf__store_planes(const sf__store *s, int r);

@@ -1,0 +1,208 @@
+/* mpi.sr: grids of different resolution (scale_factor: super-resolution
+ * pairs), random crops, on 1-3 ranks and rank-per-node (remote pieces
+ * sent, and over MPI_Get); files written here with plain HDF5.
+ *  - A low-resolution input (4 channels, velocity a vector group) and a
+ *    target on a grid f = 2 and 3 times finer (4 channels, a vector group),
+ *    in a file of its own: every voxel of every sample against the
+ *    datasets read here, the input crop of edge c at the origin, the target
+ *    crop of edge f c at f x the origin, each under the sample's symmetry;
+ *    with a pad P the input crop is c + 2P and the target the core, f c at
+ *    f (origin + P).
+ *  - The bytes copied are exactly the crops' (remote pieces land whole):
+ *    the target's fine crop, not f^3 x the input's.
+ *  - The memory per rank: the slab store holds input + target bytes / P.
+ *  - Refused on every rank alike: a target of another shape than f x the
+ *    input's, naming both; a tiled pass of such a pair; scale_factor
+ *    without a target. */
+#include "testutil.h"
+
+static int rank, size;
+static const int vg[1][3] = {{1, 2, 3}};
+
+static uint32_t bits(float v)
+{
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  return u;
+}
+
+/* (4, n0, n1, n2) float32 of distinct values (seed k) as `name`. */
+static void put4(hid_t f, const char *name, const int64_t n[3], int k)
+{
+  const hsize_t dims[4] = {4, (hsize_t)n[0], (hsize_t)n[1], (hsize_t)n[2]};
+  const size_t count = 4 * (size_t)(n[0] * n[1] * n[2]);
+  float *b = malloc(count * sizeof *b);
+  for (size_t i = 0; i < count; i++)
+    b[i] = (float)(k * 1000000 + (int64_t)i) * 0.5f;
+  const hid_t s = H5Screate_simple(4, dims, NULL);
+  const hid_t d = H5Dcreate2(f, name, H5T_IEEE_F32LE, s, H5P_DEFAULT,
+                             H5P_DEFAULT, H5P_DEFAULT);
+  CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                           b) >= 0,
+        "write %s", name);
+  H5Dclose(d);
+  H5Sclose(s);
+  free(b);
+}
+
+static void config(slabfeed_config *c, const char *lr, const char *target,
+                   int f, int crop, int pad)
+{
+  slabfeed_config_init(c);
+  c->path = lr;
+  c->input = "lr";
+  c->target = target;
+  c->layout = SLABFEED_LAYOUT_CF;
+  c->crop[0] = c->crop[1] = c->crop[2] = crop;
+  c->pad = pad;
+  c->scale_factor = f;
+  c->batch = 2;
+  c->seed = 17;
+  c->n_input_vectors = c->n_target_vectors = 1;
+  memcpy(c->input_vectors, vg, sizeof vg);
+  memcpy(c->target_vectors, vg, sizeof vg);
+}
+
+static void run(const char *lr, const char *target, const whole w[2],
+                const int64_t N[3], int f, int crop, int pad, int steps,
+                int remote)
+{
+  slabfeed_config c;
+  config(&c, lr, target, f, crop, pad);
+  slabfeed_loader *l = NULL;
+  char err[1024];
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
+        "open (f %d, pad %d): %s", f, pad, err);
+  if (l == NULL)
+    return;
+  const int64_t NF[3] = {f * N[0], f * N[1], f * N[2]};
+  const int64_t ein[3] = {crop + 2 * pad, crop + 2 * pad, crop + 2 * pad};
+  const int64_t etg[3] = {f * crop, f * crop, f * crop};
+  int64_t bad = 0, checked = 0;
+  uint64_t want_bytes = 0;
+  for (int s = 0; s < steps; s++) {
+    slabfeed_batch b = SLABFEED_BATCH_INIT;
+    if (slabfeed_next(l, &b, NULL) != SLABFEED_OK) {
+      CHECK(0, "next: %s", slabfeed_last_error(l));
+      break;
+    }
+    for (int d = 0; d < 2; d++) {
+      const slabfeed_tensor *t = d == 0 ? &b.input : &b.target;
+      const int64_t *ed = d == 0 ? ein : etg;
+      CHECK(t->shape[2] == ed[0] && t->shape[3] == ed[1] &&
+                t->shape[4] == ed[2],
+            "f %d d%d: crop %lldx%lldx%lld, want %lld", f, d,
+            (long long)t->shape[2], (long long)t->shape[3],
+            (long long)t->shape[4], (long long)ed[0]);
+      for (int i = 0; i < c.batch; i++) {
+        const int g = b.symmetry[i];
+        int64_t o[3];
+        for (int a = 0; a < 3; a++)
+          o[a] = d == 0 ? b.origin[3 * i + a] : f * (b.origin[3 * i + a] + pad);
+        for (int k = 0; k < 4; k++)
+          for (int64_t i0 = 0; i0 < ed[0]; i0++)
+            for (int64_t i1 = 0; i1 < ed[1]; i1++)
+              for (int64_t i2 = 0; i2 < ed[2]; i2++) {
+                const int64_t ii[3] = {i0, i1, i2};
+                int src;
+                const float want = sym_value(&w[d], d == 0 ? N : NF, ed, vg, 1,
+                                             k, ii, o, g, &src);
+                const float have =
+                    ((const float *)
+                         t->data)[i * t->strides[0] + k * t->strides[1] +
+                                  i0 * t->strides[2] + i1 * t->strides[3] + i2];
+                checked++;
+                if (bits(want) != bits(have) && bad++ < 5)
+                  CHECK(0,
+                        "f %d pad %d step %d sample %d d%d ch %d "
+                        "(%lld,%lld,%lld) g %d origin (%lld,%lld,%lld): %g, "
+                        "want %g",
+                        f, pad, s, i, d, k, (long long)i0, (long long)i1,
+                        (long long)i2, g, (long long)b.origin[3 * i],
+                        (long long)b.origin[3 * i + 1],
+                        (long long)b.origin[3 * i + 2], have, want);
+              }
+        want_bytes += 4 * (uint64_t)(ed[0] * ed[1] * ed[2]) * 4;
+      }
+    }
+  }
+  slabfeed_stats st = SLABFEED_STATS_INIT;
+  slabfeed_stats_get(l, &st);
+  const uint64_t moved = st.bytes_own + st.bytes_node + st.bytes_remote;
+  if (!remote)
+    CHECK(moved == want_bytes, "f %d pad %d: %llu bytes copied, crops %llu", f,
+          pad, (unsigned long long)moved, (unsigned long long)want_bytes);
+  else
+    CHECK(moved >= want_bytes, "f %d pad %d: %llu bytes copied, crops %llu", f,
+          pad, (unsigned long long)moved, (unsigned long long)want_bytes);
+  /* Memory: input + target over the ranks (plus halos, none here). */
+  uint64_t slab = st.slab_bytes;
+  MPI_Allreduce(MPI_IN_PLACE, &slab, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const uint64_t vol = (uint64_t)(N[0] * N[1] * N[2]) * 4 * 4;
+  int groups = 1;
+  if (remote)
+    groups = 1; /* one group of all nodes (SLABFEED_GROUP_NODES=-1) */
+  CHECK(slab == (uint64_t)groups * vol * (1 + (uint64_t)(f * f * f)),
+        "f %d: the stores hold %llu bytes, input + target %llu", f,
+        (unsigned long long)slab,
+        (unsigned long long)(vol * (1 + (uint64_t)(f * f * f))));
+  CHECK(bad == 0, "f %d pad %d: %lld of %lld voxels differ", f, pad,
+        (long long)bad, (long long)checked);
+  if (rank == 0)
+    printf("  f %d crop %d pad %d: %lld voxels checked on rank 0, %llu "
+           "bytes copied (crops %llu), stores %llu bytes\n",
+           f, crop, pad, (long long)checked, (unsigned long long)moved,
+           (unsigned long long)want_bytes, (unsigned long long)slab);
+  slabfeed_close(l);
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int remote = getenv("SLABFEED_RANK_PER_NODE") != NULL && size > 1;
+  const char *tag = argc > 1 ? argv[1] : "t";
+  const int64_t N[2][3] = {{9, 6, 7}, {6, 5, 4}};
+  const int fs[2] = {2, 3};
+  char lr[2][256], hr[2][256], tgt[2][300];
+  for (int k = 0; k < 2; k++) {
+    snprintf(lr[k], sizeof lr[k], "sr_%s_%d_lr%d.h5", tag, size, fs[k]);
+    snprintf(hr[k], sizeof hr[k], "sr_%s_%d_hr%d.h5", tag, size, fs[k]);
+    snprintf(tgt[k], sizeof tgt[k], "hr@%s", hr[k]);
+    if (rank == 0) {
+      const int64_t F[3] = {fs[k] * N[k][0], fs[k] * N[k][1], fs[k] * N[k][2]};
+      hid_t f = H5Fcreate(lr[k], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+      put4(f, "lr", N[k], 1 + k);
+      H5Fclose(f);
+      f = H5Fcreate(hr[k], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+      put4(f, "hr", F, 3 + k);
+      H5Fclose(f);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int k = 0; k < 2; k++) {
+    whole w[2];
+    CHECK(whole_read(lr[k], "lr", 0, &w[0]) == 0 &&
+              whole_read(hr[k], "hr", 0, &w[1]) == 0,
+          "read %s %s", lr[k], hr[k]);
+    run(lr[k], tgt[k], w, N[k], fs[k], 3, 0, 20, remote);
+    run(lr[k], tgt[k], w, N[k], fs[k], 2, 1, 20, remote);
+    whole_free(&w[0]);
+    whole_free(&w[1]);
+  }
+  /* Refusals. */
+  slabfeed_config c;
+  config(&c, lr[0], tgt[1], 2, 3, 0);
+  expect_refused(&c, "input 'lr' has box 9x6x7 but target 'hr@",
+                 "scale_factor 2 needs a target of 18x12x14", "wrong target");
+  config(&c, lr[0], tgt[0], 2, 3, 0);
+  c.tile = 2;
+  expect_refused(&c, "a tiled pass (tile 2) of a pair of grids", NULL,
+                 "pass of a pair");
+  config(&c, lr[0], NULL, 2, 3, 0);
+  c.n_target_vectors = 0;
+  expect_refused(&c, "scale_factor 2 without a target dataset", NULL,
+                 "no target");
+  return check_finish("mpi.sr");
+}
