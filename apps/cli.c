@@ -434,8 +434,8 @@ cli_action cli_scan(const cli_app *app, int argc, char **argv, cli_result *res)
       break;
     }
     /* A switch alone sets 1; --switch=0 (or no, off...) sets its value. */
-    const int sw = o->kind == CLI_OPTION &&
-                   o->option->kind == SLABFEED_OPTION_SWITCH;
+    const int sw =
+        o->kind == CLI_OPTION && o->option->kind == SLABFEED_OPTION_SWITCH;
     if (!takes_value(o) && value != NULL && !sw) {
       error_at(res, "%s takes no value", o->name);
       break;

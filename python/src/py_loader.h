@@ -18,7 +18,7 @@ typedef struct {
   int prefetch; /* ring depth K */
   int batch;    /* local batch B */
   int has_target;
-  int ndhwc; /* batches are laid out (B,D,H,W,C) */
+  int ndhwc;         /* batches are laid out (B,D,H,W,C) */
   int busy;          /* a call runs with the GIL released (not thread safe) */
   int opened;        /* __init__ ran once: never re-initialised (a batch of
                         the old loader would pass check_live) */
