@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 enum {
   MAX_OPTIONS = 64, /* per group */
@@ -427,8 +428,16 @@ cli_action cli_scan(const cli_app *app, int argc, char **argv, cli_result *res)
     int g, k;
     const cli_option *o = lookup(app, arg, &g, &k, &value);
     if (o == NULL) {
+      struct stat st;
       if (arg[0] == '-' && arg[1] != '\0')
         error_at(res, "unknown option '%s'", arg);
+      else if (stat(arg, &st) == 0)
+        /* A file after a file: a pattern the shell expanded. */
+        error_at(res,
+                 "unexpected argument '%s' (a glob pattern the shell "
+                 "expanded? quote it, --file 'dir/*.h5', or repeat --file "
+                 "for each file)",
+                 arg);
       else
         error_at(res, "unexpected argument '%s'", arg);
       break;

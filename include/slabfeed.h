@@ -256,7 +256,8 @@ typedef struct slabfeed_config {
   int target_pad;
   /* Added in 0.6: datasets of several volumes. `path` may then name many
    * files: entries separated by newlines, each a path, a glob pattern or
-   * @MANIFEST (a text file of absolute paths, one per line); the volumes
+   * @MANIFEST (a text file of paths, one per line, relative to its
+   * folder unless absolute); the volumes
    * must agree in channels, element type, layout, y and x extents
    * (docs/CONVENTIONS.md, "Datasets of several volumes"). */
   const char *volume_weights;  /* how a sample picks its volume: "voxels"

@@ -234,7 +234,9 @@ static slabfeed_status check_path(const slabfeed_writer *w, int overwrite,
                     w->path, w->input_path);
   if (!overwrite)
     return sf__fail(e, SLABFEED_ERR_IO,
-                    "writer: '%s' exists; pass overwrite to replace it",
+                    "writer: '%s' exists; pass overwrite (slabfeed-predict "
+                    "--overwrite, slabfeed.Writer(overwrite=True)) to "
+                    "replace it",
                     w->path);
   return SLABFEED_OK;
 }

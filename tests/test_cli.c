@@ -204,6 +204,10 @@ int main(void)
   scan(&app, CLI_ERROR, "unknown option '--bogus'", W("--bogus"));
   scan(&app, CLI_ERROR, "unknown option '-x'", W("-x"));
   scan(&app, CLI_ERROR, "unexpected argument 'stray'", W("stray"));
+  /* An existing file after a value: a pattern the shell expanded. */
+  scan(&app, CLI_ERROR,
+       "unexpected argument '/' (a glob pattern the shell expanded? quote it",
+       W("--string", "a.h5", "/"));
   scan(&app, CLI_ERROR, "--int needs a value", W("--int"));
   scan(&app, CLI_ERROR, "--flag takes no value", W("--flag=1"));
   scan(&app, CLI_ERROR, "unknown option '--in'", W("--in", "3"));

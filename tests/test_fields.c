@@ -301,7 +301,8 @@ static void check_refusals(const char *spec, const char *target)
                  "for the 2 volumes of path", "too few field files");
   snprintf(t, sizeof t, "velocity@%s/dm/dm_*.h5", dir);
   config(&c, spec, "density", t);
-  expect_refused(&c, "no dataset 'velocity' in '", "dm_0.h5'",
+  expect_refused(&c, "no dataset 'velocity' in '",
+                 "dm_0.h5' (its datasets: 'dm')",
                  "dataset missing in a field file");
   config(&c, spec, "density,,velocity", NULL);
   c.n_input_vectors = 0;

@@ -319,7 +319,8 @@ static void bad_input(void)
   wc.path = out;
   wc.overwrite = 0;
   expect_all(slabfeed_writer_open(l, &wc, &w, err, sizeof err), SLABFEED_ERR_IO,
-             err, "exists", "existing output");
+             err, "exists; pass overwrite (slabfeed-predict --overwrite",
+             "existing output");
   /* Channels that are not the input's without like=none. */
   wc.overwrite = 1;
   wc.channels = 3;

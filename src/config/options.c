@@ -31,8 +31,8 @@ const sf__option sf__options[] = {
       .metavar = "F",
       .help = "the HDF5 file holding the volume; or several volumes: "
               "entries separated by newlines (the flag repeated), each a "
-              "path, a glob pattern or @MANIFEST (absolute paths, one per "
-              "line)",
+              "path, a glob pattern or @MANIFEST (paths, one per line, "
+              "relative to the manifest's folder unless absolute)",
       .flags = SLABFEED_OPTION_REQUIRED},
      FIELD(path)},
     {{.name = "input",

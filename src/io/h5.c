@@ -328,6 +328,56 @@ static slabfeed_status describe(hid_t dset, const char *path, const char *name,
   return SLABFEED_OK;
 }
 
+/* What H5Ovisit passes on: the datasets' names so far, comma-separated. */
+typedef struct names_buf {
+  char *buf;
+  size_t len, at;
+  int n;
+} names_buf;
+
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5O_info2_t sf__h5_oinfo;
+#else
+typedef H5O_info_t sf__h5_oinfo;
+#endif
+
+static herr_t add_dataset_name(hid_t obj, const char *name,
+                               const sf__h5_oinfo *info, void *arg)
+{
+  (void)obj;
+  names_buf *b = arg;
+  if (info->type != H5O_TYPE_DATASET)
+    return 0;
+  if (b->n < 12 && b->at < b->len) {
+    const int k = snprintf(b->buf + b->at, b->len - b->at, "%s'%s'",
+                           b->n > 0 ? ", " : "", name);
+    b->at += k > 0 ? (size_t)k : 0;
+  }
+  b->n++;
+  return 0;
+}
+
+/* The datasets of `file` (every group, the first 12 by name, then how many
+ * more) into buf, for a message: "'a', 'g/b', ... and 3 more", or "none". */
+static void list_datasets(hid_t file, char *buf, size_t len)
+{
+  names_buf b = {buf, len, 0, 0};
+  buf[0] = '\0';
+#if H5_VERSION_GE(1, 12, 0)
+  const herr_t rc = H5Ovisit3(file, H5_INDEX_NAME, H5_ITER_INC,
+                              add_dataset_name, &b, H5O_INFO_BASIC);
+#else
+  const herr_t rc =
+      H5Ovisit(file, H5_INDEX_NAME, H5_ITER_INC, add_dataset_name, &b);
+#endif
+  if (rc < 0)
+    H5Eclear2(H5E_DEFAULT);
+  if (b.n == 0)
+    snprintf(buf, len, "none");
+  else if (b.n > 12 && b.at < len)
+    snprintf(buf + b.at, len - b.at, " and %d more", b.n - 12);
+}
+
 slabfeed_status sf__h5_dataset(hid_t file, const char *path, const char *name,
                                slabfeed_file_layout want, hid_t *dset,
                                slabfeed_dataset_info *info, sf__err *e)
@@ -335,8 +385,11 @@ slabfeed_status sf__h5_dataset(hid_t file, const char *path, const char *name,
   *dset = H5I_INVALID_HID;
   if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
     H5Eclear2(H5E_DEFAULT);
-    return sf__fail(e, SLABFEED_ERR_FORMAT, "no dataset '%s' in '%s'", name,
-                    path);
+    char have[512];
+    list_datasets(file, have, sizeof have);
+    return sf__fail(e, SLABFEED_ERR_FORMAT,
+                    "no dataset '%s' in '%s' (its datasets: %s)", name, path,
+                    have);
   }
   *dset = H5Dopen2(file, name, H5P_DEFAULT);
   if (*dset < 0) {

@@ -191,19 +191,21 @@ static slabfeed_status manifest(list *l, const char *file, sf__err *e)
       continue;
     if (n == 0 || strspn(line, " \t") == n)
       sf__fail(e, SLABFEED_ERR_ARG,
-               "dataset: manifest '%s' line %d is blank (one absolute path "
-               "per line; '#' starts a comment)",
+               "dataset: manifest '%s' line %d is blank (one path per line, "
+               "absolute or relative to the manifest's folder; '#' starts a "
+               "comment)",
                file, no);
-    else if (line[0] != '/')
-      sf__fail(e, SLABFEED_ERR_ARG,
-               "dataset: manifest '%s' line %d: '%s' is a relative path; "
-               "manifest paths must be absolute (a relative path would "
-               "depend on each rank's working directory)",
-               file, no, line);
     else {
       snprintf(from, sizeof from, "manifest '%s' line %d", file, no);
-      if (split_columns(line, cols, sizeof cols, from, e) == SLABFEED_OK)
-        add(l, line, cols, from, e);
+      /* A relative path is relative to the manifest's folder (0.7). */
+      char full[8400];
+      const char *slash = strrchr(file, '/');
+      if (line[0] != '/' && slash != NULL)
+        snprintf(full, sizeof full, "%.*s/%s", (int)(slash - file), file, line);
+      else
+        snprintf(full, sizeof full, "%s", line);
+      if (split_columns(full, cols, sizeof cols, from, e) == SLABFEED_OK)
+        add(l, full, cols, from, e);
       any = 1;
     }
   }

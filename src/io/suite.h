@@ -2,8 +2,9 @@
  * a path spec into the list of files, and the stacked box the loader sees.
  *
  * A spec is one or more entries separated by newlines, each
- *   @FILE      a manifest: one absolute path per line ('#' starts a
- *              comment line); blank and relative lines are refused. A
+ *   @FILE      a manifest: one path per line, absolute or relative to
+ *              the manifest's folder ('#' starts a comment line); blank
+ *              lines are refused. A
  *              line may end in columns NAME=VALUE (separated from the
  *              path and each other by blanks; VALUE a number), the
  *              volume's parameters (params)
