@@ -302,8 +302,8 @@ typedef struct slabfeed_config {
    * (1, the default: one grid): the target of the input crop at origin o
    * of edge c is the crop at scale_factor * o of edge scale_factor * c of
    * the target's grid, under the same symmetry; with a pad, the target is
-   * the core scaled (docs/CONVENTIONS.md). Random crops only (a tiled pass
-   * of such a pair is refused). */
+   * the core scaled; a tiled pass's target is the fine tile and its writer
+   * writes on the fine grid (docs/CONVENTIONS.md). */
   int scale_factor;
 } slabfeed_config;
 

@@ -42,9 +42,12 @@ struct slabfeed_writer {
   char last_error[SF_ERRLEN];
   sf__err failed; /* the first failed put: close fails with it */
   /* The pass. */
-  int64_t shape[3], region[6];
-  int64_t T, P, B;
-  sf__tiles grid;
+  int64_t shape[3], region[6]; /* on the output's grid */
+  int64_t T, P, B;             /* on the output's grid */
+  int64_t f;                   /* the output's grid over the pass's (tiles
+                                  of the input grid; a super-resolution
+                                  target: scale_factor) */
+  sf__tiles grid;              /* the pass's tiles, on the input's grid */
   /* The output. */
   int64_t C;   /* channels */
   int cl;      /* file (and slab) layout channels-last */
@@ -509,10 +512,21 @@ struct inv_map {
 };
 typedef struct inv_map inv_map;
 
-/* The map of tile t (slabfeed_batch.tile layout) under symmetry g. */
-static void inv_map_make(const slabfeed_writer *w, const view *v, int g,
-                         const int64_t t[9], inv_map *m)
+/* Tile t (slabfeed_batch.tile layout, on the pass's grid) on the output's
+ * grid into out[9]. */
+static void tile_on_output(const slabfeed_writer *w, const int64_t t[9],
+                           int64_t out[9])
 {
+  for (int i = 0; i < 9; i++)
+    out[i] = w->f * t[i];
+}
+
+/* The map of tile tc (slabfeed_batch.tile layout) under symmetry g. */
+static void inv_map_make(const slabfeed_writer *w, const view *v, int g,
+                         const int64_t tc[9], inv_map *m)
+{
+  int64_t t[9];
+  tile_on_output(w, tc, t);
   /* Output i of the symmetry frame is input j with
    * j[perm[a]] = flip_a ? E-1-i[a] : i[a]. */
   const int *perm = sf__sym_perm(g);
@@ -911,6 +925,16 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     w->B = l->cfg.pub.batch;
     w->device = l->plan.device;
     import_options(w, cfg, &c, l, &e);
+    /* Outputs like a target of a finer grid are on that grid: the box,
+     * the region, the tiles and their parts f times. */
+    w->f = c.like != SLABFEED_LIKE_INPUT && l->cfg.ndsets > 1 ? l->plan.scale[1]
+                                                              : 1;
+    for (int a = 0; a < 3; a++)
+      w->shape[a] *= w->f;
+    for (int a = 0; a < 6; a++)
+      w->region[a] *= w->f;
+    w->T *= w->f;
+    w->P *= w->f;
   }
   if (sf__agree(w->comm, &e) == SLABFEED_OK &&
       agree_options(w, &c, &e) == SLABFEED_OK)
@@ -1273,8 +1297,9 @@ static slabfeed_status check_coverage(slabfeed_writer *w, sf__err *e)
   const int64_t z0 = w->z0[w->rank], z1 = w->z0[w->rank + 1];
   uint64_t want = 0, hash = 0;
   for (uint64_t g = 0; g < w->grid.count && z1 > z0; g++) {
-    int64_t t[9];
-    sf__tiles_at(&w->grid, g, t);
+    int64_t tc[9], t[9];
+    sf__tiles_at(&w->grid, g, tc);
+    tile_on_output(w, tc, t);
     const int64_t r = sf__pmod(t[0] + t[3] - w->region[0], w->shape[0]);
     const int64_t lo = r > z0 ? r : z0, hi = r + t[6] < z1 ? r + t[6] : z1;
     if (hi > lo) {

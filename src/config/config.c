@@ -67,12 +67,6 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: scale_factor %d without a target dataset",
                     c->scale_factor);
-  if (c->scale_factor > 1 && c->tile > 0)
-    return sf__fail(e, SLABFEED_ERR_ARG,
-                    "config: a tiled pass (tile %d) of a pair of grids of "
-                    "different resolution (scale_factor %d) is not supported "
-                    "yet: passes and the writer run on one grid",
-                    c->tile, c->scale_factor);
   if (c->tile > 0 && c->locality)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: a tiled pass (tile %d) and locality together "

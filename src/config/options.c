@@ -382,7 +382,7 @@ const sf__option sf__options[] = {
       .metavar = "S",
       .help = "the target's grid is S times the input's on every axis "
               "(super-resolution): its crop is S x the input crop at S x "
-              "its origin; random crops only"},
+              "its origin; a pass's writer writes on that grid"},
      FIELD(scale_factor)},
 };
 

@@ -237,11 +237,14 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
            sizeof x->groups);
     x->dtype = p->dtype;
     x->layout = p->out_layout;
-    /* A pass's target is the tile itself unless asked padded. */
-    x->trim = d == 1 && p->tile > 0 && !p->target_pad ? p->pad : 0;
     /* Training pads: the target gathers its core only. A target of scale
      * f (super-resolution): all of it on its grid, f x. */
     b->scale[d] = d == 1 && p->scale_factor > 1 ? p->scale_factor : 1;
+    /* A pass's target is the tile itself unless asked padded (on its own
+     * grid: f x the pad). */
+    x->trim = d == 1 && p->tile > 0 && !p->target_pad
+                  ? b->scale[d] * (int64_t)p->pad
+                  : 0;
     b->sub[d] = d == 1 && c->target_core;
     if (b->sub[d]) {
       memcpy(x->ext, c->core, sizeof x->ext);
