@@ -1,8 +1,11 @@
 /* slabfeed-predict: a tiled pass through the writer from the command line.
- * The "model" is the identity (each tile's output is its input crop, or
- * with --centre its T^3 centre), so the output file must hold the input's
- * region bit for bit: --verify compares it (every rank its own z-range of
- * the output, read back with the serial reference reader). Prints the
+ * The "model" is the identity of the dataset the outputs are like (each
+ * tile's output is its input crop, or with --centre its T^3 centre; with
+ * --like target and a target, the batch's target: the tile, on the
+ * target's grid for a super-resolution pair), so the output file must
+ * hold that dataset's region bit for bit: --verify compares it (every rank
+ * its own z-range of the output, read back with the serial reference
+ * reader). Prints the
  * pass and writer rates next to the read rate of the same run's open
  * (the ceiling a writer of the same bytes is measured against) and the
  * ratio. Device batches go through the writer as device tensors.
@@ -78,7 +81,8 @@ static const cli_option options[] = {
      .choices = likes,
      .metavar = "target|input|none",
      .help = "dataset whose vector groups and normalisation the outputs "
-             "carry (the identity model's outputs are the input's)"},
+             "carry, and which the identity model returns (target: the "
+             "batch's target)"},
     {.name = "--centre",
      .kind = CLI_FLAG,
      .at = offsetof(predict_args, centre),
@@ -120,11 +124,13 @@ static void centre_of(const slabfeed_tensor *t, slabfeed_out_layout lay,
   memcpy(out->strides, strides, sizeof strides);
 }
 
-/* Compares this rank's output planes [z0, z1) with the input's region. */
+/* Compares this rank's output planes [z0, z1) with the region of
+ * `dataset` (the input or the target, of the file `input`; R its region
+ * on that dataset's grid). */
 static uint64_t verify(const slabfeed_config *cfg, const char *input,
-                       const slabfeed_writer_config *wc, const int64_t R[6],
-                       int64_t C, int64_t z0, int64_t z1, slabfeed_status *st,
-                       char *msg, size_t len)
+                       const char *dataset, const slabfeed_writer_config *wc,
+                       const int64_t R[6], int64_t C, int64_t z0, int64_t z1,
+                       slabfeed_status *st, char *msg, size_t len)
 {
   if (z1 <= z0)
     return 0;
@@ -141,7 +147,7 @@ static uint64_t verify(const slabfeed_config *cfg, const char *input,
   const int64_t o_in[3] = {(R[0] + z0) % R[6], R[1], R[2]};
   const int64_t o_out[3] = {z0, 0, 0}, ext[3] = {z1 - z0, R[4], R[5]};
   if (s == SLABFEED_OK)
-    s = slabfeed_reader_crop(in, cfg->input, cfg->layout, o_in, ext, 0, 0, NULL,
+    s = slabfeed_reader_crop(in, dataset, cfg->layout, o_in, ext, 0, 0, NULL,
                              SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW, a);
   if (s == SLABFEED_OK)
     s = slabfeed_reader_crop(out, wc->dataset, SLABFEED_LAYOUT_AUTO, o_out, ext,
@@ -223,6 +229,8 @@ int main(int argc, char **argv)
   /* The pass: next and put timed apart; a failed put is kept by the
    * writer and agreed at close. */
   const uint64_t steps = slabfeed_steps_per_epoch(l);
+  /* The identity of the dataset the outputs are like. */
+  const int like_target = a.w.like != SLABFEED_LIKE_INPUT && cfg.target != NULL;
   double t_next = 0, t_put = 0;
   uint64_t tiles = 0;
   MPI_Barrier(MPI_COMM_WORLD);
@@ -236,9 +244,9 @@ int main(int argc, char **argv)
       cli_note(&st, msg, sizeof msg, ls, "%s", slabfeed_last_error(l));
       break;
     }
-    slabfeed_tensor out = b.input;
+    slabfeed_tensor out = like_target ? b.target : b.input;
     slabfeed_out_layout lay = cfg.out_layout;
-    if (a.centre) {
+    if (a.centre && !like_target) {
       centre_of(&b.input, cfg.out_layout, T, P, buf, &out);
       lay = SLABFEED_OUT_NCDHW;
     }
@@ -268,14 +276,16 @@ int main(int argc, char **argv)
   uint64_t bad = 0;
   if (a.verify) {
     slabfeed_dataset_info info = SLABFEED_DATASET_INFO_INIT;
-    if (slabfeed_describe(input, cfg.input, cfg.layout, &info, err,
-                          sizeof err) != SLABFEED_OK)
+    const char *like = like_target ? cfg.target : cfg.input;
+    const int64_t f = like_target ? cfg.scale_factor : 1;
+    if (slabfeed_describe(input, like, cfg.layout, &info, err, sizeof err) !=
+        SLABFEED_OK)
       cli_note(&st, msg, sizeof msg, SLABFEED_ERR_IO, "%s", err);
     for (int a2 = 0; a2 < 3; a2++)
-      R[a2] = cfg.n_region ? cfg.region[0][a2] : 0;
+      R[a2] = f * (cfg.n_region ? cfg.region[0][a2] : 0);
     R[6] = info.shape[0];
     if (st == SLABFEED_OK)
-      bad = verify(&cfg, input, &a.w, R, C, z0, z1, &st, msg, sizeof msg);
+      bad = verify(&cfg, input, like, &a.w, R, C, z0, z1, &st, msg, sizeof msg);
     if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
       cli_fail_agreed(prog, st, msg);
   }
