@@ -353,18 +353,8 @@ int main(int argc, char **argv)
   char path[256];
   snprintf(path, sizeof path, "aug_%s_%d.h5", argc > 1 ? argv[1] : "t", size);
   const int64_t N[3] = {14, 12, 10};
-  slabfeed_gen_config g;
-  slabfeed_gen_config_init(&g);
-  g.overwrite = 1; /* a rerun regenerates */
-  g.path = path;
-  g.shape[0] = N[0], g.shape[1] = N[1], g.shape[2] = N[2];
-  char err[1024];
-  CHECK(slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err) == SLABFEED_OK,
-        "generate: %s", err);
   whole w[2];
-  CHECK(whole_read(path, "Nbody", 0, &w[0]) == 0 &&
-            whole_read(path, "Hydro", 0, &w[1]) == 0,
-        "read %s", path);
+  generate_and_read(path, N, w);
   double *za = malloc(4096 * sizeof *za), *zm = malloc(4096 * sizeof *zm);
   int n = 0;
   const int steps = (1200 + 4 * size - 1) / (4 * size);
