@@ -307,13 +307,20 @@ static void check_refusals(const char *spec, const char *target)
   config(&c, spec, "density,,velocity", NULL);
   c.n_input_vectors = 0;
   expect_refused(&c, "field 1 is empty", NULL, "empty field");
-  /* A field file missing on the last rank only: agreed. */
+  /* The volume's file missing on the last rank only: agreed. */
   char fail[64];
   snprintf(fail, sizeof fail, "volume.missing@%d", size - 1);
   config(&c, spec, "density,velocity", target);
   setenv("SLABFEED_TEST_FAIL", fail, 1);
   expect_refused(&c, "injected: the volume missing on this rank only", NULL,
                  "missing on one rank");
+  /* A field's own file missing on the last rank only: agreed, named. */
+  snprintf(fail, sizeof fail, "field.missing@%d", size - 1);
+  setenv("SLABFEED_TEST_FAIL", fail, 1);
+  char want[96];
+  snprintf(want, sizeof want, "rank %d: cannot open HDF5 file '", size - 1);
+  expect_refused(&c, want, "dm_0.h5': No such file or directory (injected",
+                 "field file on one rank");
   unsetenv("SLABFEED_TEST_FAIL");
 }
 

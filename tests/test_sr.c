@@ -260,6 +260,18 @@ int main(int argc, char **argv)
   config(&c, lr[0], tgt[1], 2, 3, 0);
   expect_refused(&c, "input 'lr' has box 9x6x7 but target 'hr@",
                  "scale_factor 2 needs a target of 18x12x14", "wrong target");
+  /* The fine target's slab read failing on the last rank alone: every
+   * rank gets that rank's error, nobody hangs in the collective reads. */
+  config(&c, lr[0], tgt[0], 2, 3, 0);
+  char fail[64], want[96];
+  snprintf(fail, sizeof fail, "read.target@%d", size - 1);
+  snprintf(want, sizeof want,
+           "rank %d: injected failure at stage "
+           "'read.target'",
+           size - 1);
+  setenv("SLABFEED_TEST_FAIL", fail, 1);
+  expect_refused(&c, want, NULL, "fine read on one rank");
+  unsetenv("SLABFEED_TEST_FAIL");
   config(&c, lr[0], NULL, 2, 3, 0);
   c.n_target_vectors = 0;
   expect_refused(&c, "scale_factor 2 without a target dataset", NULL,

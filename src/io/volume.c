@@ -140,8 +140,14 @@ static slabfeed_status one_open(sf__volume *v, int i, one *o, sf__err *e)
   sf__h5_preflight(path, 0, e);
   for (int d = 0; d < c->ndsets; d++)
     for (int f = 0; f < c->nfields[d] && e->status == SLABFEED_OK; f++)
-      if (v->fsuite[d][f].n > 0)
+      if (v->fsuite[d][f].n > 0) {
         sf__h5_preflight(field_path(v, d, f, i), 0, e);
+        if (e->status == SLABFEED_OK && sf__inject("field.missing", v->rank))
+          sf__fail(e, SLABFEED_ERR_IO,
+                   "cannot open HDF5 file '%s': No such file or directory "
+                   "(injected: a field's file missing on this rank only)",
+                   field_path(v, d, f, i));
+      }
   if (e->status == SLABFEED_OK && sf__inject("volume.missing", v->rank))
     sf__fail(e, SLABFEED_ERR_IO,
              "cannot open HDF5 file '%s': No such file or directory "
