@@ -19,13 +19,6 @@
 static int rank, size;
 static const int vin[1][3] = {{1, 2, 3}}, vtg[1][3] = {{3, 1, 2}};
 
-static uint32_t bits(float v)
-{
-  uint32_t u;
-  memcpy(&u, &v, sizeof u);
-  return u;
-}
-
 /* One loader: `steps` batches checked voxel by voxel. */
 static void run(const char *path, const whole w[2], const int64_t N[3],
                 const int64_t core[3], int pad, int target_pad,
@@ -80,30 +73,13 @@ static void run(const char *path, const whole w[2], const int64_t N[3],
                 d, (long long)t->shape[1], (long long)t->shape[2],
                 (long long)t->shape[3], (long long)t->shape[4], C,
                 (long long)e[0], (long long)e[1], (long long)e[2]);
-        for (int k = 0; k < C; k++)
-          for (int64_t i0 = 0; i0 < e[0]; i0++)
-            for (int64_t i1 = 0; i1 < e[1]; i1++)
-              for (int64_t i2 = 0; i2 < e[2]; i2++) {
-                const int64_t ii[3] = {i0, i1, i2};
-                int src;
-                const float want = sym_value(&w[d], N, ed, d == 0 ? vin : vtg,
-                                             1, k, ii, o, g, &src);
-                const float have =
-                    ((const float *)
-                         t->data)[i * t->strides[0] + k * t->strides[1] +
-                                  i0 * t->strides[2] + i1 * t->strides[3] + i2];
-                checked++;
-                if (bits(want) != bits(have) && bad++ < 5)
-                  CHECK(0,
-                        "pad %d tp %d step %d sample %d d%d ch %d "
-                        "(%lld,%lld,%lld) g %d origin (%lld,%lld,%lld): %g, "
-                        "want %g",
-                        pad, target_pad, s, i, d, k, (long long)i0,
-                        (long long)i1, (long long)i2, g,
-                        (long long)b.origin[3 * i],
-                        (long long)b.origin[3 * i + 1],
-                        (long long)b.origin[3 * i + 2], have, want);
-              }
+        char why[256];
+        const int64_t n =
+            crop_mismatches(t, i, C, &w[d], N, ed, d == 0 ? vin : vtg, 1, o, g,
+                            &checked, why, sizeof why);
+        CHECK(n == 0, "pad %d tp %d step %d d%d: %lld voxels differ, first %s",
+              pad, target_pad, s, d, (long long)n, why);
+        bad += n;
         want_bytes += (uint64_t)C * (uint64_t)(ed[0] * ed[1] * ed[2]) * 4;
       }
     }

@@ -101,29 +101,13 @@ static void run(const char *lr, const char *target, const whole w[2],
         int64_t o[3];
         for (int a = 0; a < 3; a++)
           o[a] = d == 0 ? b.origin[3 * i + a] : f * (b.origin[3 * i + a] + pad);
-        for (int k = 0; k < 4; k++)
-          for (int64_t i0 = 0; i0 < ed[0]; i0++)
-            for (int64_t i1 = 0; i1 < ed[1]; i1++)
-              for (int64_t i2 = 0; i2 < ed[2]; i2++) {
-                const int64_t ii[3] = {i0, i1, i2};
-                int src;
-                const float want = sym_value(&w[d], d == 0 ? N : NF, ed, vg, 1,
-                                             k, ii, o, g, &src);
-                const float have =
-                    ((const float *)
-                         t->data)[i * t->strides[0] + k * t->strides[1] +
-                                  i0 * t->strides[2] + i1 * t->strides[3] + i2];
-                checked++;
-                if (bits(want) != bits(have) && bad++ < 5)
-                  CHECK(0,
-                        "f %d pad %d step %d sample %d d%d ch %d "
-                        "(%lld,%lld,%lld) g %d origin (%lld,%lld,%lld): %g, "
-                        "want %g",
-                        f, pad, s, i, d, k, (long long)i0, (long long)i1,
-                        (long long)i2, g, (long long)b.origin[3 * i],
-                        (long long)b.origin[3 * i + 1],
-                        (long long)b.origin[3 * i + 2], have, want);
-              }
+        char why[256];
+        const int64_t n =
+            crop_mismatches(t, i, 4, &w[d], d == 0 ? N : NF, ed, vg, 1, o, g,
+                            &checked, why, sizeof why);
+        CHECK(n == 0, "f %d pad %d step %d d%d: %lld voxels differ, first %s",
+              f, pad, s, d, (long long)n, why);
+        bad += n;
         want_bytes += 4 * (uint64_t)(ed[0] * ed[1] * ed[2]) * 4;
       }
     }

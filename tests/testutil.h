@@ -88,6 +88,44 @@ static inline float sym_value(const whole *w, const int64_t N[3],
                       (o[2] + j[2]) % N[2]);
 }
 
+/* Voxels of sample i of the float32 NCDHW tensor t (its C channels) that
+ * differ, bit for bit, from the crop of edge `edge` at origin o of w (box
+ * N) under symmetry g (sym_value); adds the voxels compared to *checked
+ * and describes the first mismatch in why[len] (left as it was when
+ * none). */
+static inline int64_t crop_mismatches(const slabfeed_tensor *t, int i, int C,
+                                      const whole *w, const int64_t N[3],
+                                      const int64_t edge[3],
+                                      const int (*groups)[3], int ngroups,
+                                      const int64_t o[3], int g,
+                                      int64_t *checked, char *why, size_t len)
+{
+  int64_t e[3], bad = 0;
+  for (int a = 0; a < 3; a++)
+    e[a] = edge[sym_perms[g % 6][a]];
+  const float *x = (const float *)t->data;
+  for (int k = 0; k < C; k++)
+    for (int64_t i0 = 0; i0 < e[0]; i0++)
+      for (int64_t i1 = 0; i1 < e[1]; i1++)
+        for (int64_t i2 = 0; i2 < e[2]; i2++) {
+          const int64_t ii[3] = {i0, i1, i2};
+          int src;
+          const float want =
+              sym_value(w, N, edge, groups, ngroups, k, ii, o, g, &src);
+          const float have = x[i * t->strides[0] + k * t->strides[1] +
+                               i0 * t->strides[2] + i1 * t->strides[3] + i2];
+          (*checked)++;
+          if (memcmp(&want, &have, sizeof want) != 0 && bad++ == 0)
+            snprintf(why, len,
+                     "sample %d ch %d (%lld,%lld,%lld) g %d origin "
+                     "(%lld,%lld,%lld): %g, want %g",
+                     i, k, (long long)i0, (long long)i1, (long long)i2, g,
+                     (long long)o[0], (long long)o[1], (long long)o[2], have,
+                     want);
+        }
+  return bad;
+}
+
 static inline void whole_free(whole *w)
 {
   free(w->v);

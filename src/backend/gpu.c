@@ -386,7 +386,11 @@ static int one_box(const sf__store *s, const sf__batch_plan *p, int n,
                    int64_t lo[3])
 {
   const sf__piece *pc = p->pieces;
-  if (n < 2 || sf__source_of(s, &pc[0])->fetched)
+  /* The box is staged for every dataset as the input's pieces: not for a
+   * target that takes part of them (a core) or scales them (a finer
+   * grid). */
+  if (n < 2 || sf__source_of(s, &pc[0])->fetched || p->sub[1] ||
+      p->scale[1] > 1)
     return 0;
   int64_t hi[3];
   for (int k = 0; k < n; k++) {
@@ -464,8 +468,7 @@ static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
   SF_RANGE_PUSH("h2d");
   const double t0 = sf__now();
   int64_t lo[3];
-  if (g->draw[st][0] != NULL && !p->sub[1] && p->scale[1] == 1 &&
-      one_box(s, p, n, lo)) {
+  if (g->draw[st][0] != NULL && one_box(s, p, n, lo)) {
     stage_box(g, n, lo, st, delta, e);
     delta->t_h2d += sf__now() - t0;
     SF_RANGE_POP();

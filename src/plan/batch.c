@@ -166,8 +166,7 @@ static slabfeed_status init_volumes(sf__batch_plan *b, const sf__config *c,
 static void init_aug(sf__batch_plan *b, const sf__config *c)
 {
   const slabfeed_config *p = &c->pub;
-  b->aug = c->aug && p->tile == 0;
-  b->seed = p->seed;
+  b->aug = c->aug; /* refused in a pass (config) */
   for (int d = 0; d < b->ndsets; d++) {
     const sf__xform *x = &b->xf[d];
     for (int ch = 0; ch < x->channels; ch++) {
@@ -195,21 +194,27 @@ static void draw_aug(const sf__batch_plan *b, int d, uint64_t epoch, uint64_t k,
   const int C = b->xf[d].channels;
   for (int ch = 0; ch < C; ch++) {
     const float sa = b->sigma[d][0][ch], sm = b->sigma[d][1][ch];
-    f[ch] = sm > 0 ? (float)exp((double)sm * sf__normal(b->seed, epoch, k,
+    const uint64_t seed = b->sampler.seed;
+    f[ch] = sm > 0 ? (float)exp((double)sm * sf__normal(seed, epoch, k,
                                                         b->aug_draw[d][1][ch]))
                    : 1.0f;
-    f[C + ch] = sa > 0 ? (float)((double)sa * sf__normal(b->seed, epoch, k,
+    f[C + ch] = sa > 0 ? (float)((double)sa * sf__normal(seed, epoch, k,
                                                          b->aug_draw[d][0][ch]))
                        : -0.0f;
   }
 }
 
+/* The factors of dataset d of ring entry k (slot * B + i), or NULL. */
+static float *aug_at(const sf__batch_plan *b, size_t k, int d)
+{
+  return b->aug && d < b->ndsets
+             ? b->aug_f[d] + k * 2 * (size_t)b->xf[d].channels
+             : NULL;
+}
+
 const float *sf__batch_aug(const sf__batch_plan *b, int slot, int i, int d)
 {
-  if (!b->aug)
-    return NULL;
-  const size_t k = (size_t)slot * (size_t)b->B + (size_t)i;
-  return b->aug_f[d] + k * 2 * (size_t)b->xf[d].channels;
+  return aug_at(b, (size_t)slot * (size_t)b->B + (size_t)i, d);
 }
 
 slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
@@ -397,7 +402,7 @@ void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
                       : 0;
     b->volume[k] = v;
     for (int d = 0; b->aug && d < b->ndsets; d++)
-      draw_aug(b, d, epoch, g, b->aug_f[d] + k * 2 * (size_t)b->xf[d].channels);
+      draw_aug(b, d, epoch, g, aug_at(b, k, d));
     if (b->nparams > 0)
       memcpy(&b->params[k * (size_t)b->nparams],
              &b->suite->param[(size_t)v * (size_t)b->nparams],
@@ -596,11 +601,8 @@ void sf__batch_describe(const sf__batch_plan *b, int slot, void *const data[],
   out->valid = b->valid[slot];
   out->tile = b->pass ? &b->tile[9 * k] : NULL;
   out->volume = &b->volume[k];
-  out->input_aug =
-      b->aug ? b->aug_f[0] + k * 2 * (size_t)b->xf[0].channels : NULL;
-  out->target_aug = b->aug && b->ndsets > 1
-                        ? b->aug_f[1] + k * 2 * (size_t)b->xf[1].channels
-                        : NULL;
+  out->input_aug = aug_at(b, k, 0);
+  out->target_aug = aug_at(b, k, 1);
   out->n_params = b->nparams;
   out->params = b->nparams > 0 ? &b->params[k * (size_t)b->nparams] : NULL;
 }

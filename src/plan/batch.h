@@ -50,7 +50,6 @@ typedef struct sf__batch_plan {
   float *params;          /* [K][B][nparams] each sample's volume's; NULL
                              at nparams 0 */
   int aug;                /* amplitude augmentation (random crops) */
-  uint64_t seed;          /* of the sample stream */
   float sigma[SF_MAX_DSETS][2][64];       /* per channel: add, mul deviations */
   uint32_t aug_draw[SF_MAX_DSETS][2][64]; /* first draw of each normal */
   float *aug_f[SF_MAX_DSETS]; /* [K][B][2][C]: factor, offset per channel */
