@@ -2,7 +2,12 @@
  * sample against an independent serial read of the file and the reference
  * transform; report traffic by source and peak memory per rank. With a
  * dataset of several volumes, each sample is read from the file of its
- * volume (slabfeed_batch.volume) at its origin in that volume. */
+ * volume (slabfeed_batch.volume) at its origin in that volume. Every
+ * loader option is checked: training pads and tiled passes (each crop at
+ * its documented place), a target on a finer grid (scale_factor), the
+ * normalisation, and the amplitude augmentation with the factors each
+ * batch reports (whether those follow the documented stream is mpi.aug's
+ * test; here, that every voxel is the file's value under them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +42,7 @@ typedef struct check_run {
   const char *names[2];
   size_t es;
   void *got[2], *want[2]; /* a batch from the loader, one reference sample */
+  int64_t in_edge[3];     /* the input crop's edge of this step */
   uint64_t checked, mismatched, first_bad;
   double bytes_out, t_loader;
 } check_run;
@@ -64,6 +70,23 @@ static slabfeed_reader *reader_of(check_run *c, int v, slabfeed_status *st,
     return NULL;
   }
   return c->ref[v];
+}
+
+/* The origin of dataset d's crop of a sample whose input crop is at o
+ * (coarse voxels) in a volume whose input box is `box`: the input's is o;
+ * the target's crop of edge `edge` is centred on the input's (edge
+ * in_edge): at (o + (in_edge - edge / f) / 2) mod box, times the scale
+ * factor f on the target's finer grid (docs/CONVENTIONS.md, "The
+ * alignment rule"; training pads and tiled passes alike). */
+static void sample_origin(const slabfeed_config *cfg, const int64_t o[3], int d,
+                          const int64_t in_edge[3], const int64_t edge[3],
+                          const int64_t box[3], int64_t out[3])
+{
+  const int64_t f = d == 1 && cfg->scale_factor > 1 ? cfg->scale_factor : 1;
+  for (int a = 0; a < 3; a++) {
+    const int64_t off = d == 0 ? 0 : (in_edge[a] - edge[a] / f) / 2;
+    out[a] = f * (((o[a] + off) % box[a] + box[a]) % box[a]);
+  }
 }
 
 /* One step on this rank: the batch, copied to host, and every sample
@@ -100,16 +123,32 @@ static void check_step(check_run *c, slabfeed_status *st, char *msg, size_t len)
     if (d == c->nd - 1)
       c->t_loader += MPI_Wtime() - ta;
     c->bytes_out += (double)(sample * (size_t)cfg->batch);
+    /* The crop's edge as delivered (pads, the target's finer grid). */
+    const int sp = cfg->out_layout == SLABFEED_OUT_NDHWC ? 1 : 2;
+    const int64_t edge[3] = {t->shape[sp], t->shape[sp + 1], t->shape[sp + 2]};
     for (int i = 0; i < cfg->batch; i++) {
       const int v = b.volume != NULL ? b.volume[i] : 0;
       slabfeed_reader *ref = reader_of(c, v, st, msg, len);
-      if (ref == NULL)
+      int64_t box[3];
+      if (ref == NULL ||
+          slabfeed_volume_info(c->l, v, NULL, 0, box) != SLABFEED_OK) {
+        cli_note(st, msg, len, SLABFEED_ERR_ARG, "no volume %d", v);
         return;
-      s = slabfeed_reader_crop(
-          ref, c->names[d], cfg->layout, &b.origin[3 * i], cfg->crop,
-          b.symmetry[i], d == 0 ? cfg->n_input_vectors : cfg->n_target_vectors,
+      }
+      int64_t o[3];
+      sample_origin(cfg, &b.origin[3 * i], d, c->in_edge, edge, box, o);
+      if (d == 0)
+        memcpy(c->in_edge, edge, sizeof c->in_edge);
+      const float *aug = d == 0 ? b.input_aug : b.target_aug;
+      const int C = (int)t->shape[sp == 1 ? 4 : 1];
+      s = slabfeed_reader_crop_values(
+          ref, c->names[d], cfg->layout, o, edge, b.symmetry[i],
+          d == 0 ? cfg->n_input_vectors : cfg->n_target_vectors,
           (const int(*)[3])(d == 0 ? cfg->input_vectors : cfg->target_vectors),
-          cfg->dtype, cfg->out_layout, c->want[d]);
+          d == 0 ? cfg->n_input_norm : cfg->n_target_norm,
+          d == 0 ? cfg->input_norm : cfg->target_norm,
+          aug != NULL ? aug + (size_t)i * 2 * (size_t)C : NULL, cfg->dtype,
+          cfg->out_layout, c->want[d]);
       if (s != SLABFEED_OK) {
         cli_note(st, msg, len, s,
                  "reference read of sample %lld (volume %d): %s",
@@ -185,18 +224,6 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int64_t steps = a.steps;
-  if (cfg.n_input_norm > 0 || cfg.n_target_norm > 0)
-    cli_usage_fail(&app, "--input-norm/--target-norm: the serial reference "
-                         "this check compares with has no normalisation "
-                         "(the normalised batches are checked by the tests "
-                         "mpi.norm and gpu.loader)");
-  if ((cfg.aug_add && cfg.aug_add[0]) || (cfg.aug_mul && cfg.aug_mul[0]) ||
-      (cfg.target_aug_add && cfg.target_aug_add[0]) ||
-      (cfg.target_aug_mul && cfg.target_aug_mul[0]))
-    cli_usage_fail(&app, "--aug-add/--aug-mul/--target-aug-*: the serial "
-                         "reference this check compares with has no "
-                         "augmentation (the augmented batches are checked "
-                         "by the tests mpi.aug and gpu.loader)");
 
   char err[CLI_ERRLEN], msg[CLI_ERRLEN] = "";
   check_run c = {.cfg = &cfg,
@@ -250,7 +277,10 @@ int main(int argc, char **argv)
     slabfeed_dataset_info in = SLABFEED_DATASET_INFO_INIT;
     if (slabfeed_describe(first, names[d], cfg.layout, &in, err, sizeof err) ==
         SLABFEED_OK)
-      volume += (double)in.channels * voxels * 4.0;
+      volume += (double)in.channels * voxels * 4.0 *
+                (d == 1 && cfg.scale_factor > 1
+                     ? cfg.scale_factor * cfg.scale_factor * cfg.scale_factor
+                     : 1);
   }
   const uint64_t rss = cli_peak_rss();
   uint64_t anon, shmem;

@@ -215,6 +215,15 @@ static const cli_option options[] = {
      .at = GEN(target_fields),
      .metavar = "NAME:C,...",
      .help = "write the target as fields (as --input-fields)"},
+    {.name = "--scale-factor",
+     .kind = CLI_INT,
+     .at = GEN(scale_factor),
+     .min = 1,
+     .max = 16,
+     .metavar = "F",
+     .help = "a super-resolution pair: the target on a grid F times finer "
+             "on every axis (F x --shape), the same field sampled F times "
+             "finer; read with the loader's --scale-factor F"},
     {.name = "--overwrite",
      .kind = CLI_FLAG,
      .at = GEN(overwrite),
@@ -343,9 +352,11 @@ int main(int argc, char **argv)
     snprintf(last, sizeof last, "%s", path);
     const double vox =
         (double)g->shape[0] * (double)g->shape[1] * (double)g->shape[2];
+    const double f3 = (double)g->scale_factor * g->scale_factor *
+                      g->scale_factor; /* the target's grid */
     const double bytes =
         vox * (g->float16 ? 2 : 4) *
-        (g->input_channels + (g->target ? g->target_channels : 0));
+        (g->input_channels + (g->target ? g->target_channels * f3 : 0));
     bytes_all += bytes;
     if (rank == 0 && !a.quiet) {
       printf("slabfeed-gen: wrote %s: %s %dx%lldx%lldx%lld%s%s, %s, %s, %s, "
@@ -358,6 +369,11 @@ int main(int argc, char **argv)
              g->float16 ? "float16" : "float32",
              g->content == SLABFEED_CONTENT_FIELD ? "field" : "index",
              bytes / 1e9, dt, size, bytes / 1e9 / dt);
+      if (g->target && g->scale_factor > 1)
+        printf(", target %dx%lldx%lldx%lld (scale factor %d)",
+               g->target_channels, (long long)g->shape[0] * g->scale_factor,
+               (long long)g->shape[1] * g->scale_factor,
+               (long long)g->shape[2] * g->scale_factor, g->scale_factor);
       if (nv > 1)
         printf(", volume %d of %d, seed %llu", i, nv,
                (unsigned long long)g->seed);

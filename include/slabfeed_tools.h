@@ -153,6 +153,25 @@ SLABFEED_API slabfeed_status slabfeed_reader_crop(
     const int (*groups)[3], slabfeed_dtype dtype,
     slabfeed_out_layout out_layout, void *out);
 
+/* slabfeed_reader_crop_values - slabfeed_reader_crop with the loader's value
+ * steps after the symmetry, in its order: the normalisation (nnorm 0 for
+ * none, else one entry per channel of `dataset`, as slabfeed_config's
+ * input_norm) and the amplitude augmentation of one sample (aug NULL for
+ * none, else [2][channels]: the factors m, then the offsets a, of the
+ * file's channels, as slabfeed_batch.input_aug reports them for a sample),
+ * then dtype. The result is bit for bit what the loader delivers for a
+ * sample of that origin, symmetry, normalisation and augmentation.
+ * Collective no. Threads: not with other calls on r. Device none.
+ * Failure: a status (also for a normalisation count other than 0 or the
+ *   channel count); the message is in slabfeed_reader_error.
+ * Lifetime: out belongs to the caller. */
+SLABFEED_API slabfeed_status slabfeed_reader_crop_values(
+    slabfeed_reader *r, const char *dataset, slabfeed_file_layout layout,
+    const int64_t origin[3], const int64_t crop[3], int symmetry, int ngroups,
+    const int (*groups)[3], int nnorm, const slabfeed_norm *norm,
+    const float *aug, slabfeed_dtype dtype, slabfeed_out_layout out_layout,
+    void *out);
+
 /* slabfeed_reader_error - the message of r's last failure ("" when none).
  * Collective no. Threads: not with other calls on r. Device none.
  * Failure: NULL r gives "". Lifetime: until the next call on r. */
@@ -204,6 +223,15 @@ typedef struct slabfeed_gen_config {
    * back as it). NULL or "": one dataset named `input` (`target`). */
   const char *input_fields;
   const char *target_fields;
+  /* Added in 0.7: a super-resolution pair. 1 (the default): the target on
+   * the input's grid. F in 2..16: the target is stored on a grid F times
+   * finer on every axis (F x shape), its value at fine cell (Z,Y,X) that
+   * of the target's function at the input's position (Z/F, Y/F, X/F): the
+   * same smooth field sampled F times finer (SLABFEED_CONTENT_FIELD), or
+   * slabfeed_index_value at the fine coordinates (SLABFEED_CONTENT_INDEX;
+   * F x shape must then stay below 65536). Read with the loader's
+   * `scale_factor = F`. */
+  int scale_factor;
 } slabfeed_gen_config;
 
 /* slabfeed_gen_config_init_sized - fills the first `size` bytes of *cfg with

@@ -15,7 +15,13 @@
  *    written by the writer like the target, the "model" returning the
  *    batch's fine target tile: the file is the fine target, bit for bit.
  *  - Refused on every rank alike: a target of another shape than f x the
- *    input's, naming both; scale_factor without a target. */
+ *    input's, naming both; scale_factor without a target; a pair opened
+ *    without scale_factor, with the factor to set.
+ *  - slabfeed_generate's pairs (scale_factor f): the index content of both
+ *    grids is slabfeed_index_value at each grid's own coordinates, every
+ *    voxel; the field content's fine target at f x p is bit for bit the
+ *    target of a file of scale factor 1 (same seed) at p, the input
+ *    unchanged; the loader crops the generated pair like the others. */
 #include "testutil.h"
 
 static int rank, size;
@@ -201,6 +207,81 @@ static void check_pass(const char *lr, const char *target, const whole *hr,
   whole_free(&got);
 }
 
+/* Writes a generated pair: input "lr" (4 channels on n), target "hr"
+ * (4 channels on f x n), content index or field, seed 5. */
+static void gen_pair(const char *path, const int64_t n[3], int f, int field)
+{
+  slabfeed_gen_config g;
+  slabfeed_gen_config_init(&g);
+  g.path = path;
+  g.input = "lr";
+  g.target = "hr";
+  memcpy(g.shape, n, sizeof g.shape);
+  g.input_channels = g.target_channels = 4;
+  g.content = field ? SLABFEED_CONTENT_FIELD : SLABFEED_CONTENT_INDEX;
+  g.seed = 5;
+  g.scale_factor = f;
+  g.overwrite = 1;
+  char err[1024];
+  CHECK(slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err) == SLABFEED_OK,
+        "generate %s (scale factor %d): %s", path, f, err);
+}
+
+/* The generator's pairs, read back with plain HDF5, then cropped. */
+static void check_generated(const char *tag, int remote)
+{
+  const int64_t N[3] = {6, 5, 4};
+  const int f = 2;
+  char idx[256], fld[256], one[256];
+  snprintf(idx, sizeof idx, "sr_%s_%d_gen_index.h5", tag, size);
+  snprintf(fld, sizeof fld, "sr_%s_%d_gen_field.h5", tag, size);
+  snprintf(one, sizeof one, "sr_%s_%d_gen_field1.h5", tag, size);
+  gen_pair(idx, N, f, 0);
+  gen_pair(fld, N, f, 1);
+  gen_pair(one, N, 1, 1);
+  whole w[2], fw[2], ow[2];
+  CHECK(whole_read(idx, "lr", 0, &w[0]) == 0 &&
+            whole_read(idx, "hr", 0, &w[1]) == 0 &&
+            whole_read(fld, "lr", 0, &fw[0]) == 0 &&
+            whole_read(fld, "hr", 0, &fw[1]) == 0 &&
+            whole_read(one, "lr", 0, &ow[0]) == 0 &&
+            whole_read(one, "hr", 0, &ow[1]) == 0,
+        "read the generated pairs");
+  int64_t bad = 0;
+  for (int d = 0; d < 2; d++) {
+    const int64_t s = d == 0 ? 1 : f;
+    CHECK(w[d].dims[0] == 4 && w[d].dims[1] == s * N[0] &&
+              w[d].dims[2] == s * N[1] && w[d].dims[3] == s * N[2] &&
+              fw[d].dims[1] == s * N[0],
+          "generated d%d: shape %lldx%lldx%lldx%lld, want 4x%lldx%lldx%lld", d,
+          (long long)w[d].dims[0], (long long)w[d].dims[1],
+          (long long)w[d].dims[2], (long long)w[d].dims[3],
+          (long long)(s * N[0]), (long long)(s * N[1]), (long long)(s * N[2]));
+    for (int64_t c = 0; c < 4 && bad == 0; c++)
+      for (int64_t z = 0; z < s * N[0]; z++)
+        for (int64_t y = 0; y < s * N[1]; y++)
+          for (int64_t x = 0; x < s * N[2]; x++) {
+            bad += bits(whole_at(&w[d], c, z, y, x)) !=
+                   bits(slabfeed_index_value(d, (int)c, z, y, x));
+            /* The fine field at f p is the field of the plain file at p. */
+            if (z % s == 0 && y % s == 0 && x % s == 0)
+              bad += bits(whole_at(&fw[d], c, z, y, x)) !=
+                     bits(whole_at(&ow[d], c, z / s, y / s, x / s));
+          }
+  }
+  CHECK(bad == 0,
+        "generated pairs: %lld values differ from the index "
+        "function or the plain file's field",
+        (long long)bad);
+  run(idx, "hr", w, N, f, 3, 0, 10, remote);
+  run(fld, "hr", fw, N, f, 2, 1, 10, remote);
+  for (int d = 0; d < 2; d++) {
+    whole_free(&w[d]);
+    whole_free(&fw[d]);
+    whole_free(&ow[d]);
+  }
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -239,6 +320,7 @@ int main(int argc, char **argv)
     whole_free(&w[0]);
     whole_free(&w[1]);
   }
+  check_generated(tag, remote);
   /* Refusals. */
   slabfeed_config c;
   config(&c, lr[0], tgt[1], 2, 3, 0);
@@ -256,6 +338,10 @@ int main(int argc, char **argv)
   setenv("SLABFEED_TEST_FAIL", fail, 1);
   expect_refused(&c, want, NULL, "fine read on one rank");
   unsetenv("SLABFEED_TEST_FAIL");
+  config(&c, lr[0], tgt[0], 1, 3, 0);
+  expect_refused(&c, "the target is 2 x the input's on every axis: for a "
+                     "super-resolution pair set scale_factor 2",
+                 NULL, "pair without scale_factor");
   config(&c, lr[0], NULL, 2, 3, 0);
   c.n_target_vectors = 0;
   expect_refused(&c, "scale_factor 2 without a target dataset", NULL,

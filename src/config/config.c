@@ -594,8 +594,18 @@ slabfeed_status sf__config_check_data(const sf__config *c,
   if (c->ndsets == 2)
     for (int a = 0; a < 3; a++)
       if (f * info[0].shape[a] != info[1].shape[a]) {
-        char want[96] = "both must cover the same box";
-        if (f > 1)
+        char want[160] = "both must cover the same box";
+        const int64_t r = info[1].shape[0] / info[0].shape[0];
+        if (f == 1 && r > 1 && r <= 16 &&
+            r * info[0].shape[0] == info[1].shape[0] &&
+            r * info[0].shape[1] == info[1].shape[1] &&
+            r * info[0].shape[2] == info[1].shape[2])
+          snprintf(want, sizeof want,
+                   "both must cover the same box (the target is %lld x the "
+                   "input's on every axis: for a super-resolution pair set "
+                   "scale_factor %lld, --scale-factor %lld)",
+                   (long long)r, (long long)r, (long long)r);
+        else if (f > 1)
           snprintf(want, sizeof want,
                    "scale_factor %lld needs a target of %lldx%lldx%lld",
                    (long long)f, (long long)(f * info[0].shape[0]),

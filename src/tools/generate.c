@@ -30,6 +30,7 @@ void slabfeed_gen_config_init_sized(slabfeed_gen_config *cfg, size_t size)
   d.target_channels = 5;
   d.layout = SLABFEED_LAYOUT_CF;
   d.content = SLABFEED_CONTENT_INDEX;
+  d.scale_factor = 1;
   sf__sized_init(cfg, size, &d, sizeof d);
 }
 
@@ -95,13 +96,13 @@ static void field_init(field *f, const int64_t n[3], uint64_t seed)
 /* Channel values at one point of dataset d (0 input, 1 target): out[0]
  * density, out[1..3] velocity (z,y,x), out[4] temperature (target; the
  * input's fifth channel, if any, is its own density squared). */
-static void field_eval(const field *f, int d, int64_t z, int64_t y, int64_t x,
+static void field_eval(const field *f, int d, double z, double y, double x,
                        double out[5])
 {
   double delta = 0, v[3] = {0, 0, 0};
   for (int m = 0; m < FIELD_MODES; m++) {
-    const double arg = f->k[m][0] * (double)z + f->k[m][1] * (double)y +
-                       f->k[m][2] * (double)x + f->phase[m];
+    const double arg =
+        f->k[m][0] * z + f->k[m][1] * y + f->k[m][2] * x + f->phase[m];
     const double g = d == 0 ? 1.0 : f->damp[m];
     const double s = sin(arg), c = cos(arg);
     delta += g * f->amp_d[m] * c;
@@ -132,6 +133,9 @@ typedef struct gen_item {
   char name[256];
   int64_t c0, C;
   int ndim;
+  int64_t s;    /* its grid is s times finer than the input's */
+  int64_t n[3]; /* its grid: s x the box */
+  int64_t cap;  /* planes per write run */
 } gen_item;
 
 #define SF_GEN_ITEMS 32
@@ -144,11 +148,9 @@ static hid_t create_dataset(hid_t file, const slabfeed_gen_config *cfg,
   const int cf = cfg->layout != SLABFEED_LAYOUT_CL && it->ndim == 4;
   hsize_t dims[4], chunk[4];
   for (int a = 0; a < 3; a++) {
-    const int64_t ch = cfg->chunk[a] > 0    ? cfg->chunk[a]
-                       : cfg->shape[a] < 64 ? cfg->shape[a]
-                                            : 64;
-    dims[cf ? a + 1 : a] = (hsize_t)cfg->shape[a];
-    chunk[cf ? a + 1 : a] = (hsize_t)(ch < cfg->shape[a] ? ch : cfg->shape[a]);
+    const int64_t ch = cfg->chunk[a] > 0 ? cfg->chunk[a] : 64;
+    dims[cf ? a + 1 : a] = (hsize_t)it->n[a];
+    chunk[cf ? a + 1 : a] = (hsize_t)(ch < it->n[a] ? ch : it->n[a]);
   }
   dims[cf ? 0 : 3] = (hsize_t)channels;
   chunk[cf ? 0 : 3] = cf ? 1 : (hsize_t)channels;
@@ -174,19 +176,23 @@ static hid_t create_dataset(hid_t file, const slabfeed_gen_config *cfg,
   return dset;
 }
 
-/* Fills buf with planes [z, z+n) of dataset d in the file's layout. */
-static void fill_run(const slabfeed_gen_config *cfg, const field *f, int d,
-                     int64_t c0, int64_t channels, int64_t z, int64_t n,
-                     float *buf)
+/* Fills buf with planes [z, z+n) of item it in the file's layout; on a
+ * grid s times finer, cell (z,y,x) is the field at (z/s, y/s, x/s). */
+static void fill_run(const slabfeed_gen_config *cfg, const field *f,
+                     const gen_item *it, int64_t z, int64_t n, float *buf)
 {
-  const int64_t Y = cfg->shape[1], X = cfg->shape[2];
+  const int d = it->d;
+  const int64_t c0 = it->c0, channels = it->C;
+  const int64_t Y = it->n[1], X = it->n[2];
+  const double s = (double)it->s;
   const int cf = cfg->layout != SLABFEED_LAYOUT_CL;
   for (int64_t k = 0; k < n; k++)
     for (int64_t y = 0; y < Y; y++)
       for (int64_t x = 0; x < X; x++) {
         double vals[5];
         if (cfg->content == SLABFEED_CONTENT_FIELD)
-          field_eval(f, d, z + k, y, x, vals);
+          field_eval(f, d, (double)(z + k) / s, (double)y / s, (double)x / s,
+                     vals);
         for (int64_t c = 0; c < channels; c++) {
           const float v =
               cfg->content == SLABFEED_CONTENT_FIELD
@@ -210,16 +216,18 @@ static herr_t transfer_run(hid_t dset, const slabfeed_gen_config *cfg,
                                 dxpl, mtype, write, buf);
 }
 
-/* Element counts of the chunks of one dataset (0 when contiguous). */
+/* The chunk count of one dataset of `channels` channels on a grid s times
+ * the box's (0 when contiguous) and the elements of one chunk. */
 static int64_t chunk_count(const slabfeed_gen_config *cfg, int64_t channels,
-                           int64_t *chunk_elems)
+                           int64_t s, int64_t *chunk_elems)
 {
   const int cf = cfg->layout != SLABFEED_LAYOUT_CL;
   int64_t n = cf ? channels : 1, elems = cf ? 1 : channels;
   for (int a = 0; a < 3; a++) {
+    const int64_t ext = s * cfg->shape[a];
     int64_t ch = cfg->chunk[a] > 0 ? cfg->chunk[a] : 64;
-    ch = ch < cfg->shape[a] ? ch : cfg->shape[a];
-    n *= (cfg->shape[a] + ch - 1) / ch;
+    ch = ch < ext ? ch : ext;
+    n *= (ext + ch - 1) / ch;
     elems *= ch;
   }
   if (chunk_elems != NULL)
@@ -298,7 +306,7 @@ static slabfeed_status make_items(const slabfeed_gen_config *cfg,
     const char *what = d == 0 ? "input_fields" : "target_fields";
     if (fields == NULL || fields[0] == '\0') {
       gen_item *it = &items[(*n)++];
-      *it = (gen_item){d, "", 0, C, 4};
+      *it = (gen_item){.d = d, .c0 = 0, .C = C, .ndim = 4};
       snprintf(it->name, sizeof it->name, "%s",
                d == 0 ? cfg->input : cfg->target);
       continue;
@@ -315,7 +323,7 @@ static slabfeed_status make_items(const slabfeed_gen_config *cfg,
                         "within the %lld channels",
                         what, fields, (int)len, p, (long long)C);
       gen_item *it = &items[(*n)++];
-      *it = (gen_item){d, "", c0, k, k == 1 ? 3 : 4};
+      *it = (gen_item){.d = d, .c0 = c0, .C = k, .ndim = k == 1 ? 3 : 4};
       memcpy(it->name, p, colon);
       it->name[colon] = '\0';
       c0 += k;
@@ -325,6 +333,12 @@ static slabfeed_status make_items(const slabfeed_gen_config *cfg,
       return sf__fail(e, SLABFEED_ERR_ARG,
                       "generator: %s '%s' holds %lld channels of the %lld",
                       what, fields, (long long)c0, (long long)C);
+  }
+  for (int k = 0; k < *n; k++) {
+    gen_item *it = &items[k];
+    it->s = it->d == 1 ? cfg->scale_factor : 1;
+    for (int a = 0; a < 3; a++)
+      it->n[a] = it->s * cfg->shape[a];
   }
   return SLABFEED_OK;
 }
@@ -341,11 +355,19 @@ static slabfeed_status check_gen_config(const slabfeed_gen_config *cfg,
   if (cfg->path == NULL || cfg->input == NULL)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "generator: path and input are required");
+  if (cfg->scale_factor < 1 || cfg->scale_factor > 16 ||
+      (cfg->scale_factor > 1 && cfg->target == NULL))
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "generator: scale_factor %d: must be 1..16, and above 1 "
+                    "only with a target (the finer grid's dataset)",
+                    cfg->scale_factor);
   for (int a = 0; a < 3; a++)
-    if (cfg->shape[a] < 1 || cfg->shape[a] > 65535)
+    if (cfg->shape[a] < 1 || cfg->shape[a] > 65535 ||
+        cfg->shape[a] * cfg->scale_factor > 65535)
       return sf__fail(e, SLABFEED_ERR_ARG,
-                      "generator: box extent %lld on axis %d not in [1,65535]",
-                      (long long)cfg->shape[a], a);
+                      "generator: box extent %lld on axis %d not in [1,65535] "
+                      "(the target's, %d times it, too)",
+                      (long long)cfg->shape[a], a, cfg->scale_factor);
   if (cfg->input_channels < 1 || cfg->input_channels > 64 ||
       (cfg->target != NULL &&
        (cfg->target_channels < 1 || cfg->target_channels > 64)))
@@ -363,12 +385,11 @@ static slabfeed_status check_gen_config(const slabfeed_gen_config *cfg,
                       "generator: chunk edge %lld on axis %d not in [1,65535] "
                       "(0: min(64, shape))",
                       (long long)cfg->chunk[a], a);
-  int64_t elems = 0;
-  const int64_t most =
-      cfg->target != NULL && cfg->target_channels > cfg->input_channels
-          ? cfg->target_channels
-          : cfg->input_channels;
-  chunk_count(cfg, most, &elems);
+  int64_t elems = 0, target_elems = 0;
+  chunk_count(cfg, cfg->input_channels, 1, &elems);
+  if (cfg->target != NULL)
+    chunk_count(cfg, cfg->target_channels, cfg->scale_factor, &target_elems);
+  elems = target_elems > elems ? target_elems : elems;
   if (cfg->chunked && elems * (cfg->float16 ? 2 : 4) >= ((int64_t)1 << 32))
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "generator: a chunk of %lld elements is 4 GiB or more "
@@ -383,8 +404,7 @@ typedef struct gen_run {
   const slabfeed_gen_config *cfg;
   const field *f;
   int rank, size, writer;
-  float *buf;  /* one run of the larger dataset, as float32 */
-  int64_t cap; /* planes per run */
+  float *buf;  /* one run of the largest dataset, as float32 */
   hid_t ftype; /* the stored element type */
   size_t tsize;
   gen_item item[SF_GEN_ITEMS]; /* the datasets written */
@@ -393,20 +413,21 @@ typedef struct gen_run {
   double done, total;         /* progress (bytes of all ranks) */
 } gen_run;
 
-/* Run i of this rank's planes of the box: [*z, *z + *n) (n may be 0). */
-static void run_of(const gen_run *g, int64_t i, int64_t *z, int64_t *n)
+/* Run i of this rank's planes of item it: [*z, *z + *n) (n may be 0). */
+static void run_of(const gen_run *g, const gen_item *it, int64_t i, int64_t *z,
+                   int64_t *n)
 {
-  const int64_t Z = g->cfg->shape[0];
+  const int64_t Z = it->n[0];
   const int64_t z1 = sf__split_begin(Z, g->size, g->rank + 1);
-  *z = sf__split_begin(Z, g->size, g->rank) + i * g->cap;
-  *n = *z >= z1 ? 0 : (z1 - *z < g->cap ? z1 - *z : g->cap);
+  *z = sf__split_begin(Z, g->size, g->rank) + i * it->cap;
+  *n = *z >= z1 ? 0 : (z1 - *z < it->cap ? z1 - *z : it->cap);
 }
 
 /* Runs every rank makes: those of rank 0, which has the most planes. */
-static int64_t run_count(const gen_run *g)
+static int64_t run_count(const gen_run *g, const gen_item *it)
 {
-  const int64_t most = sf__split_begin(g->cfg->shape[0], g->size, 1);
-  return (most + g->cap - 1) / g->cap;
+  const int64_t most = sf__split_begin(it->n[0], g->size, 1);
+  return (most + it->cap - 1) / it->cap;
 }
 
 static hid_t collective_dxpl(sf__err *e)
@@ -431,22 +452,20 @@ static slabfeed_status write_dataset(gen_run *g, hid_t dset, int k, sf__err *e)
 {
   const slabfeed_gen_config *cfg = g->cfg;
   const gen_item *it = &g->item[k];
-  const int d = it->d;
   const char *name = it->name;
-  const int64_t channels = it->C;
-  const int64_t Z = cfg->shape[0];
-  const int64_t plane = channels * cfg->shape[1] * cfg->shape[2];
-  const int64_t runs = run_count(g);
+  const int64_t Z = it->n[0];
+  const int64_t plane = it->C * it->n[1] * it->n[2];
+  const int64_t runs = run_count(g, it);
   const double base = g->done;
   const hid_t dxpl = collective_dxpl(e);
   for (int64_t i = 0; i < runs && dxpl >= 0; i++) {
     if (k == 0 && i == 0 && sf__inject("gen.write", g->rank))
       sf__fail(e, SLABFEED_ERR_IO, "injected failure at stage 'gen.write'");
     int64_t z, n;
-    run_of(g, i, &z, &n);
+    run_of(g, it, i, &z, &n);
     n = e->status == SLABFEED_OK ? n : 0;
     if (n > 0) {
-      fill_run(cfg, g->f, d, it->c0, channels, z, n, g->buf);
+      fill_run(cfg, g->f, it, z, n, g->buf);
       if (cfg->float16)
         sf__f32_to_f16_n(g->buf, (size_t)(n * plane));
     }
@@ -459,7 +478,7 @@ static slabfeed_status write_dataset(gen_run *g, hid_t dset, int k, sf__err *e)
     } else if (n > 0) {
       const size_t bytes = (size_t)(n * plane) * g->tsize;
       g->sum[k] += sf__aside_sum(g->buf, bytes,
-                                 (uint64_t)(i * g->cap * plane) * g->tsize);
+                                 (uint64_t)(i * it->cap * plane) * g->tsize);
     }
     /* What all ranks have written after this run: rank r's first
      * min(its planes, (i + 1) * cap) planes (ranks with fewer planes than
@@ -468,7 +487,7 @@ static slabfeed_status write_dataset(gen_run *g, hid_t dset, int k, sf__err *e)
     for (int r = 0; r < g->size; r++) {
       const int64_t have =
           sf__split_begin(Z, g->size, r + 1) - sf__split_begin(Z, g->size, r);
-      written += (double)(have < (i + 1) * g->cap ? have : (i + 1) * g->cap);
+      written += (double)(have < (i + 1) * it->cap ? have : (i + 1) * it->cap);
     }
     const double now = base + written * (double)plane * (double)g->tsize;
     if (cfg->progress && g->rank == 0 && g->total > 1e9 && now > g->done)
@@ -490,24 +509,23 @@ static slabfeed_status write_dataset(gen_run *g, hid_t dset, int k, sf__err *e)
 static slabfeed_status verify_dataset(gen_run *g, hid_t file, int k,
                                       const char *tmp, sf__err *e)
 {
-  const slabfeed_gen_config *cfg = g->cfg;
-  const char *name = g->item[k].name;
-  const int64_t channels = g->item[k].C;
-  const int64_t plane = channels * cfg->shape[1] * cfg->shape[2];
-  const int64_t runs = run_count(g);
+  const gen_item *it = &g->item[k];
+  const char *name = it->name;
+  const int64_t plane = it->C * it->n[1] * it->n[2];
+  const int64_t runs = run_count(g, it);
   const hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
   const hid_t dxpl = collective_dxpl(e);
   if (dset < 0)
     sf__fail(e, SLABFEED_ERR_IO,
              "generator: cannot open '%s' in '%s' to read it back", name, tmp);
   uint64_t sum = 0;
-  const int64_t z0 = sf__split_begin(cfg->shape[0], g->size, g->rank),
-                z1 = sf__split_begin(cfg->shape[0], g->size, g->rank + 1);
+  const int64_t z0 = sf__split_begin(it->n[0], g->size, g->rank),
+                z1 = sf__split_begin(it->n[0], g->size, g->rank + 1);
   for (int64_t i = 0; i < runs && dset >= 0 && dxpl >= 0; i++) {
     int64_t z, n;
-    run_of(g, i, &z, &n);
+    run_of(g, it, i, &z, &n);
     n = e->status == SLABFEED_OK ? n : 0;
-    if (transfer_run(dset, cfg, z, n, dxpl, g->ftype, 0, g->buf) < 0 &&
+    if (transfer_run(dset, g->cfg, z, n, dxpl, g->ftype, 0, g->buf) < 0 &&
         e->status == SLABFEED_OK) {
       sf__fail(e, SLABFEED_ERR_IO,
                "generator: reading back planes [%lld,%lld) of '%s' from '%s' "
@@ -516,7 +534,7 @@ static slabfeed_status verify_dataset(gen_run *g, hid_t file, int k,
       sf__h5_detail(e);
     } else if (n > 0) {
       sum += sf__aside_sum(g->buf, (size_t)(n * plane) * g->tsize,
-                           (uint64_t)(i * g->cap * plane) * g->tsize);
+                           (uint64_t)(i * it->cap * plane) * g->tsize);
     }
   }
   if (e->status == SLABFEED_OK && sum != g->sum[k])
@@ -552,18 +570,21 @@ static slabfeed_status verify_file(void *ctx, const char *tmp, sf__err *e)
   return e->status;
 }
 
-/* Planes per write run: one run of the larger dataset holds ~64 MiB, and
- * no more planes than a rank has. */
-static int64_t run_planes(const slabfeed_gen_config *cfg, int size)
+/* Sets each item's planes per write run (a run holds ~64 MiB, and no more
+ * planes than a rank has) and returns the elements of the largest run. */
+static int64_t run_planes(gen_item *items, int nitems, int size)
 {
-  int64_t ch = cfg->input_channels;
-  if (cfg->target != NULL && cfg->target_channels > ch)
-    ch = cfg->target_channels;
-  const int64_t plane = ch * cfg->shape[1] * cfg->shape[2];
-  const int64_t most = (cfg->shape[0] + size - 1) / size; /* planes of rank 0 */
-  int64_t cap = ((int64_t)64 << 20) / plane;
-  cap = cap < most ? cap : most;
-  return cap < 1 ? 1 : cap;
+  int64_t most_elems = 0;
+  for (int k = 0; k < nitems; k++) {
+    gen_item *it = &items[k];
+    const int64_t plane = it->C * it->n[1] * it->n[2];
+    const int64_t most = (it->n[0] + size - 1) / size; /* planes of rank 0 */
+    int64_t cap = ((int64_t)64 << 20) / plane;
+    cap = cap < most ? cap : most;
+    it->cap = cap < 1 ? 1 : cap;
+    most_elems = it->cap * plane > most_elems ? it->cap * plane : most_elems;
+  }
+  return most_elems;
 }
 
 /* Bytes of the datasets' elements. */
@@ -571,9 +592,10 @@ static uint64_t data_bytes(const slabfeed_gen_config *cfg)
 {
   const uint64_t vox = (uint64_t)cfg->shape[0] * (uint64_t)cfg->shape[1] *
                        (uint64_t)cfg->shape[2];
+  const uint64_t s = (uint64_t)cfg->scale_factor;
   const uint64_t ch =
       (uint64_t)cfg->input_channels +
-      (cfg->target != NULL ? (uint64_t)cfg->target_channels : 0);
+      (cfg->target != NULL ? (uint64_t)cfg->target_channels * s * s * s : 0);
   return vox * ch * (cfg->float16 ? 2 : 4);
 }
 
@@ -583,9 +605,10 @@ static uint64_t data_bytes(const slabfeed_gen_config *cfg)
  * are released at the commit. */
 static uint64_t file_bytes(const slabfeed_gen_config *cfg)
 {
-  uint64_t chunks = (uint64_t)chunk_count(cfg, cfg->input_channels, NULL);
+  uint64_t chunks = (uint64_t)chunk_count(cfg, cfg->input_channels, 1, NULL);
   if (cfg->target != NULL)
-    chunks += (uint64_t)chunk_count(cfg, cfg->target_channels, NULL);
+    chunks += (uint64_t)chunk_count(cfg, cfg->target_channels,
+                                    cfg->scale_factor, NULL);
   return data_bytes(cfg) + ((uint64_t)256 << 10) + 256 * chunks;
 }
 
@@ -682,15 +705,11 @@ slabfeed_status slabfeed_generate(MPI_Comm comm,
   g.writer = sf__h5_is_parallel() || rank == 0;
   if (e.status == SLABFEED_OK)
     make_items(cfg, g.item, &g.nitems, &e);
-  g.cap = e.status == SLABFEED_OK ? run_planes(cfg, size) : 0;
+  const int64_t run_elems =
+      e.status == SLABFEED_OK ? run_planes(g.item, g.nitems, size) : 0;
   g.ftype = H5I_INVALID_HID;
   if (e.status == SLABFEED_OK && g.writer) {
-    const int64_t ch =
-        cfg->target != NULL && cfg->target_channels > cfg->input_channels
-            ? cfg->target_channels
-            : cfg->input_channels;
-    const size_t bytes =
-        (size_t)(g.cap * ch * cfg->shape[1] * cfg->shape[2]) * sizeof *g.buf;
+    const size_t bytes = (size_t)run_elems * sizeof *g.buf;
     g.buf = sf__inject("gen.alloc", rank) ? NULL : malloc(bytes);
     if (g.buf == NULL)
       sf__fail(&e, SLABFEED_ERR_NOMEM,

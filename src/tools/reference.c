@@ -9,6 +9,7 @@
 #include "common/errors.h"
 #include "common/geometry.h"
 #include "io/h5.h"
+#include "transform/transform.h"
 
 struct slabfeed_reader {
   hid_t file;
@@ -125,6 +126,18 @@ slabfeed_status slabfeed_reader_crop(slabfeed_reader *r, const char *dataset,
                                      slabfeed_dtype dtype,
                                      slabfeed_out_layout out_layout, void *out)
 {
+  return slabfeed_reader_crop_values(r, dataset, layout, origin, crop, symmetry,
+                                     ngroups, groups, 0, NULL, NULL, dtype,
+                                     out_layout, out);
+}
+
+slabfeed_status slabfeed_reader_crop_values(
+    slabfeed_reader *r, const char *dataset, slabfeed_file_layout layout,
+    const int64_t origin[3], const int64_t crop[3], int symmetry, int ngroups,
+    const int (*groups)[3], int nnorm, const slabfeed_norm *norm,
+    const float *aug, slabfeed_dtype dtype, slabfeed_out_layout out_layout,
+    void *out)
+{
   sf__err e;
   sf__err_clear(&e);
   sf__h5_quiet q;
@@ -220,14 +233,26 @@ slabfeed_status slabfeed_reader_crop(slabfeed_reader *r, const char *dataset,
   if (e.status == SLABFEED_OK)
     check_transform(symmetry, crop, ngroups, groups, dtype, out_layout, dataset,
                     in.channels, &e);
-  if (e.status == SLABFEED_OK &&
-      slabfeed_transform_host(r->stage, crop, (int)in.channels, symmetry,
-                              ngroups, groups, dtype, out_layout,
-                              out) != SLABFEED_OK)
+  if (e.status == SLABFEED_OK && nnorm != 0 &&
+      (nnorm != in.channels || norm == NULL))
     sf__fail(&e, SLABFEED_ERR_ARG,
-             "reader: the transform of '%s' (%lld channels) refused its "
-             "arguments",
-             dataset, (long long)in.channels);
+             "reader: %d normalisation entries for '%s', which has %lld "
+             "channels",
+             nnorm, dataset, (long long)in.channels);
+  if (e.status == SLABFEED_OK) {
+    /* The loader's host transform: symmetry, vectors, normalisation,
+     * augmentation, dtype, in the documented order. */
+    sf__xform x = {.trim = 0};
+    memcpy(x.ext, crop, sizeof x.ext);
+    x.channels = (int)in.channels;
+    x.ngroups = ngroups;
+    for (int v = 0; v < ngroups; v++)
+      memcpy(x.groups[v], groups[v], sizeof x.groups[v]);
+    x.dtype = dtype;
+    x.layout = out_layout;
+    sf__xform_set_norm(&x, nnorm, norm);
+    sf__transform_aug(&x, symmetry, aug, r->stage, out);
+  }
   snprintf(r->error, sizeof r->error, "%s", e.msg);
   return e.status;
 }
