@@ -1,12 +1,13 @@
 /*
  * The only file of the extension that calls the CUDA runtime: the handoff
  * stream of next(stream=None), and the ordering of other consumer streams
- * of a device batch (sfpy.h explains the protocol). No host or device
+ * of a device batch (py_cuda.h explains the protocol). No host or device
  * synchronisation, no allocation after create, never the legacy default
  * stream on its own account (a consumer may name it).
  */
-#include "sfpy.h"
+#include "py_cuda.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #ifdef SFPY_HAVE_CUDA

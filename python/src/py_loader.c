@@ -2,9 +2,16 @@
  * slabfeed._slabfeed.Loader and Batch: the options agreed on by all ranks,
  * slabfeed_open/next/seek/tell/close with the GIL released around every
  * call that may block, and the generations that make stale batches raise
- * (the rule itself is in py_loader.h).
+ * (the rule itself is in py_liveness.c).
  */
 #include "py_loader.h"
+
+#include "py_args.h"
+#include "py_cuda.h"
+#include "py_errors.h"
+#include "py_liveness.h"
+#include "py_mpi.h"
+#include "py_options.h"
 #include "py_tensor.h"
 
 #include <string.h>
@@ -434,74 +441,6 @@ static int join_streams(sfpy_state *st, sfpy_loader *L)
   return 0;
 }
 
-/* parse_stream - the cudaStream_t meant by `o` for next() of a device
- * loader: None (the loader's own handoff stream), an int (a cudaStream_t;
- * 1 and 2 are CUDA's legacy and per-thread default streams, 0 is refused
- * as ambiguous, as in DLPack), or a stream object: one with __cuda_stream__()
- * (the CUDA stream protocol: (version, handle)) or .cuda_stream
- * (torch.cuda.Stream), whose handle 0 (the NULL stream, torch's default
- * stream) means the legacy default stream, 1. */
-int sfpy_parse_stream(PyObject *o, void **out)
-{
-  /* None gives NULL: the caller takes the handoff stream once the loader is
-   * known to be live (the conversion may run Python code). */
-  *out = NULL;
-  if (o == Py_None)
-    return 0;
-  PyObject *h = NULL, *attr = NULL;
-  int torch_style = 0;
-  if (PyIndex_Check(o)) {
-    h = Py_NewRef(o);
-  } else if ((attr = PyObject_GetAttrString(o, "__cuda_stream__")) != NULL) {
-    PyObject *t = PyObject_CallNoArgs(attr);
-    Py_DECREF(attr);
-    torch_style = 1;
-    if (t == NULL)
-      return -1;
-    if (PyTuple_Check(t) && PyTuple_Size(t) == 2)
-      h = Py_NewRef(PyTuple_GetItem(t, 1));
-    Py_DECREF(t);
-    if (h == NULL) {
-      PyErr_SetString(PyExc_TypeError,
-                      "slabfeed: __cuda_stream__() must return (version, "
-                      "handle)");
-      return -1;
-    }
-  } else if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-    return -1;
-  } else {
-    PyErr_Clear();
-    h = PyObject_GetAttrString(o, "cuda_stream");
-    torch_style = 1;
-    if (h == NULL) {
-      if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-        return -1;
-      PyErr_Clear();
-      PyErr_Format(PyExc_TypeError,
-                   "slabfeed: stream must be None, an int (cudaStream_t) or a "
-                   "stream object (torch.cuda.Stream, __cuda_stream__), not %R",
-                   o);
-      return -1;
-    }
-  }
-  long long v = 0;
-  const int rc = sfpy_int(h, "stream", 0, INTPTR_MAX, &v);
-  Py_DECREF(h);
-  if (rc < 0)
-    return -1;
-  if (v == 0 && torch_style)
-    v = 1;
-  if (v == 0) {
-    PyErr_SetString(PyExc_ValueError,
-                    "slabfeed: stream 0 is ambiguous: pass 1 for the legacy "
-                    "default stream, 2 for the per-thread default stream, or "
-                    "a cudaStream_t");
-    return -1;
-  }
-  *out = (void *)(intptr_t)v;
-  return 0;
-}
-
 /* release - closes L's loader if it is still open: joins consumer streams,
  * slabfeed_close (collective, GIL released), then the extension's CUDA
  * objects. In a forked child nothing is touched (the parent owns it all);
@@ -599,29 +538,6 @@ static int setup_cuda(sfpy_state *st, sfpy_loader *L, MPI_Comm comm)
  * lowest failing rank, which broadcasts the kind and message of its
  * exception; every rank then raises that exception, its message prefixed
  * "rank R: " (as the library's agreed errors are). */
-
-void sfpy_agree_classify(sfpy_state *st, PyObject *et, agree_pkt *p)
-{
-  p->kind = AGREE_OTHER;
-  p->status = SLABFEED_OK;
-  if (et != NULL && PyErr_GivenExceptionMatches(et, st->error)) {
-    for (int s = 1; s < SFPY_NSTATUS; s++)
-      if (st->errors[s] != NULL &&
-          PyErr_GivenExceptionMatches(et, st->errors[s])) {
-        p->kind = AGREE_STATUS;
-        p->status = s;
-        break;
-      }
-  } else if (et != NULL && PyErr_GivenExceptionMatches(et, PyExc_TypeError)) {
-    p->kind = AGREE_TYPE;
-  } else if (et != NULL && PyErr_GivenExceptionMatches(et, PyExc_ValueError)) {
-    p->kind = AGREE_STATUS;
-    p->status = SLABFEED_ERR_ARG;
-  } else if (et != NULL && PyErr_GivenExceptionMatches(et, PyExc_MemoryError)) {
-    p->kind = AGREE_STATUS;
-    p->status = SLABFEED_ERR_NOMEM;
-  }
-}
 
 /* The pending exception (taken) as a packet; *exc holds it. */
 static void pack_exception(sfpy_state *st, agree_pkt *p, PyObject **exc)

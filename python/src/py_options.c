@@ -27,7 +27,9 @@
  *            to float32); back: a tuple of such tuples of floats, each the
  *            float32 value exactly
  */
-#include "sfpy.h"
+#include "py_options.h"
+
+#include "py_errors.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,6 +7,9 @@
 #include "py_tensor.h"
 
 #include "dlpack.h"
+#include "py_args.h"
+#include "py_cuda.h"
+#include "py_errors.h"
 
 #include <stdlib.h>
 #include <string.h>

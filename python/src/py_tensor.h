@@ -1,13 +1,19 @@
 /*
- * The constructor of slabfeed.Tensor (py_tensor.c), for the batches of
- * py_loader.c.
+ * slabfeed.Tensor (py_tensor.c): one tensor of a batch over the loader's
+ * memory, exported with DLPack, for the batches of py_loader.c.
  */
 #ifndef SFPY_TENSOR_H
 #define SFPY_TENSOR_H
 
-#include "py_loader.h"
+#include "py_liveness.h"
 
-/* A new Tensor over t (one of the batch's), or NULL with an exception. */
+/* The Tensor type's spec, for py_module.c. */
+extern PyType_Spec sfpy_tensor_spec;
+
+/* sfpy_tensor_new - a new Tensor over t (one of the batch's, handed out in
+ * `generation` of L): `device` -1 for host memory, else its CUDA device,
+ * with the stream given to next and the batch's ready event. NULL with an
+ * exception. */
 PyObject *sfpy_tensor_new(sfpy_state *st, sfpy_loader *L, uint64_t generation,
                           const slabfeed_tensor *t, int device, void *stream,
                           void *ready_event);

@@ -4,7 +4,11 @@
  * reference reader (what the tests compare every batch with). The GIL is
  * held across their HDF5 calls (see below).
  */
-#include "sfpy.h"
+#include "py_tools.h"
+
+#include "py_args.h"
+#include "py_errors.h"
+#include "py_mpi.h"
 
 #include <math.h>
 #include <string.h>

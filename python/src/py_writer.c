@@ -20,9 +20,14 @@
  * - close and abort are collective (GIL released); the object never
  *   closes itself when it is garbage-collected (one rank only, maybe).
  */
-#include "py_loader.h"
+#include "py_writer.h"
 
 #include "dlpack.h"
+#include "py_args.h"
+#include "py_errors.h"
+#include "py_liveness.h"
+#include "py_mpi.h"
+#include "py_tensor.h"
 
 #include <string.h>
 #include <unistd.h>
