@@ -128,7 +128,8 @@ class Loader:
 class Writer:
     """The C writer of a tiled pass (slabfeed_writer_*); slabfeed.Writer
     wraps it (it passes the loader's communicator and, for CUDA outputs,
-    torch's current stream)."""
+    torch's current stream; a device slabfeed.Tensor given without a stream
+    is put on the stream of its batch)."""
     shape: Tuple[int, int, int, int]  # (C, Z, Y, X) for 'cf', (Z, Y, X, C) for 'cl'
     z_range: Tuple[int, int]  # this rank's planes [z0, z1) of the output
     closed: bool

@@ -43,8 +43,12 @@ def _loader_parts(loader: Any) -> Tuple[Any, Any]:
 def _producer_stream(output: Any) -> Optional[int]:
     """The stream a CUDA output was written on, by its framework: torch's
     current stream of the tensor's device (CuPy's current stream for a
-    CuPy array); None for host memory. A framework's default stream
-    (handle 0) is the legacy default stream, 1 in DLPack's numbering."""
+    CuPy array); None for host memory, and for slabfeed's own Tensor (the
+    extension puts it on the stream its batch was handed to, where it is
+    ready). A framework's default stream (handle 0) is the legacy default
+    stream, 1 in DLPack's numbering."""
+    if isinstance(output, _slabfeed.Tensor):
+        return None
     try:
         dev_type = output.__dlpack_device__()[0]
     except Exception:  # not DLPack: the extension raises the clear error
@@ -133,8 +137,12 @@ class Writer:
         CUDA outputs: `stream` is the stream the output was written on (an
         int ``cudaStream_t``, a ``torch.cuda.Stream``, or an object with
         ``__cuda_stream__``); None takes torch's current stream of the
-        output's device. The output is exported with
-        ``__dlpack__(stream=...)``, so its producer orders its work before
+        output's device, and for slabfeed's own ``Tensor`` (``batch.input``,
+        ``batch.target`` of a device batch) the stream its batch was handed
+        to by ``next()``, where it is ready; CuPy's current stream for a
+        CuPy array. CUDA memory of any other type needs `stream` (slabfeed
+        does not know its current stream: ``ArgumentError``). The output
+        is exported with ``__dlpack__(stream=...)``, so its producer orders its work before
         that stream, and the writer's own stream waits for it; there is no
         device synchronisation. The output may be reused when put returns.
 

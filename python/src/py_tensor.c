@@ -45,6 +45,14 @@ PyObject *sfpy_tensor_new(sfpy_state *st, sfpy_loader *L, uint64_t generation,
   return (PyObject *)T;
 }
 
+void *sfpy_tensor_stream(sfpy_state *st, PyObject *o)
+{
+  if (st->tensor_type == NULL || !PyObject_TypeCheck(o, st->tensor_type))
+    return NULL;
+  const sfpy_tensor *T = (const sfpy_tensor *)o;
+  return T->device >= 0 ? T->stream : NULL;
+}
+
 static void tensor_dealloc(sfpy_tensor *self)
 {
   PyTypeObject *tp = Py_TYPE(self);

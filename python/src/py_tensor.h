@@ -1,6 +1,7 @@
 /*
  * slabfeed.Tensor (py_tensor.c): one tensor of a batch over the loader's
- * memory, exported with DLPack, for the batches of py_loader.c.
+ * memory, exported with DLPack. Used by the batches of py_loader.c and by
+ * the Writer (which recognises its own tensors).
  */
 #ifndef SFPY_TENSOR_H
 #define SFPY_TENSOR_H
@@ -17,5 +18,12 @@ extern PyType_Spec sfpy_tensor_spec;
 PyObject *sfpy_tensor_new(sfpy_state *st, sfpy_loader *L, uint64_t generation,
                           const slabfeed_tensor *t, int device, void *stream,
                           void *ready_event);
+
+/* sfpy_tensor_stream - when o is a slabfeed.Tensor of device memory, the
+ * stream its batch was handed to by next (the batch is ready there, and
+ * work on it may use it without further waits); NULL for any other object
+ * and for host tensors. Does not check that the batch is live (exporting
+ * it does) and runs no Python code. */
+void *sfpy_tensor_stream(sfpy_state *st, PyObject *o);
 
 #endif /* SFPY_TENSOR_H */

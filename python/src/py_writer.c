@@ -8,7 +8,9 @@
  *   exception before it (as the Loader does for its options).
  * - put: the output is taken through DLPack (__dlpack_device__, then
  *   __dlpack__(stream=S) on CUDA so that the producer orders its work
- *   before S, the stream handed to slabfeed_writer_put). The capsule is
+ *   before S, the stream handed to slabfeed_writer_put). A slabfeed.Tensor
+ *   of a device batch given without a stream is put on the stream its
+ *   batch was handed to by next (where it is ready). The capsule is
  *   renamed "used_dltensor" ("used_dltensor_versioned") when consumed and
  *   its deleter called once the put has returned (the writer has copied
  *   the data by then). The tile, symmetry and slot metadata come from the
@@ -654,11 +656,16 @@ static PyObject *writer_put(sfpy_writer *self, PyObject *args, PyObject *kw)
   if (dtype == kDLCUDA) {
     if (stream_handle(so, &stream) < 0)
       goto fail;
+    /* slabfeed's own Tensor (batch.input, batch.target) is ready on the
+     * stream its batch was handed to: that stream orders the put. */
+    if (stream == 0)
+      stream = (intptr_t)sfpy_tensor_stream(st, output);
     if (stream == 0) {
       sfpy_raise(st, SLABFEED_ERR_ARG,
                  "slabfeed: Writer.put: a CUDA output needs the stream it "
                  "was written on (stream=...; slabfeed.Writer.put takes "
-                 "torch's current stream when none is given)");
+                 "torch's current stream when none is given, and the "
+                 "stream of its batch for a slabfeed.Tensor)");
       goto fail;
     }
     device = (int)did;
@@ -883,9 +890,10 @@ static PyMethodDef writer_methods[] = {
      "`output` speaks DLPack; for a CUDA output `stream` (an int "
      "cudaStream_t, 1 the legacy default stream, or a stream object) is the "
      "stream it was written on and is required here (slabfeed.Writer.put "
-     "takes torch's current stream). A stale batch raises StaleBatchError. "
-     "A refused put stores nothing; a put that failed while storing makes "
-     "close() fail on every rank."},
+     "takes torch's current stream), except for a slabfeed.Tensor of a "
+     "device batch, put on the stream of its batch when none is given. A "
+     "stale batch raises StaleBatchError. A refused put stores nothing; a "
+     "put that failed while storing makes close() fail on every rank."},
     {"close", (PyCFunction)writer_close, METH_NOARGS,
      "close()\n\nCollective: checks that every voxel was put once, writes "
      "the file and renames it over its name (slabfeed_writer_close); raises "

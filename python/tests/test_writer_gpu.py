@@ -3,9 +3,12 @@ a device loader's tiled pass, its torch outputs put from torch's current
 stream (the default stream, and a side stream, given and not given), dense
 channels_last, f16 and bf16 tensors, written back bit for bit; the work
 that makes an output is still queued when put is called (the writer's
-stream waits for it, no host synchronisation); non-dense device outputs,
-a CUDA output of a host loader and a device output from another device
-are refused."""
+stream waits for it, no host synchronisation); slabfeed's own device
+Tensors (batch.input, batch.target) put as they are, on the stream their
+batch was handed to (the loader's own, one given to next, torch's current
+one of a TorchLoader); non-dense device outputs, a CUDA output of a host
+loader, a device output from another device, a foreign CUDA output with no
+stream and a stale Tensor are refused."""
 from __future__ import annotations
 
 import os
@@ -90,6 +93,55 @@ def test_device_outputs(index_volume, workdir, form):
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), form
 
 
+@pytest.mark.parametrize("form", ["own-stream", "given-stream", "torch-loader"])
+def test_own_tensors(index_volume, workdir, form):
+    """put(batch, batch.input) and put(batch, batch.target) of a device
+    loader, with no stream: each Tensor is put on the stream its batch was
+    handed to by next (where it is ready): the loader's own stream
+    (next()), a side stream given to next, torch's current stream (a
+    TorchLoader); written back like the input / the target, bit for bit."""
+    for like, ds in (("input", "Nbody"), ("target", "Hydro")):
+        want = truth(index_volume, ds)
+        path = os.path.join(workdir, f"gpu-own-{form}-{like}.h5")
+
+        def own(b: slabfeed.Batch) -> slabfeed.Tensor:
+            return b.input if like == "input" else b.target
+
+        if form == "torch-loader":
+            with TorchLoader(COMM, device=f"cuda:{DEV}", **opts(index_volume)) as L, \
+                    slabfeed.Writer(L, path, like=like) as W:
+                for _ in L:
+                    t = own(L.batch)
+                    assert isinstance(t, slabfeed.Tensor) and t.device == DEV
+                    W.put(L.batch, t)
+        else:
+            side = torch.cuda.Stream() if form == "given-stream" else None
+            with slabfeed.Loader(COMM, device=DEV, **opts(index_volume)) as L, \
+                    slabfeed.Writer(L, path, like=like) as W:
+                epoch = L.tell()[0]
+                while L.tell()[0] == epoch:
+                    b = L.next(side)
+                    if side is not None:
+                        assert b.stream == side.cuda_stream
+                    W.put(b, own(b))
+        got = written(path)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (form, like)
+
+
+class Foreign:
+    """CUDA memory of a type slabfeed does not know (its current stream is
+    unknown): DLPack only, delegated to a torch tensor."""
+
+    def __init__(self, t) -> None:
+        self.t = t
+
+    def __dlpack__(self, **kw):
+        return self.t.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+
 def test_device_refusals(index_volume, workdir):
     path = os.path.join(workdir, "gpu-refused.h5")
     with TorchLoader(COMM, device=f"cuda:{DEV}", **opts(index_volume)) as L, \
@@ -101,7 +153,13 @@ def test_device_refusals(index_volume, workdir):
             other = (DEV + 1) % torch.cuda.device_count()
             with pytest.raises(slabfeed.ArgumentError, match="device"):
                 W.put(L.batch, y.to(f"cuda:{other}"))
+        with pytest.raises(slabfeed.ArgumentError, match="does not know"):
+            W.put(L.batch, Foreign(y))  # a foreign CUDA output needs stream=
         W.put(L.batch, y.cpu())  # host memory is taken from a device loader too
+        old, t = L.batch, L.batch.target  # slabfeed's own Tensor of this batch
+        L.next()
+        with pytest.raises(slabfeed.StaleBatchError):
+            W.put(old, t)  # stale: refused before anything is stored
         W.abort()
     with TorchLoader(COMM, device="cpu", **opts(index_volume)) as L, \
             slabfeed.Writer(L, path) as W:
