@@ -43,7 +43,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -391,7 +391,9 @@ def save_crops(path: PathLike, batch: Any, *, target: Any = None, show_target: b
             ax.set_ylabel(where["rows"], fontsize=7)
     everything = axes.ravel().tolist()
     if im_x is not None:
-        fig.colorbar(im_x, ax=everything, shrink=0.8, label="input", pad=0.01)
+        # the inputs' scale on the left, the targets' on the right
+        fig.colorbar(im_x, ax=everything, shrink=0.8, label="input", pad=0.01,
+                     location="left" if im_y is not None else "right")
     if im_y is not None:
         fig.colorbar(im_y, ax=everything, shrink=0.8, label="target", pad=0.01)
     head = title if title is not None else "crops: " + _where_text({**where, "channel": channel})
@@ -463,7 +465,8 @@ def spectrum_ratio(prediction: Any, truth: Any, box_size: Optional[float] = None
     p = to_numpy(prediction)
     t = to_numpy(truth)
     if p.shape != t.shape:
-        raise ValueError(f"slabfeed.pictures: prediction {p.shape} and truth {t.shape} differ in shape")
+        raise ValueError(f"slabfeed.pictures: prediction {p.shape} and truth {t.shape} "
+                         "differ in shape")
     k, pp, _ = power_spectrum(p, box_size)
     _, pt, _ = power_spectrum(t, box_size)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -490,7 +493,7 @@ def save_comparison(path: PathLike, prediction: Any, truth: Any, *, channel: int
     (``take_slice``): prediction and truth on one color scale ([vmin,
     vmax], default the range of both slices), the difference prediction -
     truth on a symmetric one [-d, d], d = max |difference| (1 where they
-    are equal: zero is the middle color of `diff_cmap`, white for RdBu_r).
+    are equal: zero is the middle color of `diff_cmap`, near white for RdBu_r).
     The fourth panel plots P_pred(k) / P_truth(k) of the whole 3-D channel
     (``power_spectrum``: isotropic shell averages of |FFT|^2, k in units of
     the fundamental 2 pi / L, or 1/length with `box_size`), on a log k
@@ -505,7 +508,8 @@ def save_comparison(path: PathLike, prediction: Any, truth: Any, *, channel: int
     p = to_numpy(prediction)
     t = to_numpy(truth)
     if p.shape != t.shape:
-        raise ValueError(f"slabfeed.pictures: prediction {p.shape} and truth {t.shape} differ in shape")
+        raise ValueError(f"slabfeed.pictures: prediction {p.shape} and truth {t.shape} "
+                         "differ in shape")
     if p.ndim not in (3, 4):
         raise ValueError(f"slabfeed.pictures: save_comparison of shape {p.shape}: expected "
                          "(Z, Y, X) or (C, Z, Y, X)")
@@ -527,6 +531,7 @@ def save_comparison(path: PathLike, prediction: Any, truth: Any, *, channel: int
         ratio = np.where(pt > 0, pp / np.where(pt > 0, pt, 1.0), np.nan)
 
     fig = _figure(18.0, 4.5, dpi)
+    fig.get_layout_engine().set(wspace=0.04)
     axes = fig.subplots(1, 4, gridspec_kw={"width_ratios": [1, 1, 1, 1.15]})
     names = (labels[0], labels[1], "difference")
     for ax, img, name in zip(axes[:2], (ps, ts), names):
@@ -607,16 +612,20 @@ def _parser() -> argparse.ArgumentParser:
 
     def common(q: argparse.ArgumentParser) -> None:
         q.add_argument("--channel", type=int, default=0, help="channel drawn (default 0)")
-        q.add_argument("--axis", default="z", help="axis across which to slice: z, y, x or 0, 1, 2 (default z)")
+        q.add_argument("--axis", default="z",
+                       help="axis across which to slice: z, y, x or 0, 1, 2 (default z)")
         q.add_argument("--index", type=int, default=None, help="plane (default: the middle one)")
-        q.add_argument("--vmin", type=float, default=None, help="color scale minimum (default: the data's)")
-        q.add_argument("--vmax", type=float, default=None, help="color scale maximum (default: the data's)")
+        q.add_argument("--vmin", type=float, default=None,
+                       help="color scale minimum (default: the data's)")
+        q.add_argument("--vmax", type=float, default=None,
+                       help="color scale maximum (default: the data's)")
         q.add_argument("--cmap", default=None, help="matplotlib colormap")
         q.add_argument("--title", default=None, help="title (default: what is drawn)")
         q.add_argument("--out", required=True, help="the PNG file to write")
 
     s = sub.add_parser("slice", help="one slice of a dataset of a file",
-                       description="Draws one slice of a dataset, read through slabfeed's serial reader.")
+                       description="Draws one slice of a dataset, read through "
+                       "slabfeed's serial reader.")
     s.add_argument("file")
     s.add_argument("--dataset", required=True, help="the dataset (e.g. Nbody)")
     s.add_argument("--layout", default="auto", choices=("auto", "cf", "cl"),
@@ -624,7 +633,8 @@ def _parser() -> argparse.ArgumentParser:
     common(s)
     s.add_argument("--exact", action="store_true",
                    help="the raw image: one pixel per cell, no axes (default cmap gray)")
-    s.add_argument("--scale", type=int, default=1, help="with --exact: pixels per cell along each side")
+    s.add_argument("--scale", type=int, default=1,
+                   help="with --exact: pixels per cell along each side")
 
     c = sub.add_parser("crops", help="the crops of one batch of a loader opened on a file",
                        description="Opens a slabfeed.Loader on the file (collective: run it "

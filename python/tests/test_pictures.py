@@ -31,7 +31,8 @@ from conftest import COMM
 
 def _mpl() -> Any:
     return pytest.importorskip(
-        "matplotlib", reason="matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
+        "matplotlib",
+        reason="matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
 
 
 def _levels(path: str) -> np.ndarray:
@@ -284,7 +285,8 @@ def test_comparison_shifted_and_doubled(tmp_path: Any) -> None:
     np.testing.assert_allclose(info["ratio"], 1.0, rtol=1e-10)
     assert info["diff_max"] > 0
     d = _panel(_levels(p), info["panels"]["difference"])
-    assert len(np.unique(d.reshape(-1, 3), axis=0)) > 8, "a shifted prediction's difference is uniform"
+    assert len(np.unique(d.reshape(-1, 3), axis=0)) > 8, \
+        "a shifted prediction's difference is uniform"
     # Twice the truth: 4 times the power in every shell.
     q = str(tmp_path / "double.png")
     info = pictures.save_comparison(q, 2.0 * t, t)
