@@ -1,11 +1,11 @@
 # Library sources by folder; each folder is one layer or a few adjacent
-# ones (docs/ARCHITECTURE.md has the table that lint.layers reads).
+# ones (docs/ARCHITECTURE.md has the table that lint.layers reads), and
+# every file of src/ is in one.
 # Internal headers are included by their path below src/:
 # "store/store.h".
 set(SLABFEED_SOURCES
-  src/loader.c                                          # facade
-  src/writer.c                                          # pass writer
-  src/numa_report.c                                     # topology report
+  src/loader/loader.c                                   # facade
+  src/writer/writer.c                                   # pass writer
   src/backend/host.c                                    # back ends
   src/source/fetch.c src/source/source.c src/source/window.c
   src/source/landed.c src/source/gather.c               # piece sources
@@ -18,7 +18,8 @@ set(SLABFEED_SOURCES
   src/common/errors.c src/common/stats.c src/common/inject.c src/common/sys.c
   src/common/mpilib.c src/common/topo.c
   src/common/geometry.c src/common/symmetry.c           # base
-  src/tools/generate.c src/tools/reference.c src/tools/stats.c) # tools
+  src/tools/generate.c src/tools/reference.c src/tools/stats.c
+  src/tools/numa_report.c)                              # tools, topology report
 if(SLABFEED_HAVE_CUDA)
   list(APPEND SLABFEED_SOURCES src/backend/gpu.c src/cuda/cudart.c
        src/transform/transform.cu src/transform/inverse.cu)

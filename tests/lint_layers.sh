@@ -5,7 +5,8 @@
 # the headers of its own module and of lower layers only, so the include
 # graph has no circle and data flows down. A file of src/ whose module is
 # not in the table fails the lint, and so does a table row naming a module
-# that has no file: the table and the tree cannot drift apart.
+# that has no file: the table and the tree cannot drift apart. Every file
+# of src/ is in a layer folder: one at the root of src/ fails too.
 # Usage: lint_layers.sh SRC_DIR ARCHITECTURE.md
 set -euo pipefail
 src=${1:?usage: lint_layers.sh SRC_DIR ARCHITECTURE.md}
@@ -15,6 +16,11 @@ declare -A layer=()
 while IFS='|' read -r _ num folder mods _; do
   num=${num//[[:space:]]/}
   folder=$(sed 's/[` ]//g; s|^src/||; s|/$||' <<<"$folder")
+  if [ -z "$folder" ]; then
+    echo "lint.layers: $doc places modules at the root of src/: every" \
+      "module is in a layer folder" >&2
+    bad_doc=1
+  fi
   for m in $(grep -o '`[a-z0-9_]*`' <<<"$mods" | tr -d '`'); do
     key=${folder:+$folder/}$m
     layer[$key]=$num
@@ -34,6 +40,12 @@ bad=${bad_doc:-0}
 while read -r f; do
   rel=${f#"$src"/}
   mod=${rel%.*}
+  if [ "$rel" = "${rel#*/}" ]; then
+    echo "lint.layers: $rel sits at the root of $src: every file is in a" \
+      "layer folder" >&2
+    bad=1
+    continue
+  fi
   if [ -z "${layer[$mod]+x}" ]; then
     echo "lint.layers: $rel: module '$mod' has no layer in $doc" >&2
     bad=1

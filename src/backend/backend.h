@@ -1,4 +1,4 @@
-/* The back-end interface: how the loader facade (loader.c) produces
+/* The back-end interface: how the loader facade (loader/loader.c) produces
  * batches without knowing where they live. A back end is chosen once at
  * open (host batches or device batches) and sees only a narrow context:
  * the options, the store, the batch plan and the statistics. Back ends

@@ -1,7 +1,7 @@
 /* The loader facade: slabfeed_open / next / seek / tell / close, the fork
  * registry, and the agreement of every collective stage of open. Where
  * batches are made is the back end's business (backend.h). */
-#include "loader.h"
+#include "loader/loader.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -22,7 +22,7 @@
 
 #include "common/errors.h"
 #include "common/topo.h"
-#include "loader.h"
+#include "loader/loader.h"
 #ifdef SF_HAVE_CUDA
 #include "cuda/cudart.h"
 #endif

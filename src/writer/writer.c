@@ -26,7 +26,7 @@
 #include "common/symmetry.h"
 #include "io/aside.h"
 #include "io/h5.h"
-#include "loader.h"
+#include "loader/loader.h"
 #include "plan/sampler.h"
 #include "plan/tiles.h"
 #ifdef SF_HAVE_CUDA
