@@ -30,7 +30,10 @@ What it does:
    periodic FFT over the written region (for a band, over the band as a
    box, so its thin axis has few wavenumbers).
 
-No torch.distributed: the loader and the writer work over MPI.
+No torch.distributed: the loader and the writer work over MPI. A user error
+(a bad argument, a checkpoint or volume that does not fit, an existing
+--out without --overwrite, slabfeed's errors at open) is one line
+`predict.py: error: ...` from rank 0 and exit status 2 on every rank.
 """
 from __future__ import annotations
 
@@ -38,7 +41,6 @@ import argparse
 import os
 import sys
 import time
-import traceback
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from mpi4py import MPI  # initialises MPI before slabfeed and torch use it
@@ -48,25 +50,30 @@ import torch
 
 import slabfeed
 import slabfeed.tools
+from slabfeed import _cli
+from slabfeed._cli import UsageError
 from slabfeed.torch import TorchLoader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_unet import VECTORS, UNet3d, normalise, pass_geometry  # noqa: E402
+from train_unet import (VECTORS, UNet3d, _HelpFormatter, check_output,  # noqa: E402
+                        normalise, parse_indices, pass_geometry)
 
 CHANNELS = ["density", "velocity_z", "velocity_y", "velocity_x", "temperature"]
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = _cli.ArgumentParser(
+        prog="predict.py",
         description="Predict the held-out band (or the whole box) with a U-Net "
                     "checkpoint of examples/train_unet.py, write it with "
                     "slabfeed.Writer and compare it with the truth.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_HelpFormatter)
     p.add_argument("--ckpt", required=True, help="checkpoint written by train_unet.py")
     p.add_argument("--out", required=True, help="the HDF5 file to write")
     p.add_argument("--dataset", default="prediction", help="dataset name in --out")
     p.add_argument("--file", default=None,
-                   help="the volume (default: the checkpoint's --file)")
+                   help="the volume (a path, or a pattern or @MANIFEST of one volume; "
+                        "default: the checkpoint's --file, when it is one volume)")
     p.add_argument("--region", choices=["band", "whole"], default="band",
                    help="the held-out band of the checkpoint, or the whole box")
     p.add_argument("--tile", type=int, default=0,
@@ -166,12 +173,71 @@ def local_rank(comm: MPI.Intracomm) -> int:
     return r
 
 
+def load_checkpoint(path: str, dev: torch.device) -> Dict[str, Any]:
+    """A checkpoint of train_unet.py (UsageError when it is none)."""
+    try:
+        ck = torch.load(path, map_location=dev)
+    except FileNotFoundError:
+        raise UsageError(f"--ckpt {path}: no such file") from None
+    except Exception as e:
+        raise UsageError(f"--ckpt {path} is not a checkpoint of train_unet.py "
+                         f"({type(e).__name__}: {e})") from None
+    if not isinstance(ck, dict) or not {"model", "norm", "args"} <= set(ck):
+        raise UsageError(f"--ckpt {path} is not a checkpoint of train_unet.py")
+    return ck
+
+
+def held_out_volumes(ck: Dict[str, Any], volumes: Sequence[str]) -> str:
+    """The checkpoint's held-out volumes as "2 'dir/b2.h5', ..." ("" for none)."""
+    text = ck.get("holdout_volumes", "") or ""
+    if not text:
+        return ""
+    try:
+        idx = parse_indices(text, len(volumes))
+    except UsageError:
+        return text
+    return ", ".join(f"{i} '{volumes[i]}'" for i in idx)
+
+
+def the_volume(a: argparse.Namespace, ck: Dict[str, Any]) -> str:
+    """The one volume to predict: --file (a path, or a pattern or manifest
+    of one volume), else the checkpoint's, when it trained on one. Patterns
+    and manifests are expanded as the loader does (slabfeed._cli)."""
+    trained = ck["args"]["file"]
+    entries = list(trained) if isinstance(trained, (list, tuple)) else [trained]
+    # The volumes the run trained on (checkpoints before 0.7 do not list them).
+    volumes = ck.get("volumes") or _cli.expand_paths(entries)
+    if a.file:
+        got = _cli.expand_paths([a.file])
+        if len(got) != 1:
+            raise UsageError(f"--file {a.file} is {len(got)} volumes: predict one "
+                             "volume at a time")
+        return got[0]
+    if len(volumes) != 1:
+        held = held_out_volumes(ck, volumes)
+        raise UsageError(
+            f"{a.ckpt} was trained on a suite of {len(volumes)} volumes ("
+            + " ".join(entries) + "): pass --file with the volume to predict"
+            + (f", e.g. a held-out one ({held}) with --region whole" if held else ""))
+    return volumes[0]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """Predict and write; returns (rank 0) the writer's shape, the output
-    path, the comparison and the seconds taken."""
-    a = parse_args(argv)
+    path, the comparison and the seconds taken. A user error raises
+    slabfeed._cli.JobError on every rank alike (no loader left open)."""
     comm = MPI.COMM_WORLD
     rank = comm.rank
+    with _cli.agreed(comm):
+        a = parse_args(argv)
+        if not 0 <= a.spectrum_channel < len(CHANNELS):
+            raise UsageError(f"--spectrum-channel {a.spectrum_channel} is not one of the "
+                             f"{len(CHANNELS)} target channels (0..{len(CHANNELS) - 1})")
+        for name, v, lo in (("--tile", a.tile, 0), ("--pad", a.pad, -1),
+                            ("--batch", a.batch, 0), ("--chunk", a.chunk, 0),
+                            ("--threads", a.threads, 0)):
+            if v < lo:
+                raise UsageError(f"{name} {v}: must be {lo} or more")
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     gpu = a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available())
@@ -181,33 +247,32 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     else:
         dev = torch.device("cpu")
     amp = gpu and not a.no_amp
-    if not 0 <= a.spectrum_channel < len(CHANNELS):
-        raise SystemExit(f"predict: --spectrum-channel {a.spectrum_channel} is not one of "
-                         f"the {len(CHANNELS)} target channels")
-    ck = torch.load(a.ckpt, map_location=dev)
-    targs = ck["args"]
-    trained = targs["file"]
-    if isinstance(trained, list):  # train_unet takes --file repeated
-        if len(trained) != 1 and not a.file:
-            raise SystemExit("predict: the checkpoint was trained on a suite of "
-                             "volumes: pass --file with the volume to predict (e.g. "
-                             "a held-out one)")
-        trained = trained[0]
-    path = a.file or trained
-    box = slabfeed.tools.describe(path, targs["input"])["shape"]
-    if a.region == "band":
-        band = ck.get("holdout")
-        if not band:
-            raise ValueError(f"predict: {a.ckpt} held out no band (trained with "
-                             "--holdout-frac 0): pass --region whole")
-        region: Optional[List[int]] = list(band)
-        extent = [e or n for e, n in zip(band[3:], box)]
-    else:
-        region, extent = None, list(box)
-    geom = ck.get("val_geometry") if a.region == "band" else None
-    if a.tile > 0 or a.pad >= 0 or geom is None:
-        geom = pass_geometry(targs["crop"], targs["depth"], extent, a.tile,
-                             a.pad if a.pad >= 0 else (geom[1] if geom else -1))
+    with _cli.agreed(comm):
+        ck = load_checkpoint(a.ckpt, dev)
+        targs = ck["args"]
+        path = the_volume(a, ck)
+        box = slabfeed.tools.describe(path, targs["input"])["shape"]
+        if a.region == "band":
+            band = ck.get("holdout")
+            if not band:
+                trained = targs["file"]
+                held = held_out_volumes(ck, ck.get("volumes") or _cli.expand_paths(
+                    list(trained) if isinstance(trained, (list, tuple)) else [trained]))
+                if held:
+                    raise UsageError(
+                        f"{a.ckpt} held out whole volumes ({held}), not a band of one "
+                        f"box: pass --region whole to predict the whole of {path}")
+                raise UsageError(f"{a.ckpt} held out no band (trained with --holdout-frac "
+                                 "0): pass --region whole")
+            region: Optional[List[int]] = list(band)
+            extent = [e or n for e, n in zip(band[3:], box)]
+        else:
+            region, extent = None, list(box)
+        geom = ck.get("val_geometry") if a.region == "band" else None
+        if a.tile > 0 or a.pad >= 0 or geom is None:
+            geom = pass_geometry(targs["crop"], targs["depth"], extent, a.tile,
+                                 a.pad if a.pad >= 0 else (geom[1] if geom else -1))
+    _cli.on_root(comm, lambda: check_output(a.out, "--out", a.overwrite))
     T, P = geom
     model = UNet3d(4, 5, targs["base"], targs["depth"]).to(dev)
     model.load_state_dict(ck["model"])
@@ -216,17 +281,24 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     mx, sx, my, sy = (torch.tensor(norm[k], device=dev).view(1, -1, 1, 1, 1)
                       for k in ("input_mean", "input_std", "target_mean", "target_std"))
     t0 = time.perf_counter()
-    loader = TorchLoader(comm, device=dev, path=path, input=targs["input"],
-                         target=targs["target"], batch=a.batch or targs["batch"],
-                         tile=T, pad=P, region=[region] if region else None,
-                         pass_symmetry=a.pass_symmetry, input_vectors=VECTORS,
-                         target_vectors=VECTORS, dtype="bf16" if gpu else "f32")
+    with _cli.agreed(comm):
+        loader = TorchLoader(comm, device=dev, path=path, input=targs["input"],
+                             target=targs["target"], batch=a.batch or targs["batch"],
+                             tile=T, pad=P, region=[region] if region else None,
+                             pass_symmetry=a.pass_symmetry, input_vectors=VECTORS,
+                             target_vectors=VECTORS, dtype="bf16" if gpu else "f32")
+    try:
+        with _cli.agreed(comm):
+            writer = slabfeed.Writer(loader, a.out, dataset=a.dataset, like="target",
+                                     layout=a.layout, dtype=a.out_dtype,
+                                     chunk=a.chunk or None, overwrite=a.overwrite)
+    except _cli.JobError:  # every rank alike
+        loader.close(force=True)
+        raise
     # `with`: the writer closes (collectively) when the pass ends normally;
     # an exception aborts it (nothing is written) and goes on to
     # _run_or_abort's MPI_Abort; the loader's close is then skipped.
-    with loader, slabfeed.Writer(loader, a.out, dataset=a.dataset, like="target",
-                                 layout=a.layout, dtype=a.out_dtype,
-                                 chunk=a.chunk or None, overwrite=a.overwrite) as writer:
+    with loader, writer:
         if rank == 0:
             print(f"predict: {comm.size} rank(s), {dev.type}, "
                   f"{'band ' + str(region) if region else 'the whole box'} of {path}: "
@@ -259,17 +331,11 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
 
 def _run_or_abort(argv: Sequence[str]) -> None:
-    """main(), and MPI_Abort after an exception on this rank (the others may
-    be waiting in the writer's collective close)."""
-    try:
-        main(argv)
-    except SystemExit:
-        raise
-    except BaseException:
-        traceback.print_exc()
-        print(f"predict: rank {MPI.COMM_WORLD.Get_rank()} failed: aborting the job",
-              file=sys.stderr, flush=True)
-        MPI.COMM_WORLD.Abort(1)
+    """main() as the script: a user error is one line from rank 0 and exit
+    status 2 on every rank; any other exception on this rank its traceback
+    and MPI_Abort (the others may be waiting in the writer's collective
+    close): slabfeed._cli.run."""
+    _cli.run("predict.py", main, argv)
 
 
 if __name__ == "__main__":

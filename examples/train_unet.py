@@ -44,7 +44,19 @@ What it shows:
    other ranks may be waiting in a DDP allreduce or a barrier this rank
    will never reach), and an exception that reaches the top calls
    MPI_Abort (what `python -m mpi4py` does; done here too, so that a plain
-   `srun python3 examples/train_unet.py` behaves the same).
+   `srun python3 examples/train_unet.py` behaves the same);
+ - user errors once per job: the arguments, the files and the checkpoint
+   path are checked before the loader opens (the crop against the U-Net's
+   depth, --ckpt's folder writable and an existing checkpoint kept unless
+   --overwrite, --locality against a hold-out...), and such an error, or
+   one of slabfeed's errors at open (a missing file: agreed on by every
+   rank), is one line `train_unet.py: error: ...` from rank 0 and exit
+   status 2 on every rank (slabfeed._cli.run), as the slabfeed apps do;
+ - checkpoints written aside (a temporary file in the same folder, renamed
+   over --ckpt when complete): a failed save leaves no partial file;
+ - the time to the first batch: rank 0 prints `first batch after T s (open
+   O s)`, from the process's start, and the seconds spent opening the
+   loaders.
 """
 from __future__ import annotations
 
@@ -55,8 +67,7 @@ import os
 import socket
 import sys
 import time
-import traceback
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from mpi4py import MPI  # initialises MPI before slabfeed and torch use it
 
@@ -67,6 +78,8 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import slabfeed.tools
+from slabfeed import _cli
+from slabfeed._cli import UsageError
 from slabfeed.torch import TorchLoader
 
 VECTORS = [(1, 2, 3)]  # velocity (z, y, x) in both datasets
@@ -138,6 +151,16 @@ def _env_int(*names: str) -> Optional[int]:
     return None
 
 
+def local_rank(comm: MPI.Intracomm) -> int:
+    """The node-local rank from MPI itself (a shared-memory split), whatever
+    the launcher: MPICH's hydra, for one, sets none of the variables Open
+    MPI or Slurm set."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    local = node.rank
+    node.Free()
+    return local
+
+
 def init_distributed(backend: str) -> Dict[str, int]:
     """torch.distributed from the launcher's environment (srun, mpirun,
     torchrun); MPI.COMM_WORLD must agree. Returns rank, world, local."""
@@ -147,12 +170,7 @@ def init_distributed(backend: str) -> Dict[str, int]:
     if (rank, world) != (None, None) and (rank, world) != (comm.rank, comm.size):
         raise RuntimeError(f"launcher says rank {rank} of {world}, MPI says "
                            f"{comm.rank} of {comm.size}: start one MPI job")
-    # The node-local rank from MPI itself (a shared-memory split), whatever
-    # the launcher: MPICH's hydra, for one, sets none of the variables
-    # Open MPI or Slurm set.
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    local = node.rank
-    node.Free()
+    local = local_rank(comm)
     addr = comm.bcast(os.environ.get("MASTER_ADDR") or socket.gethostname()
                       if comm.rank == 0 else None, root=0)
     port = None
@@ -171,16 +189,18 @@ def init_distributed(backend: str) -> Dict[str, int]:
 # ---- normalisation ----------------------------------------------------------------
 
 
-def channel_stats(loader: TorchLoader, nbatches: int, vectors: Sequence[Sequence[int]]) -> Dict[str, List[float]]:
+def channel_stats(loader: TorchLoader, nbatches: int, vectors: Sequence[Sequence[int]],
+                  take: Optional[Callable[[], Any]] = None) -> Dict[str, List[float]]:
     """Per-channel mean and std of input and target over the first
     `nbatches` global batches of epoch 0 (all ranks, allreduced); the loader
     is put back where it was. Vector channels get mean 0 and one common std,
-    so the normalisation commutes with the rotations."""
+    so the normalisation commutes with the rotations. `take`: what gets the
+    next batch (default loader.next)."""
     pos = loader.tell()
     loader.seek(0, 0)
     sums: List[torch.Tensor] = []
     for _ in range(nbatches):
-        x, y, _ = loader.next()
+        x, y, _ = (take or loader.next)()
         for i, t in enumerate((x, y)):
             t = t.float().transpose(0, 1).reshape(t.shape[1], -1)  # NCDHW
             s = torch.stack([t.sum(1), (t * t).sum(1), torch.full_like(t[:, 0], t.shape[1])])
@@ -228,8 +248,8 @@ def parse_indices(text: str, n: int) -> List[int]:
         lo, _, hi = part.partition("-")
         out += range(int(lo), int(hi or lo) + 1)
     if any(i < 0 or i >= n for i in out):
-        raise ValueError(f"train_unet: --holdout-volumes {text}: indices of the "
-                         f"{n} volumes are 0..{n - 1}")
+        raise UsageError(f"--holdout-volumes {text}: the indices of the {n} "
+                         f"volume(s) are 0..{n - 1}")
     return out
 
 
@@ -242,8 +262,8 @@ def holdout_band(a: argparse.Namespace, shape: Sequence[int]) -> Optional[List[i
         return None
     dz = max(1, int(round(a.holdout_frac * shape[0])))
     if dz >= shape[0]:
-        raise ValueError(f"train_unet: --holdout-frac {a.holdout_frac} holds out the "
-                         "whole box")
+        raise UsageError(f"--holdout-frac {a.holdout_frac} holds out the whole box "
+                         f"({dz} of its {shape[0]} planes)")
     return [shape[0] - dz, 0, 0, dz, 0, 0]
 
 
@@ -261,8 +281,9 @@ def pass_geometry(crop: int, depth: int, extent: Sequence[int], tile: int = 0,
         while T > 1 and (T + 2 * P) % m:
             T -= 1
     if T < 1 or (T + 2 * P) % m:
-        raise ValueError(f"train_unet: no tile for pad {P}: tile + 2 pad must be "
-                         f"divisible by {m} (--val-tile, --val-pad)")
+        raise UsageError(f"no tile for pad {P}: tile + 2 pad must be divisible by "
+                         f"{m} = 2**depth (--val-tile, --val-pad; predict.py: --tile, "
+                         "--pad)")
     return [T, P]
 
 
@@ -337,7 +358,10 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    """The arguments; a usage error raises slabfeed._cli.UsageError (printed
+    once per job by _cli.run), argparse's own errors included."""
+    p = _cli.ArgumentParser(
+        prog="train_unet.py",
         description="Train a 3-D U-Net that maps N-body fields (Nbody, 4 channels) "
                     "to hydro fields (Hydro, 5 channels) with DistributedDataParallel, "
                     "fed by slabfeed; one process per GPU (or CPU ranks with gloo), "
@@ -410,6 +434,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                    help="write checkpoints here, every --every steps and at the end "
                         "(default: none)")
     p.add_argument("--every", type=int, default=0, help="checkpoint interval in steps (0: at the end)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --ckpt (without it an existing file is "
+                        "refused before training, unless it is the --resume checkpoint, "
+                        "which the run goes on writing)")
     p.add_argument("--resume", default=None,
                    help="checkpoint to resume from, exactly (default: none, start afresh)")
     p.add_argument("--log-every", type=int, default=10, help="print the loss every N steps")
@@ -422,18 +450,114 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def check_args(a: argparse.Namespace) -> None:
+    """What the arguments alone tell (the same on every rank): UsageError."""
+    m = 2 ** a.depth if a.depth >= 0 else 1
+    for name, v, lo in (("--crop", a.crop, 1), ("--batch", a.batch, 1), ("--base", a.base, 1),
+                        ("--depth", a.depth, 0), ("--steps", a.steps, 0),
+                        ("--norm-batches", a.norm_batches, 1), ("--log-every", a.log_every, 1),
+                        ("--every", a.every, 0), ("--threads", a.threads, 0),
+                        ("--val-tile", a.val_tile, 0), ("--val-pad", a.val_pad, -1),
+                        ("--val-batch", a.val_batch, 0), ("--val-every", a.val_every, -1)):
+        if v < lo:
+            raise UsageError(f"{name} {v}: must be {lo} or more")
+    if a.crop % m:
+        lo, hi = a.crop // m * m, (a.crop // m + 1) * m
+        raise UsageError(f"--crop {a.crop} is not divisible by 2**depth = {m} (--depth "
+                         f"{a.depth}: the U-Net halves the crop {a.depth} times): "
+                         f"take e.g. --crop {lo or hi}" + (f" or {hi}" if lo else ""))
+    if not 0 <= a.holdout_frac < 1:
+        raise UsageError(f"--holdout-frac {a.holdout_frac}: must be in [0, 1)")
+    if not a.lr > 0:
+        raise UsageError(f"--lr {a.lr}: must be positive")
+
+
+def check_output(path: str, what: str, overwrite: bool = True,
+                 resume: Optional[str] = None) -> None:
+    """UsageError unless `path` can be written: its folder exists and takes
+    a new file (a probe made and removed), it is not a folder, and (without
+    `overwrite`) it does not exist, unless it is the `resume` file (which
+    the resumed run goes on writing)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{what} {path}: no such directory '{folder}'")
+    if os.path.isdir(path):
+        raise UsageError(f"{what} {path} is a directory")
+    if os.path.exists(path) and not overwrite and \
+            not (resume and os.path.exists(resume) and os.path.samefile(path, resume)):
+        raise UsageError(f"{what} {path} exists: pass --overwrite to replace it"
+                         + (" (or --resume it)" if what == "--ckpt" else ""))
+    probe = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.probe")
+    try:
+        with open(probe, "xb"):
+            pass
+        os.unlink(probe)
+    except OSError as e:
+        raise UsageError(f"{what} {path}: cannot write in '{folder}': {e.strerror}") from None
+
+
+def load_checkpoint(path: str, dev: torch.device) -> Dict[str, Any]:
+    """A checkpoint of this script (UsageError when it is none)."""
+    try:
+        ck = torch.load(path, map_location=dev)
+    except FileNotFoundError:
+        raise UsageError(f"--resume {path}: no such file") from None
+    except Exception as e:
+        raise UsageError(f"--resume {path} is not a checkpoint of train_unet.py "
+                         f"({type(e).__name__}: {e})") from None
+    if not isinstance(ck, dict) or not {"model", "optimizer", "loader", "norm",
+                                        "step"} <= set(ck):
+        raise UsageError(f"--resume {path} is not a checkpoint of train_unet.py")
+    return ck
+
+
 def save_checkpoint(path: str, state: Dict[str, Any], rank: int, dev: torch.device) -> None:
-    """Rank 0 writes `path` atomically; everyone waits for it."""
+    """Rank 0 writes `path` aside (a temporary file in the same folder,
+    renamed over `path` when complete: a failed save leaves neither a
+    partial checkpoint nor the temporary file); everyone waits for it."""
     if rank == 0:
-        tmp = f"{path}.tmp"
-        torch.save(state, tmp)
-        os.replace(tmp, path)
+        tmp = os.path.join(os.path.dirname(os.path.abspath(path)),
+                           f".{os.path.basename(path)}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "xb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     dist.barrier(device_ids=[dev.index]) if dev.type == "cuda" else dist.barrier()
 
 
-def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
-    """Train; returns the logged records of rank 0 (for tests)."""
-    a = parse_args(argv)
+def process_start() -> float:
+    """The time.perf_counter() of this process's start (Linux: from
+    /proc/self/stat; elsewhere now)."""
+    now = time.perf_counter()
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+        age = up - ticks / os.sysconf("SC_CLK_TCK")
+        return now - age if 0 <= age < 86400 else now
+    except (OSError, ValueError, IndexError):
+        return now
+
+
+def main(argv: Optional[Sequence[str]] = None,
+         started: Optional[float] = None) -> List[Dict[str, Any]]:
+    """Train; returns the logged records of rank 0 (for tests). A user
+    error raises slabfeed._cli.JobError on every rank alike, before any
+    loader is left open and before torch.distributed starts. `started`: the
+    perf_counter() the time to the first batch counts from (default: now)."""
+    t_start = time.perf_counter() if started is None else started
+    comm = MPI.COMM_WORLD
+    rank, world = comm.rank, comm.size
+    with _cli.agreed(comm):
+        a = parse_args(argv)
+        check_args(a)
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     if a.deterministic:
@@ -441,10 +565,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
         torch.backends.cudnn.benchmark = False
     gpu = a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available())
     backend = a.backend if a.backend != "auto" else ("nccl" if gpu else "gloo")
-    env = init_distributed(backend)
-    rank, world = env["rank"], env["world"]
     if gpu:
-        dev = torch.device("cuda", env["local"] % torch.cuda.device_count())
+        dev = torch.device("cuda", local_rank(comm) % torch.cuda.device_count())
         torch.cuda.set_device(dev)
     else:
         dev = torch.device("cpu")
@@ -453,42 +575,105 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     records: List[Dict[str, Any]] = []
     spec = a.file[0] if len(a.file) == 1 else a.file
     held_vols = a.holdout_volumes
-    box = slabfeed.tools.describe(a.file[0], a.input)["shape"] \
-        if len(a.file) == 1 and not held_vols else None
-    band = holdout_band(a, box) if box is not None else None
-    loader = TorchLoader(MPI.COMM_WORLD, device=dev, path=spec, input=a.input,
-                         target=a.target, crop=a.crop, batch=a.batch, seed=a.seed,
-                         input_vectors=VECTORS, target_vectors=VECTORS,
-                         dtype=dtype, prefetch=a.prefetch,
-                         node_memory=a.node_memory, locality=a.locality,
-                         holdout=[band] if band else None,
-                         holdout_volumes=held_vols or None)
-    volumes = loader.loader.volumes()
-    if box is None:
-        box = list(volumes[0][1])
-    # The validation passes: over the band, or over each held-out volume;
-    # each a loader of its own (a tiled pass; it holds its own copy of its
-    # volume's slabs).
-    vsets = []  # (path, region or None, voxels)
-    if band is not None:
-        vsets.append((spec, band, 0))
-    for i in parse_indices(held_vols, len(volumes)):
-        path, shape = volumes[i]
-        vsets.append((path, None, shape[0] * shape[1] * shape[2]))
-    validate = bool(vsets) and a.val_every >= 0
-    vgeom = None
-    if vsets:
-        ext = [e or n for e, n in zip(band[3:], box)] if band else \
-            list(volumes[parse_indices(held_vols, len(volumes))[0]][1])
-        vgeom = pass_geometry(a.crop, a.depth, ext, a.val_tile, a.val_pad)
-    vloaders = [TorchLoader(MPI.COMM_WORLD, device=dev, path=path, input=a.input,
-                            target=a.target, batch=a.val_batch or a.batch,
-                            tile=vgeom[0], pad=vgeom[1],
-                            region=[region] if region else None,
-                            input_vectors=VECTORS, target_vectors=VECTORS, dtype=dtype,
-                            prefetch=a.prefetch, node_memory=a.node_memory)
-                for path, region, _ in vsets] if validate else []
+    # Before the loader opens, every rank alike: the volumes (expanded on
+    # rank 0 as the library does), the held-out band, the checkpoint to
+    # resume, the files rank 0 will write.
+    paths = _cli.on_root(comm, lambda: _cli.expand_paths(a.file))
+    band: Optional[List[int]] = None
+    vgeom: Optional[List[int]] = None
+    ck: Optional[Dict[str, Any]] = None
+    with _cli.agreed(comm):
+        box = slabfeed.tools.describe(paths[0], a.input)["shape"] \
+            if len(paths) == 1 and not held_vols else None
+        if a.holdout is not None and box is None:
+            raise UsageError("--holdout is a box of one volume: with a suite of "
+                             f"{len(paths)} volume(s) hold out whole volumes "
+                             "(--holdout-volumes)" if not held_vols else
+                             "--holdout with --holdout-volumes: give one or the other")
+        band = holdout_band(a, box) if box is not None else None
+        if a.locality and band is not None:
+            raise UsageError(
+                "--locality draws each rank's crops in its node's z-range, which a "
+                "hold-out would make unequal: " + (
+                    "leave out --holdout" if a.holdout is not None else
+                    f"pass --holdout-frac 0 (the default holds out the last "
+                    f"{a.holdout_frac} of the box in z)") + ", or leave out --locality")
+        if band is not None:
+            vgeom = pass_geometry(a.crop, a.depth,
+                                  [e or n for e, n in zip(band[3:], box)], a.val_tile,
+                                  a.val_pad)
+        if a.resume:
+            ck = load_checkpoint(a.resume, dev)
+            if ck.get("holdout") != band or ck.get("holdout_volumes", "") != held_vols:
+                raise UsageError(
+                    f"--resume {a.resume} held out {ck.get('holdout')} (volumes "
+                    f"'{ck.get('holdout_volumes', '')}'), this run {band} (volumes "
+                    f"'{held_vols}'): the sample stream would differ (pass the "
+                    "checkpoint's --holdout / --holdout-frac / --holdout-volumes)")
+    if a.ckpt:
+        _cli.on_root(comm, lambda: check_output(a.ckpt, "--ckpt", a.overwrite, a.resume))
+    if a.log:
+        _cli.on_root(comm, lambda: check_output(a.log, "--log"))
+    opened: List[TorchLoader] = []
+    t_open = time.perf_counter()
+    try:
+        with _cli.agreed(comm):
+            loader = TorchLoader(comm, device=dev, path=spec, input=a.input,
+                                 target=a.target, crop=a.crop, batch=a.batch, seed=a.seed,
+                                 input_vectors=VECTORS, target_vectors=VECTORS,
+                                 dtype=dtype, prefetch=a.prefetch,
+                                 node_memory=a.node_memory, locality=a.locality,
+                                 holdout=[band] if band else None,
+                                 holdout_volumes=held_vols or None)
+            opened.append(loader)
+        volumes = loader.loader.volumes()
+        if box is None:
+            box = list(volumes[0][1])
+        # The validation passes: over the band, or over each held-out
+        # volume; each a loader of its own (a tiled pass; it holds its own
+        # copy of its volume's slabs).
+        vsets = []  # (path, region or None, voxels)
+        with _cli.agreed(comm):
+            if band is not None:
+                vsets.append((spec, band, 0))
+            held = parse_indices(held_vols, len(volumes))
+            for i in held:
+                path, shape = volumes[i]
+                vsets.append((path, None, shape[0] * shape[1] * shape[2]))
+            if held:
+                vgeom = pass_geometry(a.crop, a.depth, list(volumes[held[0]][1]),
+                                      a.val_tile, a.val_pad)
+        validate = bool(vsets) and a.val_every >= 0
+        vloaders: List[TorchLoader] = []
+        for path, region, _ in (vsets if validate else []):
+            with _cli.agreed(comm):
+                vloaders.append(TorchLoader(
+                    comm, device=dev, path=path, input=a.input, target=a.target,
+                    batch=a.val_batch or a.batch, tile=vgeom[0], pad=vgeom[1],
+                    region=[region] if region else None, input_vectors=VECTORS,
+                    target_vectors=VECTORS, dtype=dtype, prefetch=a.prefetch,
+                    node_memory=a.node_memory))
+                opened.append(vloaders[-1])
+    except _cli.JobError:  # on every rank alike: the loaders open close
+        for v in reversed(opened):
+            v.close(force=True)
+        raise
+    t_open = time.perf_counter() - t_open
     vloader = vloaders[0] if vloaders else None
+    env = init_distributed(backend)
+    assert (env["rank"], env["world"]) == (rank, world)
+    first: List[float] = []
+
+    def take() -> Any:
+        """loader.next(); the first batch's time printed by rank 0."""
+        b = loader.next()
+        if not first:
+            first.append(time.perf_counter() - t_start)
+            if rank == 0:
+                print(f"first batch after {first[0]:.2f} s (open {t_open:.2f} s)",
+                      flush=True)
+        return b
+
     # `with`: the collective close on success; when the block ends on an
     # exception (this rank's alone, maybe) the close is skipped and the
     # exception goes on to _run_or_abort's MPI_Abort.
@@ -500,20 +685,12 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
         ddp = DDP(model, device_ids=[dev.index] if gpu else None)
         opt = torch.optim.Adam(ddp.parameters(), lr=a.lr)
         step = 0
-        if a.resume:
-            ck = torch.load(a.resume, map_location=dev)
-            if ck.get("holdout") != band or ck.get("holdout_volumes", "") != held_vols:
-                raise ValueError(f"train_unet: the checkpoint held out {ck.get('holdout')}, "
-                                 f"this run {band}: the sample stream would differ "
-                                 "(pass the checkpoint's --holdout / --holdout-frac)")
+        norm: Optional[Dict[str, List[float]]] = None
+        if ck is not None:
             model.load_state_dict(ck["model"])
             opt.load_state_dict(ck["optimizer"])
             loader.load_state_dict(ck["loader"])
             norm, step = ck["norm"], ck["step"]
-        else:
-            norm = channel_stats(loader, a.norm_batches, VECTORS)
-        mx, sx, my, sy = (torch.tensor(norm[k], device=dev).view(1, -1, 1, 1, 1)
-                          for k in ("input_mean", "input_std", "target_mean", "target_std"))
         if rank == 0:
             print(f"train_unet: {world} rank(s), {backend}, {dev.type}, batch "
                   f"{a.batch}x{world} of {a.crop}^3 {dtype}, "
@@ -530,11 +707,16 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
             elif vloaders:
                 print(f"validation: {len(vloaders)} held-out volume(s), tile "
                       f"{vgeom[0]}, pad {vgeom[1]}", flush=True)
+        if norm is None:
+            norm = channel_stats(loader, a.norm_batches, VECTORS, take)
+        mx, sx, my, sy = (torch.tensor(norm[k], device=dev).view(1, -1, 1, 1, 1)
+                          for k in ("input_mean", "input_std", "target_mean", "target_std"))
 
         def checkpoint(path: str) -> None:
             save_checkpoint(path, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                                    "loader": loader.state_dict(), "norm": norm,
                                    "step": step, "args": vars(a), "holdout": band,
+                                   "volumes": [p for p, _ in volumes],
                                    "holdout_volumes": held_vols,
                                    "box": list(box), "val_geometry": vgeom}, rank, dev)
             if rank == 0:
@@ -544,7 +726,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
         t0, wait, n = time.perf_counter(), 0.0, 0
         while step < a.steps:
             tw = time.perf_counter()
-            x, y, meta = loader.next()  # ready on the current stream
+            x, y, meta = take()  # ready on the current stream
             wait += time.perf_counter() - tw
             with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
                 pred = ddp(normalise(x, mx, sx))
@@ -599,21 +781,13 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
 
 
 def _run_or_abort(argv: Sequence[str]) -> None:
-    """main(), and MPI_Abort after an exception on this rank (KeyboardInterrupt
-    from SIGINT included): the other ranks may be waiting in a collective
-    (DDP's allreduce, a barrier) that this rank will never reach, and only
-    MPI_Abort ends them. SystemExit (argparse: the same on every rank)
-    leaves as usual."""
-    try:
-        main(argv)
-    except SystemExit:
-        raise
-    except BaseException:
-        rank = MPI.COMM_WORLD.Get_rank()
-        traceback.print_exc()
-        print(f"train_unet: rank {rank} failed: aborting the job", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        MPI.COMM_WORLD.Abort(1)
+    """main() as the script: a user error is one line from rank 0 and exit
+    status 2 on every rank; any other exception on this rank (KeyboardInterrupt
+    from SIGINT included) its traceback and MPI_Abort: the other ranks may be
+    waiting in a collective (DDP's allreduce, a barrier) that this rank will
+    never reach, and only MPI_Abort ends them (slabfeed._cli.run)."""
+    started = process_start()
+    _cli.run("train_unet.py", lambda args: main(args, started), argv)
 
 
 if __name__ == "__main__":
