@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Predict the hydro fields of the held-out band (or the whole box) with a
-U-Net trained by examples/train_unet.py, write them with slabfeed.Writer,
+U-Net trained by examples/train_unet.py (a super-resolution one, trained
+with --scale-factor F, predicts them on the F times finer grid), write them with slabfeed.Writer,
 and compare them with the truth. One process per GPU, started by srun or
 mpirun:
 
@@ -274,7 +275,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                                  a.pad if a.pad >= 0 else (geom[1] if geom else -1))
     _cli.on_root(comm, lambda: check_output(a.out, "--out", a.overwrite))
     T, P = geom
-    model = UNet3d(4, 5, targs["base"], targs["depth"]).to(dev)
+    sf = int(targs.get("scale_factor", 1))  # a super-resolution model: the fine grid
+    model = UNet3d(4, 5, targs["base"], targs["depth"], sf).to(dev)
     model.load_state_dict(ck["model"])
     model.eval()
     norm = ck["norm"]
@@ -286,7 +288,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                              target=targs["target"], batch=a.batch or targs["batch"],
                              tile=T, pad=P, region=[region] if region else None,
                              pass_symmetry=a.pass_symmetry, input_vectors=VECTORS,
-                             target_vectors=VECTORS, dtype="bf16" if gpu else "f32")
+                             target_vectors=VECTORS, dtype="bf16" if gpu else "f32",
+                             scale_factor=sf)
     try:
         with _cli.agreed(comm):
             writer = slabfeed.Writer(loader, a.out, dataset=a.dataset, like="target",
@@ -303,7 +306,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
             print(f"predict: {comm.size} rank(s), {dev.type}, "
                   f"{'band ' + str(region) if region else 'the whole box'} of {path}: "
                   f"{len(loader)} steps of {loader.loader.options['batch']} tiles x {comm.size} "
-                  f"ranks, tile {T}, pad {P}, symmetry {a.pass_symmetry} -> {a.out} "
+                  f"ranks, tile {T}, pad {P}, symmetry {a.pass_symmetry}"
+                  + (f", x{sf} super-resolution" if sf > 1 else "") + f" -> {a.out} "
                   f"{writer.shape} ({a.layout}, {a.out_dtype})", flush=True)
         with torch.no_grad():
             for x, _, meta in loader:  # one pass; x ready on the current stream
@@ -311,6 +315,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                     pred = model(normalise(x, mx, sx))
                 # Physical units; the writer takes the owned centre of each
                 # crop and undoes the symmetry (on torch's current stream).
+                # A super-resolution model's output is sf x the input crop:
+                # the writer, like the target, writes on the fine grid.
                 writer.put(loader.batch, pred.float() * sy + my)
     seconds = time.perf_counter() - t0
     out: Dict[str, Any] = {}
@@ -319,11 +325,13 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
               flush=True)
         out = {"shape": writer.shape, "out": a.out, "seconds": seconds}
         if not a.no_report:
-            origin = tuple(region[:3]) if region else (0, 0, 0)
+            # On the target's grid (sf x the input's).
+            origin = tuple(sf * v for v in region[:3]) if region else (0, 0, 0)
+            fine = tuple(sf * e for e in extent)
             with slabfeed.tools.Reader(path) as rd:
-                truth = rd.crop(targs["target"], origin, tuple(extent))
+                truth = rd.crop(targs["target"], origin, fine)
             with slabfeed.tools.Reader(a.out) as rd:
-                pred = rd.crop(a.dataset, (0, 0, 0), tuple(extent), layout=a.layout)
+                pred = rd.crop(a.dataset, (0, 0, 0), fine, layout=a.layout)
             out["compare"] = compare(truth, pred, a.spectrum_channel)
             report(out["compare"], a.spectrum_channel)
     comm.Barrier()

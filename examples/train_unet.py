@@ -104,10 +104,18 @@ class UNet3d(nn.Module):
     """A plain 3-D U-Net: `depth` times (block, stride-2 down), a bottom
     block, `depth` times (stride-2 up, concatenation, block), a 1x1x1 head,
     plus the input's density/velocity carried through (the network learns
-    the difference). The crop edge must be divisible by 2**depth."""
+    the difference). The crop edge must be divisible by 2**depth.
 
-    def __init__(self, cin: int = 4, cout: int = 5, base: int = 16, depth: int = 2) -> None:
+    `scale` > 1 (super-resolution, --scale-factor): a scale head before the
+    1x1x1 head, a stride-`scale` ConvTranspose3d (each coarse voxel becomes
+    scale^3 fine ones), and the input carried through trilinearly upsampled:
+    an input crop of edge c gives an output of edge scale * c, the target
+    crop of a pair (docs/CONVENTIONS.md, "Grids of different resolution")."""
+
+    def __init__(self, cin: int = 4, cout: int = 5, base: int = 16, depth: int = 2,
+                 scale: int = 1) -> None:
         super().__init__()
+        self.scale = scale
         ch = [base * 2 ** i for i in range(depth + 1)]
         self.down = nn.ModuleList()
         self.pool = nn.ModuleList()
@@ -122,6 +130,8 @@ class UNet3d(nn.Module):
         for i in reversed(range(depth)):
             self.up.append(nn.ConvTranspose3d(ch[i + 1], ch[i], 2, stride=2))
             self.upblock.append(Block(2 * ch[i], ch[i]))
+        if scale > 1:
+            self.sr = nn.ConvTranspose3d(ch[0], ch[0], scale, stride=scale)
         self.head = nn.Conv3d(ch[0], cout, 1)
         self.skip = min(cin, cout)
 
@@ -136,6 +146,10 @@ class UNet3d(nn.Module):
         for up, blk in zip(self.up, self.upblock):
             h = up(h)
             h = blk(torch.cat([h, skips.pop()], dim=1))
+        if self.scale > 1:
+            h = F.leaky_relu(self.sr(h), 0.1)
+            x = F.interpolate(x, scale_factor=self.scale, mode="trilinear",
+                              align_corners=False)
         out = self.head(h)
         k = self.skip
         return torch.cat([out[:, :k] + x[:, :k], out[:, k:]], dim=1)
@@ -288,10 +302,13 @@ def pass_geometry(crop: int, depth: int, extent: Sequence[int], tile: int = 0,
 
 
 def validation_loss(model: nn.Module, loader: TorchLoader, pad: int,
-                    norm: Sequence[torch.Tensor], amp: bool, dev: torch.device) -> float:
+                    norm: Sequence[torch.Tensor], amp: bool, dev: torch.device,
+                    scale: int = 1) -> float:
     """The mean squared error (normalised units, as the training loss) over
     every voxel and channel of the pass's region: the whole pass on every
-    rank, each tile's owned part only, sums all_reduced over the ranks."""
+    rank, each tile's owned part only, sums all_reduced over the ranks.
+    `scale`: the target's grid is that many times finer (the tile, its
+    owned part and the pad in fine voxels are scale x meta.tile's)."""
     mx, sx, my, sy = norm
     was_training = model.training
     model.eval()
@@ -302,13 +319,13 @@ def validation_loss(model: nn.Module, loader: TorchLoader, pad: int,
             x, y, meta = loader.next()
             with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
                 pred = model(normalise(x, mx, sx))
-            # The target is the tile itself (edge T); the prediction covers
-            # the padded crop: its centre is the tile.
-            T = y.shape[-1]
-            tile = pred[..., pad:pad + T, pad:pad + T, pad:pad + T]
+            # The target is the tile itself (edge T, fine voxels); the
+            # prediction covers the padded crop: its centre is the tile.
+            T, p = y.shape[-1], scale * pad
+            tile = pred[..., p:p + T, p:p + T, p:p + T]
             err = (tile.float() - normalise(y, my, sy)).square()
             for i in range(meta.count):  # the real slots; each its owned part
-                _, _, _, oz, oy, ox, nz, ny, nx = meta.tile[i]
+                oz, oy, ox, nz, ny, nx = (scale * v for v in meta.tile[i][3:])
                 e = err[i, :, oz:oz + nz, oy:oy + ny, ox:ox + nx]
                 sums[0] += e.sum(dtype=torch.float64)
                 sums[1] += e.numel()
@@ -389,6 +406,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--input", default="Nbody", help="input dataset")
     p.add_argument("--target", default="Hydro", help="target dataset")
     p.add_argument("--crop", type=int, default=64, help="crop edge (divisible by 2**depth)")
+    p.add_argument("--scale-factor", type=int, default=1, metavar="F",
+                   help="super-resolution: the target on a grid F times finer (slabfeed-gen "
+                        "--scale-factor F writes such a pair); the U-Net gets a scale head "
+                        "and its output crop is F x --crop")
     p.add_argument("--batch", type=int, default=2, help="local batch per rank")
     p.add_argument("--steps", type=int, default=1000, help="train until this global step")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
@@ -468,6 +489,8 @@ def check_args(a: argparse.Namespace) -> None:
                          f"take e.g. --crop {lo or hi}" + (f" or {hi}" if lo else ""))
     if not 0 <= a.holdout_frac < 1:
         raise UsageError(f"--holdout-frac {a.holdout_frac}: must be in [0, 1)")
+    if not 1 <= a.scale_factor <= 16:
+        raise UsageError(f"--scale-factor {a.scale_factor}: must be 1..16")
     if not a.lr > 0:
         raise UsageError(f"--lr {a.lr}: must be positive")
 
@@ -521,6 +544,10 @@ def save_checkpoint(path: str, state: Dict[str, Any], rank: int, dev: torch.devi
         try:
             with open(tmp, "xb") as f:
                 torch.save(state, f)
+                if os.environ.get("SLABFEED_TEST_FAIL", "") in ("example.save",
+                                                                "example.save@0"):
+                    raise OSError(f"injected failure writing {tmp} "
+                                  "(SLABFEED_TEST_FAIL=example.save@0)")
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -604,6 +631,10 @@ def main(argv: Optional[Sequence[str]] = None,
                                   a.val_pad)
         if a.resume:
             ck = load_checkpoint(a.resume, dev)
+            was = ck.get("args", {}).get("scale_factor", 1)
+            if was != a.scale_factor:
+                raise UsageError(f"--resume {a.resume} was trained with --scale-factor "
+                                 f"{was}, this run {a.scale_factor}")
             if ck.get("holdout") != band or ck.get("holdout_volumes", "") != held_vols:
                 raise UsageError(
                     f"--resume {a.resume} held out {ck.get('holdout')} (volumes "
@@ -624,7 +655,8 @@ def main(argv: Optional[Sequence[str]] = None,
                                  dtype=dtype, prefetch=a.prefetch,
                                  node_memory=a.node_memory, locality=a.locality,
                                  holdout=[band] if band else None,
-                                 holdout_volumes=held_vols or None)
+                                 holdout_volumes=held_vols or None,
+                                 scale_factor=a.scale_factor)
             opened.append(loader)
         volumes = loader.loader.volumes()
         if box is None:
@@ -652,7 +684,7 @@ def main(argv: Optional[Sequence[str]] = None,
                     batch=a.val_batch or a.batch, tile=vgeom[0], pad=vgeom[1],
                     region=[region] if region else None, input_vectors=VECTORS,
                     target_vectors=VECTORS, dtype=dtype, prefetch=a.prefetch,
-                    node_memory=a.node_memory))
+                    node_memory=a.node_memory, scale_factor=a.scale_factor))
                 opened.append(vloaders[-1])
     except _cli.JobError:  # on every rank alike: the loaders open close
         for v in reversed(opened):
@@ -681,7 +713,7 @@ def main(argv: Optional[Sequence[str]] = None,
         for v in vloaders:
             vstack.enter_context(v)
         torch.manual_seed(a.seed)
-        model = UNet3d(4, 5, a.base, a.depth).to(dev)
+        model = UNet3d(4, 5, a.base, a.depth, a.scale_factor).to(dev)
         ddp = DDP(model, device_ids=[dev.index] if gpu else None)
         opt = torch.optim.Adam(ddp.parameters(), lr=a.lr)
         step = 0
@@ -694,6 +726,8 @@ def main(argv: Optional[Sequence[str]] = None,
         if rank == 0:
             print(f"train_unet: {world} rank(s), {backend}, {dev.type}, batch "
                   f"{a.batch}x{world} of {a.crop}^3 {dtype}, "
+                  + (f"target {a.scale_factor * a.crop}^3 (x{a.scale_factor} "
+                     "super-resolution), " if a.scale_factor > 1 else "") +
                   f"{sum(p.numel() for p in model.parameters())} parameters, "
                   f"{len(loader)} steps/epoch, from step {step}", flush=True)
             print(loader.loader.placement(), flush=True)
@@ -752,7 +786,7 @@ def main(argv: Optional[Sequence[str]] = None,
                     # Over the band, or the held-out volumes weighted by
                     # their voxels (each pass's loss is its voxel mean).
                     losses = [validation_loss(model, v, vgeom[1], (mx, sx, my, sy),
-                                              amp, dev) for v in vloaders]
+                                              amp, dev, a.scale_factor) for v in vloaders]
                     wts = [vox or 1 for _, _, vox in vsets]
                     rec["val_loss"] = sum(l * w for l, w in zip(losses, wts)) / sum(wts)
                     val = (f" val_loss {rec['val_loss']:.6f} "

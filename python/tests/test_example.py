@@ -6,7 +6,9 @@ and computes the same losses as one that never stopped; the validation loss
 over the held-out band is printed beside the training loss and is finite.
 predict.py writes the band (and the whole box, under a pass symmetry) with
 slabfeed.Writer: the files have the region's shape and the printed errors
-and spectrum ratios are finite numbers."""
+and spectrum ratios are finite numbers. A super-resolution pair
+(--scale-factor 2) trains with the U-Net's scale head, and predict.py writes
+its fine grid, the values those of the model applied to the input."""
 from __future__ import annotations
 
 import importlib.util
@@ -159,3 +161,92 @@ def test_suite_holdout_volumes(example, workdir, capsys):
         assert "dataset: 3 volumes; held out: 2" in out, out
         assert "validation: 1 held-out volume(s)" in out, out
         assert len(recs) == 2 and all(math.isfinite(r["val_loss"]) for r in recs)
+
+
+def _generate_pair(path: str, shape: int, factor: int, seed: int) -> None:
+    """A super-resolution pair (the target `factor` x finer), written by
+    rank 0: tools.generate(scale_factor=) where the module has it, else
+    slabfeed-gen --scale-factor (the build's app, one process outside this
+    job: none of its launcher's variables)."""
+    try:
+        slabfeed.tools.generate(COMM, path, shape=shape, content="field", seed=seed,
+                                scale_factor=factor)
+        return
+    except TypeError:  # no scale_factor keyword in this build's tools.generate
+        pass
+    err = None
+    if COMM.rank == 0:
+        import subprocess
+        apps = Path(os.environ.get("SLABFEED_APPS_TEST_DIR", SOURCE / "build" / "tests"))
+        gen = apps.parent / "apps" / "slabfeed-gen"
+        env = {k: v for k, v in os.environ.items()
+               if not re.match(r"(OMPI_|PMIX_|PMI_)", k) or k.startswith("OMPI_ALLOW")}
+        r = subprocess.run([str(gen), "--file", path, "--shape", str(shape), "--content",
+                            "field", "--seed", str(seed), "--scale-factor", str(factor),
+                            "--quiet"], env=env, capture_output=True, text=True, timeout=120)
+        err = None if r.returncode == 0 else f"{gen}: exit {r.returncode}\n{r.stdout}{r.stderr}"
+    err = COMM.bcast(err, root=0)
+    assert err is None, err
+
+
+def test_super_resolution(example, predict, workdir, capsys):
+    """--scale-factor 2 on a generated pair (input 16^3, target 32^3): the
+    U-Net with its scale head trains a few steps (finite losses, the
+    validation over the band on the fine grid), the checkpoint keeps the
+    factor, and predict.py writes the whole box on the fine grid (5 x 32^3,
+    the writer like the target); the written values are the model applied
+    to the input: two tiles recomputed on rank 0 from the reference
+    reader's padded input crops, against the file's fine tiles."""
+    f, n = 2, 16
+    pair = os.path.join(workdir, "pair16x2.h5")
+    _generate_pair(pair, n, f, seed=5)
+    ck = os.path.join(workdir, "sr-ck.pt")
+    recs = example.main(["--file", pair, "--scale-factor", str(f), "--crop", "8",
+                         "--batch", "2", "--base", "4", "--depth", "1", "--steps", "4",
+                         "--log-every", "2", "--norm-batches", "1", "--threads", "1",
+                         "--ckpt", ck] + device_args())
+    printed = capsys.readouterr().out
+    if COMM.rank == 0:
+        assert "target 16^3 (x2 super-resolution)" in printed, printed
+        assert [r["step"] for r in recs] == [2, 4], recs
+        assert all(math.isfinite(r["loss"]) for r in recs)
+        assert math.isfinite(recs[-1]["val_loss"]), recs
+    out = os.path.join(workdir, "sr-whole.h5")
+    T, P = 4, 2
+    r = predict.main(["--ckpt", ck, "--out", out, "--region", "whole", "--tile", str(T),
+                      "--pad", str(P), "--threads", "1", "--no-amp"] + device_args()[:2])
+    capsys.readouterr()
+    info = slabfeed.tools.describe(out, "prediction", "cf")
+    assert tuple(info["dims"]) == (5, f * n, f * n, f * n), info
+    if COMM.rank != 0:
+        return
+    assert tuple(r["shape"]) == (5, f * n, f * n, f * n)
+    assert all(math.isfinite(v) for v in r["compare"]["rmse"])
+    import numpy as np
+
+    ckpt = torch.load(ck, map_location="cpu")
+    assert ckpt["args"]["scale_factor"] == f
+    model = example.UNet3d(4, 5, ckpt["args"]["base"], ckpt["args"]["depth"], f)
+    model.load_state_dict(ckpt["model"])
+    model.eval()
+    norm = {k: torch.tensor(v).view(1, -1, 1, 1, 1) for k, v in ckpt["norm"].items()}
+    worst = 0.0
+    with slabfeed.tools.Reader(pair) as rd, slabfeed.tools.Reader(out) as wr:
+        for tile in ((4, 8, 4), (8, 4, 8)):  # tile origins (coarse), crops inside the box
+            x = rd.crop("Nbody", tuple(t - P for t in tile), T + 2 * P)
+            with torch.no_grad():
+                y = model(example.normalise(torch.from_numpy(x.copy())[None],
+                                            norm["input_mean"], norm["input_std"]))
+            y = (y * norm["target_std"] + norm["target_mean"])[0].numpy()
+            c = f * P
+            want = y[:, c:c + f * T, c:c + f * T, c:c + f * T]
+            got = wr.crop("prediction", tuple(f * t for t in tile), f * T, layout="cf")
+            assert got.shape == want.shape == (5, f * T, f * T, f * T)
+            # CPU: float32 both ways; GPU: bf16 batches and TF32 convolutions.
+            tol = 1e-4 if BACKEND == "gloo" else 3e-2
+            assert np.allclose(got, want, rtol=tol, atol=tol * np.abs(want).max()), \
+                (tile, float(np.abs(got - want).max()))
+            assert np.abs(want).max() > 0.1  # a field, not zeros
+            worst = max(worst, float(np.abs(got - want).max()))
+    print(f"example ({BACKEND}): x{f} super-resolution, prediction {r['shape']}, two "
+          f"tiles recomputed: max |difference| {worst:.3g}")
