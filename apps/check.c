@@ -235,6 +235,12 @@ int main(int argc, char **argv)
       slabfeed_open(MPI_COMM_WORLD, &cfg, &c.l, err, sizeof err);
   if (st != SLABFEED_OK) /* agreed by slabfeed_open */
     cli_fail_agreed(prog, st, err);
+  /* The reference takes the options as the loader resolved them (vector
+   * groups and normalisations given by field, by channel). */
+  slabfeed_config run;
+  slabfeed_config_init(&run);
+  if (slabfeed_loader_config(c.l, &run) == SLABFEED_OK)
+    c.cfg = &run;
   char line[1024];
   if (slabfeed_placement(c.l, line, sizeof line) == SLABFEED_OK && rank == 0)
     printf("%s\n", line);

@@ -305,6 +305,15 @@ typedef struct slabfeed_config {
    * the core scaled; a tiled pass's target is the fine tile and its writer
    * writes on the fine grid (docs/CONVENTIONS.md). */
   int scale_factor;
+  /* Added in 0.7: vector groups by field. Names of fields of the input
+   * (the target) that are vectors, "velocity,displacement": each must
+   * have 3 channels (components along z,y,x) and becomes the vector group
+   * of its channels in the concatenated input, after the groups of
+   * input_vectors. NULL or "": none. (Normalisation by field needs no
+   * option: input_norm may give one entry per field instead of one per
+   * channel, each applied to every channel of its field.) */
+  const char *input_vector_fields;
+  const char *target_vector_fields;
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -594,6 +603,20 @@ SLABFEED_API slabfeed_status slabfeed_seek(slabfeed_loader *l, uint64_t epoch,
  * Failure: SLABFEED_ERR_ARG for NULL arguments. Lifetime: values. */
 SLABFEED_API slabfeed_status slabfeed_tell(const slabfeed_loader *l,
                                            uint64_t *epoch, uint64_t *step);
+
+/* slabfeed_loader_config - the options the loader runs with: the caller's,
+ * with what open resolved from the files (options given by field made
+ * options by channel: the vector groups of input_vector_fields appended to
+ * input_vectors, a normalisation of one entry per field expanded to one
+ * per channel; docs/CONVENTIONS.md, "Fields"). Copies the first out->size
+ * bytes (set by slabfeed_config_init; an older caller's struct gets the
+ * fields it has).
+ * Collective no. Threads safe. Device none.
+ * Failure: SLABFEED_ERR_ARG for NULL arguments or out->size too small.
+ * Lifetime: out's strings point into the loader: valid until
+ *   slabfeed_close. */
+SLABFEED_API slabfeed_status slabfeed_loader_config(const slabfeed_loader *l,
+                                                    slabfeed_config *out);
 
 /* slabfeed_volume_count - the number of volumes of the loader's dataset
  * (1 for one file; several when `path` named a list, patterns or a

@@ -11,6 +11,9 @@
  *    here and concatenated here, bit for bit; the same crops as one 4-D
  *    dataset of those channels written here (the same stream, the same
  *    bits) and the same bytes held.
+ *  - Options by field (input_vector_fields, one normalisation entry per
+ *    field) give the bits of the same options by channel; refusals name
+ *    the field (not a vector of 3 channels, not a field of the list).
  *  - The reference reader takes a list of its file's datasets.
  *  - Refusals, on every rank alike and naming field, file and shapes:
  *    fields of different grids, a field pattern with the wrong number of
@@ -233,6 +236,90 @@ static void check_stream(const char *spec, const char *target)
   slabfeed_close(lb);
 }
 
+/* Options given by field: input_vector_fields "velocity" and one
+ * normalisation entry per field give the same bits, batch by batch, as
+ * the vector group 1,2,3 and one entry per channel; refusals name the
+ * field. */
+static void check_by_field(const char *spec, const char *target)
+{
+  slabfeed_config a, b;
+  config(&a, spec, "density,velocity", target);
+  config(&b, spec, "density,velocity", target);
+  a.n_input_vectors = 0;
+  a.input_vector_fields = "velocity";
+  const slabfeed_norm dens = {.log = 1, .a = 1.0f, .shift = 0.5f, .scale = 2},
+                      vel = {.scale = 3}, dm = {.shift = 1, .scale = 2},
+                      extra = {.scale = 5};
+  a.n_input_norm = 2;
+  a.input_norm[0] = dens;
+  a.input_norm[1] = vel;
+  a.n_target_norm = 2;
+  a.target_norm[0] = dm;
+  a.target_norm[1] = extra;
+  b.n_input_norm = 4;
+  b.input_norm[0] = dens;
+  b.input_norm[1] = b.input_norm[2] = b.input_norm[3] = vel;
+  b.n_target_norm = 3;
+  b.target_norm[0] = dm;
+  b.target_norm[1] = b.target_norm[2] = extra;
+  slabfeed_loader *la = NULL, *lb = NULL;
+  char err[1024];
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &a, &la, err, sizeof err) == SLABFEED_OK,
+        "open by field: %s", err);
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &b, &lb, err, sizeof err) == SLABFEED_OK,
+        "open by channel: %s", err);
+  slabfeed_config r;
+  slabfeed_config_init(&r);
+  CHECK(la != NULL && slabfeed_loader_config(la, &r) == SLABFEED_OK &&
+            r.n_input_vectors == 1 && r.input_vectors[0][0] == 1 &&
+            r.input_vectors[0][1] == 2 && r.input_vectors[0][2] == 3 &&
+            r.n_input_norm == 4 && r.n_target_norm == 3 &&
+            r.input_norm[3].scale == 3 && r.target_norm[2].scale == 5 &&
+            r.input_vector_fields != NULL && r.input_vector_fields[0] == '\0',
+        "the loader's options by channel: %d groups, %d + %d norms",
+        r.n_input_vectors, r.n_input_norm, r.n_target_norm);
+  int differ = 0;
+  for (int s = 0; s < 20 && la != NULL && lb != NULL; s++) {
+    slabfeed_batch x = SLABFEED_BATCH_INIT, y = SLABFEED_BATCH_INIT;
+    CHECK(slabfeed_next(la, &x, NULL) == SLABFEED_OK &&
+              slabfeed_next(lb, &y, NULL) == SLABFEED_OK,
+          "next: %s", slabfeed_last_error(la));
+    differ += memcmp(x.input.data, y.input.data, 3 * 4 * 125 * 4) != 0 ||
+              memcmp(x.target.data, y.target.data, 3 * 3 * 125 * 4) != 0;
+  }
+  CHECK(differ == 0,
+        "options by field: %d of 20 batches differ from the "
+        "same options by channel",
+        differ);
+  slabfeed_close(la);
+  slabfeed_close(lb);
+  config(&a, spec, "density,velocity", target);
+  a.n_input_vectors = 0;
+  a.input_vector_fields = "density";
+  expect_refused(&a, "input_vector_fields: field 'density' of '",
+                 "has 1 channels; a vector field has 3", "scalar vector field");
+  a.input_vector_fields = "velocity,speed";
+  expect_refused(&a,
+                 "input_vector_fields names 'speed', which is not a "
+                 "field of the input 'density,velocity'",
+                 NULL, "unknown vector field");
+  a.input_vector_fields = "velocity";
+  a.input_vectors[0][0] = 1; /* velocity given twice: by channel, by field */
+  a.n_input_vectors = 1;
+  expect_refused(&a, "channel 1", NULL, "vector channel twice");
+  config(&a, spec, "density,velocity", target);
+  a.n_input_norm = 3;
+  a.input_norm[0] = a.input_norm[1] = a.input_norm[2] = vel;
+  expect_refused(&a,
+                 "input_norm has 3 entries but input dataset "
+                 "'density,velocity' has 4 channels: give one entry per "
+                 "channel (or one per field",
+                 NULL, "norm count");
+  if (rank == 0)
+    printf("  by field: vectors and normalisations by field equal those by "
+           "channel; refusals name the field\n");
+}
+
 /* The reference reader: a list of its file's datasets. */
 static void check_reader(void)
 {
@@ -405,6 +492,7 @@ int main(int argc, char **argv)
   snprintf(spec, sizeof spec, "%s/vol_*.h5", dir);
   snprintf(target, sizeof target, "dm@%s/dm/dm_*.h5 , extra", dir);
   check_stream(spec, target);
+  check_by_field(spec, target);
   check_reader();
   check_refusals(spec, target);
   check_gen_fields();

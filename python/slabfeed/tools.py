@@ -28,7 +28,8 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
              attrs: Optional[Dict[str, float]] = None,
              overwrite: bool = False,
              input_fields: Optional[str] = None,
-             target_fields: Optional[str] = None) -> None:
+             target_fields: Optional[str] = None,
+             scale_factor: int = 1) -> None:
     """Write a synthetic volume (``slabfeed_generate``), collective over comm.
 
     content ``'index'`` stores exact integers that tests recompute
@@ -44,6 +45,9 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
     ``input_fields`` ("density:1,velocity:3") writes the input as fields,
     datasets of their own (one channel: 3-D), read back with
     ``input="density,velocity"``; ``target_fields`` likewise.
+    ``scale_factor`` F > 1 writes a super-resolution pair: the target on
+    a grid F times finer on every axis (F x shape), the same field
+    sampled F times finer, read with the loader's ``scale_factor=F``.
     """
     text = None
     if attrs:
@@ -55,7 +59,8 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
                        chunked=chunked, chunk=chunk, float16=float16,
                        content=content, seed=seed, progress=progress,
                        attrs=text, overwrite=overwrite,
-                       input_fields=input_fields, target_fields=target_fields)
+                       input_fields=input_fields, target_fields=target_fields,
+                       scale_factor=scale_factor)
 
 
 def describe(path: PathLike, dataset: str, layout: str = "auto") -> Dict[str, Any]:

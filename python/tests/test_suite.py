@@ -115,3 +115,37 @@ def test_fields_list(suite):
                 r.close()
     with pytest.raises(TypeError, match="input entries must be names"):
         slabfeed.Loader(COMM, path=paths, input=["Nbody", 3])
+
+
+def test_sr_pair_and_vector_fields(workdir):
+    """tools.generate(scale_factor=2) writes the target on the fine grid;
+    a loader with scale_factor 2 gives, per sample, the reader's fine crop
+    of edge 2c at 2 x the origin (same symmetry), and input_vector_fields
+    names a field of three channels or is refused naming it."""
+    p = f"{workdir}/pair.h5"
+    slabfeed.tools.generate(COMM, p, shape=(8, 6, 10), content="field",
+                            seed=3, scale_factor=2, target_channels=3,
+                            overwrite=True)
+    r = Reader(p)
+    try:
+        with slabfeed.Loader(COMM, path=p, input="Nbody", target="Hydro",
+                             crop=3, batch=2, seed=9, scale_factor=2,
+                             input_vectors=[(1, 2, 3)],
+                             target_vectors=[(0, 1, 2)]) as loader:
+            for _ in range(6):
+                b = loader.next()
+                x, t = np.from_dlpack(b.input), np.from_dlpack(b.target)
+                assert t.shape[1:] == (3, 6, 6, 6)
+                for i, (o, g) in enumerate(zip(b.origin, b.symmetry)):
+                    want = r.crop("Nbody", o, 3, symmetry=g, vectors=[(1, 2, 3)])
+                    assert np.array_equal(x[i].view(np.uint32), want.view(np.uint32))
+                    fine = [2 * int(v) for v in o]
+                    want = r.crop("Hydro", fine, 6, symmetry=g, vectors=[(0, 1, 2)])
+                    assert np.array_equal(t[i].view(np.uint32), want.view(np.uint32))
+    finally:
+        r.close()
+    with pytest.raises(slabfeed.ArgumentError,
+                       match="field 'Nbody' of '.*pair.h5' has 4 channels; a "
+                             "vector field has 3"):
+        slabfeed.Loader(COMM, path=p, input="Nbody", target="Hydro", crop=3,
+                        scale_factor=2, input_vector_fields="Nbody")

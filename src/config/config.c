@@ -40,6 +40,14 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
                     "config: volume_weights and holdout_volumes are limited "
                     "to %d bytes",
                     SF_LIST_MAX - 1);
+  if ((c->input_vector_fields != NULL &&
+       strlen(c->input_vector_fields) >= SF_LIST_MAX) ||
+      (c->target_vector_fields != NULL &&
+       strlen(c->target_vector_fields) >= SF_LIST_MAX))
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: input_vector_fields and target_vector_fields "
+                    "are limited to %d bytes",
+                    SF_LIST_MAX - 1);
   if (c->params != NULL && strlen(c->params) >= SF_LIST_MAX)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: params is limited to %d bytes", SF_LIST_MAX - 1);
@@ -117,6 +125,88 @@ static slabfeed_status parse_fields(sf__config *c, int d, sf__err *e)
       break;
     p += len + 1;
   }
+  return SLABFEED_OK;
+}
+
+/* The fields of *_vector_fields of dataset d into c->vec_field[d]: each
+ * one of the dataset's fields, none twice. */
+static slabfeed_status parse_vector_fields(sf__config *c, int d, sf__err *e)
+{
+  const char *what = d == 0 ? "input" : "target";
+  const char *p = c->vec_text[d];
+  c->nvec[d] = 0;
+  if (p[0] != '\0' && d >= c->ndsets)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: target_vector_fields '%s' without a target", p);
+  for (int k = 0; p[0] != '\0'; k++) {
+    size_t len, a, b;
+    sf__list_entry(p, &len, &a, &b);
+    int f = 0;
+    while (f < c->nfields[d] && (strlen(c->field[d][f].name) != b - a ||
+                                 memcmp(c->field[d][f].name, p + a, b - a)))
+      f++;
+    if (f == c->nfields[d])
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: %s_vector_fields names '%.*s', which is not "
+                      "a field of the %s '%s'",
+                      what, (int)(b - a), p + a, what,
+                      d == 0 ? c->input : c->target);
+    for (int j = 0; j < k; j++)
+      if (c->vec_field[d][j] == f)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: %s_vector_fields names '%s' twice", what,
+                        c->field[d][f].name);
+    c->vec_field[d][k] = f;
+    c->nvec[d] = k + 1;
+    if (p[len] == '\0')
+      break;
+    p += len + 1;
+  }
+  return SLABFEED_OK;
+}
+
+slabfeed_status
+sf__config_resolve_fields(sf__config *c,
+                          const int64_t channels[2][SF_MAX_FIELDS], sf__err *e)
+{
+  for (int d = 0; d < c->ndsets; d++) {
+    const char *what = d == 0 ? "input" : "target";
+    int64_t c0[SF_MAX_FIELDS + 1] = {0};
+    for (int f = 0; f < c->nfields[d]; f++)
+      c0[f + 1] = c0[f] + channels[d][f];
+    const int64_t C = c0[c->nfields[d]];
+    int *ng = d == 0 ? &c->pub.n_input_vectors : &c->pub.n_target_vectors;
+    int(*g)[3] = d == 0 ? c->pub.input_vectors : c->pub.target_vectors;
+    for (int k = 0; k < c->nvec[d]; k++) {
+      const int f = c->vec_field[d][k];
+      if (channels[d][f] != 3)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: %s_vector_fields: field '%s' of '%s' has "
+                        "%lld channels; a vector field has 3 (along z,y,x)",
+                        what, c->field[d][f].name, c->path,
+                        (long long)channels[d][f]);
+      if (*ng >= SLABFEED_MAX_VECTORS)
+        return sf__fail(e, SLABFEED_ERR_ARG,
+                        "config: %s: more than %d vector groups with those "
+                        "of %s_vector_fields",
+                        what, SLABFEED_MAX_VECTORS, what);
+      for (int a = 0; a < 3; a++)
+        g[*ng][a] = (int)c0[f] + a;
+      (*ng)++;
+    }
+    c->nvec[d] = 0;
+    int *nn = d == 0 ? &c->pub.n_input_norm : &c->pub.n_target_norm;
+    slabfeed_norm *norm = d == 0 ? c->pub.input_norm : c->pub.target_norm;
+    if (*nn > 0 && *nn == c->nfields[d] && *nn != C && C <= SF_MAX_CHANNELS) {
+      slabfeed_norm by_field[SF_MAX_FIELDS];
+      memcpy(by_field, norm, sizeof(slabfeed_norm) * (size_t)*nn);
+      for (int f = 0; f < c->nfields[d]; f++)
+        for (int64_t k = c0[f]; k < c0[f + 1]; k++)
+          norm[k] = by_field[f];
+      *nn = (int)C;
+    }
+  }
+  c->vec_text[0][0] = c->vec_text[1][0] = '\0';
   return SLABFEED_OK;
 }
 
@@ -288,6 +378,15 @@ slabfeed_status sf__config_import(sf__config *c, const slabfeed_config *user,
   for (int d = 0; d < c->ndsets; d++)
     if (parse_fields(c, d, e) != SLABFEED_OK)
       return e->status;
+  for (int d = 0; d < 2; d++) {
+    const char *t =
+        d == 0 ? c->pub.input_vector_fields : c->pub.target_vector_fields;
+    snprintf(c->vec_text[d], sizeof c->vec_text[d], "%s", t ? t : "");
+    if (parse_vector_fields(c, d, e) != SLABFEED_OK)
+      return e->status;
+  }
+  c->pub.input_vector_fields = c->vec_text[0];
+  c->pub.target_vector_fields = c->vec_text[1];
   c->rank_per_node = c->pub.rank_per_node;
   if (c->rank_per_node < 0) {
     /* The environment takes the option's own text form (1/0, yes/no,
@@ -477,7 +576,8 @@ static slabfeed_status check_norms(const char *what, const char *option,
   if (n != C)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: %s has %d entries but %s dataset '%s' has %lld "
-                    "channels: give one entry per channel (or none)",
+                    "channels: give one entry per channel (or one per field "
+                    "of a list of fields, or none)",
                     option, n, what, dataset, (long long)C);
   for (int v = 0; v < ngroups; v++)
     for (int a = 0; a < 3; a++) {

@@ -33,6 +33,12 @@ typedef struct sf__config {
    * order: "density,velocity", "velocity@/data/vel_*.h5" */
   int nfields[2];
   sf__field field[2][SF_MAX_FIELDS];
+  /* input_vector_fields, target_vector_fields: the text, and the fields
+   * named (indices into field[d]) until sf__config_resolve_fields makes
+   * them vector groups (nvec 0 after it). */
+  char vec_text[2][SF_LIST_MAX];
+  int nvec[2];
+  int vec_field[2][SF_MAX_FIELDS];
   char weights[SF_LIST_MAX], holdout_volumes[SF_LIST_MAX];
   char params[SF_LIST_MAX];
   int nparams; /* K: the names of params, parsed */
@@ -93,6 +99,17 @@ slabfeed_status sf__config_agree(MPI_Comm comm, const sf__config *c,
 slabfeed_status sf__config_check_data(const sf__config *c,
                                       const slabfeed_dataset_info info[],
                                       sf__err *e);
+
+/* Local. The options given by field, made options by channel once the
+ * fields' channel counts are known (channels[d][f]: field f of dataset d,
+ * 0 input, 1 target): each field of *_vector_fields (3 channels, else
+ * refused naming it) becomes the vector group of its channels, after the
+ * groups given by channel; a normalisation of one entry per field (when
+ * that is not also one per channel) becomes the entry of each channel of
+ * its field. Idempotent: afterwards the options are by channel only. */
+slabfeed_status
+sf__config_resolve_fields(sf__config *c,
+                          const int64_t channels[2][SF_MAX_FIELDS], sf__err *e);
 
 /* The held-out regions with their extents resolved for a box of `shape`
  * (an extent of 0 is the whole axis) into boxes[n_holdout][6]. */

@@ -269,8 +269,9 @@ const sf__option sf__options[] = {
       .max = SLABFEED_MAX_CHANNELS,
       .default_value = "",
       .metavar = "SHIFT,SCALE;...",
-      .help = "normalisation of the input, one entry per channel: SHIFT,SCALE "
-              "makes (x - SHIFT) / SCALE, log(A),SHIFT,SCALE makes "
+      .help = "normalisation of the input, one entry per channel (or one "
+              "per field, for every channel of it): SHIFT,SCALE makes "
+              "(x - SHIFT) / SCALE, log(A),SHIFT,SCALE makes "
               "(log(x + A) - SHIFT) / SCALE; none when empty"},
      FIELD(input_norm),
      .count_at = offsetof(slabfeed_config, n_input_norm)},
@@ -280,8 +281,8 @@ const sf__option sf__options[] = {
       .max = SLABFEED_MAX_CHANNELS,
       .default_value = "",
       .metavar = "SHIFT,SCALE;...",
-      .help = "normalisation of the target, one entry per channel (as "
-              "input_norm); none when empty"},
+      .help = "normalisation of the target, one entry per channel or per "
+              "field (as input_norm); none when empty"},
      FIELD(target_norm),
      .count_at = offsetof(slabfeed_config, n_target_norm)},
     {{.name = "target_pad",
@@ -384,6 +385,23 @@ const sf__option sf__options[] = {
               "(super-resolution): its crop is S x the input crop at S x "
               "its origin; a pass's writer writes on that grid"},
      FIELD(scale_factor)},
+    {{.name = "input_vector_fields",
+      .flag = "input-vector-fields",
+      .kind = SLABFEED_OPTION_STRING,
+      .default_value = "",
+      .metavar = "FIELD,...",
+      .help = "fields of the input that are vectors (3 channels along z,y,x), "
+              "each rotated as a vector; with --input-vector, its groups "
+              "come first"},
+     FIELD(input_vector_fields)},
+    {{.name = "target_vector_fields",
+      .flag = "target-vector-fields",
+      .kind = SLABFEED_OPTION_STRING,
+      .default_value = "",
+      .metavar = "FIELD,...",
+      .help = "fields of the target that are vectors (as "
+              "--input-vector-fields)"},
+     FIELD(target_vector_fields)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);

@@ -176,6 +176,16 @@ static slabfeed_status one_open(sf__volume *v, int i, one *o, sf__err *e)
   return open_files(v, i, o, 0, e);
 }
 
+/* The channels of each field of o. */
+static void field_channels(const sf__config *c, const one *o,
+                           int64_t ch[2][SF_MAX_FIELDS])
+{
+  memset(ch, 0, sizeof(int64_t) * 2 * SF_MAX_FIELDS);
+  for (int d = 0; d < c->ndsets; d++)
+    for (int f = 0; f < c->nfields[d]; f++)
+      ch[d][f] = o->finfo[d][f].channels;
+}
+
 /* Volume i against the options (with its own path in the messages) and
  * against volume 0. Local. */
 static slabfeed_status one_check(const sf__volume *v, int i, const one *o,
@@ -188,10 +198,23 @@ static slabfeed_status one_check(const sf__volume *v, int i, const one *o,
   *named = *c;
   snprintf(named->path, sizeof named->path, "%s", v->suite.path[i]);
   named->pub.path = named->path;
-  sf__config_check_data(named, o->info, e);
+  int64_t ch[2][SF_MAX_FIELDS];
+  field_channels(c, o, ch);
+  if (sf__config_resolve_fields(named, (const int64_t(*)[SF_MAX_FIELDS])ch,
+                                e) == SLABFEED_OK)
+    sf__config_check_data(named, o->info, e);
   free(named);
   if (e->status != SLABFEED_OK || i == 0)
     return e->status;
+  for (int d = 0; d < c->ndsets; d++)
+    for (int f = 0; f < c->nfields[d]; f++)
+      if (ch[d][f] != v->fchannels[d][f])
+        return sf__fail(e, SLABFEED_ERR_FORMAT,
+                        "dataset: field '%s' has %lld channels in '%s' but "
+                        "%lld in volume 0 '%s'",
+                        c->field[d][f].name, (long long)ch[d][f],
+                        v->suite.path[i], (long long)v->fchannels[d][f],
+                        v->suite.path[0]);
   for (int d = 0; d < c->ndsets; d++) {
     const slabfeed_dataset_info *a = &v->info[d], *b = &o->info[d];
     char how[160] = "";
@@ -306,8 +329,10 @@ slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
     one o;
     if (one_open(v, i, &o, e) == SLABFEED_OK &&
         one_check(v, i, &o, e) == SLABFEED_OK &&
-        one_params(v, i, &o, e) == SLABFEED_OK && i == 0)
+        one_params(v, i, &o, e) == SLABFEED_OK && i == 0) {
       memcpy(v->info, o.info, sizeof v->info);
+      field_channels(v->cfg, &o, v->fchannels);
+    }
     one_close(&o);
     if (sf__agree(comm, e) != SLABFEED_OK)
       break;

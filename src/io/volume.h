@@ -19,12 +19,14 @@ typedef struct sf__volume {
   const sf__config *cfg;
   MPI_Comm comm;
   int rank;
-  sf__suite suite;                    /* the volumes, stacked along z */
-  sf__suite fsuite[2][SF_MAX_FIELDS]; /* the files of fields with files of
-                                         their own (n 0: the volume's) */
-  slabfeed_dataset_info info[2];      /* input, target of the stacked box (z:
-                                         the sum of the volumes' planes), valid
-                                         after open */
+  sf__suite suite;                     /* the volumes, stacked along z */
+  sf__suite fsuite[2][SF_MAX_FIELDS];  /* the files of fields with files of
+                                          their own (n 0: the volume's) */
+  slabfeed_dataset_info info[2];       /* input, target of the stacked box (z:
+                                          the sum of the volumes' planes), valid
+                                          after open */
+  int64_t fchannels[2][SF_MAX_FIELDS]; /* channels of each field, alike in
+                                          every volume (checked) */
   sf__h5_quiet quiet; /* HDF5's error stack, silenced while open */
 } sf__volume;
 

@@ -212,6 +212,9 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
   slabfeed_dataset_info info[2];
   memset(info, 0, sizeof info);
   if (sf__volume_open(&v, l->comm, l->rank, &l->cfg, e) == SLABFEED_OK &&
+      sf__config_resolve_fields(&l->cfg,
+                                (const int64_t(*)[SF_MAX_FIELDS])v.fchannels,
+                                e) == SLABFEED_OK &&
       (stack_training(l, &v, e), sf__suite_copy(&l->suite, &v.suite, e),
        sf__agree(l->comm, e)) == SLABFEED_OK) {
     memcpy(info, v.info, sizeof info);
@@ -367,6 +370,17 @@ slabfeed_status slabfeed_stats_get(const slabfeed_loader *l,
   slabfeed_stats s;
   sf__stats_read((sf__stats *)&l->stats, &s);
   sf__sized_write(out, &s, sizeof s, SF_STATS_MIN);
+  return SLABFEED_OK;
+}
+
+slabfeed_status slabfeed_loader_config(const slabfeed_loader *l,
+                                       slabfeed_config *out)
+{
+  if (l == NULL || out == NULL || out->size < sizeof(size_t) + sizeof(char *))
+    return SLABFEED_ERR_ARG;
+  const size_t size = out->size;
+  memcpy(out, &l->cfg.pub, size < sizeof l->cfg.pub ? size : sizeof l->cfg.pub);
+  out->size = size;
   return SLABFEED_OK;
 }
 
