@@ -39,6 +39,7 @@ No torch.distributed: the loader and the writer work over MPI. A user error
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -97,6 +98,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--no-amp", action="store_true", help="no bf16 autocast on GPU")
     p.add_argument("--spectrum-channel", type=int, default=0,
                    help="the channel whose power spectra are compared")
+    p.add_argument("--picture", default=None, metavar="PNG",
+                   help="also draw the prediction beside the truth, their difference and "
+                        "the power-spectrum ratio into this PNG (slabfeed.pictures; needs "
+                        "matplotlib: Debian's python3-matplotlib)")
     p.add_argument("--no-report", action="store_true",
                    help="write only; no comparison on rank 0 (for boxes too large for "
                         "one process's memory)")
@@ -144,9 +149,12 @@ def compare(truth: np.ndarray, pred: np.ndarray, channel: int) -> Dict[str, Any]
     _, pp, _ = power_spectrum(pred[channel].astype(np.float64))
     # Up to the Nyquist wavenumber of an axis (|k| <= 1/2): beyond it the
     # shells hold only the corners of the k box.
+    inside = [i for i in range(1, len(k)) if k[i] <= 0.5 and modes[i] > 0]
+    floor = 1e-8 * max([pt[i] for i in inside if np.isfinite(pt[i])] + [0.0])
     bins = [(float(k[i]), float(pp[i] / pt[i]), int(modes[i]))
-            for i in range(1, len(k)) if k[i] <= 0.5 and modes[i] > 0 and pt[i] > 0]
-    return {"rmse": rmse.tolist(), "rel": rel.tolist(), "spectrum": bins}
+            for i in inside if pt[i] > floor]
+    return {"rmse": rmse.tolist(), "rel": rel.tolist(), "spectrum": bins,
+            "faint": len(inside) - len(bins)}
 
 
 def report(r: Dict[str, Any], channel: int) -> None:
@@ -161,6 +169,10 @@ def report(r: Dict[str, Any], channel: int) -> None:
     print(f"  {'k':>8} {'ratio':>10} {'modes':>8}")
     for k, ratio, modes in r["spectrum"]:
         print(f"  {k:8.4f} {ratio:10.4f} {modes:8d}")
+    if r.get("faint"):
+        print(f"  ({r['faint']} bins left out where the truth has almost no power, "
+              f"below 1e-8 of its peak: there the ratio compares noise with nothing; "
+              f"a synthetic slabfeed-gen box has power only at a few wavenumbers)")
     sys.stdout.flush()
 
 
@@ -239,6 +251,15 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                             ("--threads", a.threads, 0)):
             if v < lo:
                 raise UsageError(f"{name} {v}: must be {lo} or more")
+        if a.picture is not None:
+            if a.no_report:
+                raise UsageError("--picture draws the comparison: not with --no-report")
+            folder = os.path.dirname(os.path.abspath(a.picture))
+            if not os.path.isdir(folder):
+                raise UsageError(f"--picture {a.picture}: no folder {folder}")
+            if importlib.util.find_spec("matplotlib") is None:
+                raise UsageError("--picture needs matplotlib (Debian: apt-get install "
+                                 "python3-matplotlib; pip: pip install matplotlib)")
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     gpu = a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available())
@@ -334,6 +355,14 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                 pred = rd.crop(a.dataset, (0, 0, 0), fine, layout=a.layout)
             out["compare"] = compare(truth, pred, a.spectrum_channel)
             report(out["compare"], a.spectrum_channel)
+            if a.picture is not None:
+                from slabfeed import pictures
+                pictures.save_comparison(
+                    a.picture, pred, truth, channel=a.spectrum_channel,
+                    title=f"{a.out}: channel {a.spectrum_channel} "
+                          f"({(CHANNELS + [''] * 64)[a.spectrum_channel]}), middle z slice")
+                print(f"predict: drew the prediction beside the truth in {a.picture}",
+                      flush=True)
     comm.Barrier()
     return out
 

@@ -52,11 +52,13 @@ class Job:
     """A job started with mpiexec in its own session (so that a hung job is
     killed whole), its output collected as it comes."""
 
-    def __init__(self, np: int, argv: List[str]) -> None:
+    def __init__(self, np: int, argv: List[str],
+                 env: Optional[dict] = None) -> None:
         self.cmd = [MPIEXEC, NPFLAG, str(np), *PREFLAGS, *argv]
         self.t0 = time.time()
         self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, env=_env(),
+                                  stderr=subprocess.STDOUT,
+                                  env={**_env(), **(env or {})},
                                   start_new_session=True, text=True)
         self.lines: List[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -167,7 +169,7 @@ def field_volume(workdir):
     path = os.path.join(workdir, "field32.h5")
     code = ("import sys; from mpi4py import MPI; import slabfeed.tools; "
             "slabfeed.tools.generate(MPI.COMM_WORLD, sys.argv[1], shape=32, "
-            "content='field', seed=1)")
+            "content='field', seed=1, overwrite=True)")
     rc, _ = Job(1, [sys.executable, "-c", code, path]).finish()
     assert rc == 0
     return path
@@ -182,16 +184,20 @@ def _example(volume: str, *more: str, launch: Tuple[str, ...] = ("-m", "mpi4py")
 
 @pytest.mark.parametrize("launch", [("-m", "mpi4py"), ()], ids=["mpi4py", "plain"])
 def test_example_failure_on_rank0_ends_the_job(field_volume, launch):
-    """Rank 0 cannot write its checkpoint (no such directory) while rank 1
-    waits in the checkpoint's barrier: the job ends, with the documented
-    launch and with a plain `python3 examples/train_unet.py` (srun's)."""
+    """Rank 0 fails writing its checkpoint (an injected write error; a
+    missing folder is refused before training) while rank 1 waits in the
+    checkpoint's barrier: the job ends, with the documented launch and
+    with a plain `python3 examples/train_unet.py` (srun's)."""
+    ckpt = os.path.join(os.path.dirname(os.path.abspath(field_volume)),
+                        f"abort_{'_'.join(launch) or 'plain'}.pt")
     job = Job(2, _example(field_volume, "--steps", "6", "--every", "2",
-                          "--ckpt", "/no/such/dir/run.pt", launch=launch))
+                          "--ckpt", ckpt, "--overwrite", launch=launch),
+              env={"SLABFEED_TEST_FAIL": "example.save@0"})
     # rank 0 prints step 2, then fails to write the checkpoint
     assert job.wait_for(r"step +2 ", HANG / 2), f"no training step:\n{job.out}"
     t = time.time()
     rc, end = job.finish()
-    assert rc != 0 and "/no/such/dir" in job.out, job.out
+    assert rc != 0 and "injected failure writing" in job.out, job.out
     print(f"  example ({' '.join(launch) or 'plain'}): the job ended {end - t:.1f} s "
           f"after step 2 ({end - job.t0:.1f} s after the start)")
     assert end - t < PROMPT, job.out

@@ -142,6 +142,20 @@ def test_predict(example, predict, workdir, field_volume, capsys):
         assert all(math.isfinite(float(x)) for row in table + ratios for x in row[1:3])
         print(f"predict ({BACKEND}) {shape}: relative RMSE "
               + ", ".join(f"{q:.3f}" for q in c["rel"]))
+    # --picture: the comparison drawn (rank 0) into a PNG that decodes to
+    # the figure's size, its truth panel not blank.
+    mpimg = pytest.importorskip("matplotlib.image")
+    png = os.path.join(workdir, "band.png")
+    if COMM.rank == 0 and os.path.exists(png):
+        os.unlink(png)
+    COMM.Barrier()
+    predict.main(["--ckpt", ck, "--threads", "1", "--out", os.path.join(workdir, "band.h5"),
+                  "--overwrite", "--picture", png] + dev)
+    if COMM.rank == 0:
+        img = mpimg.imread(png)
+        assert img.shape[:2] == (450, 1800), img.shape
+        assert img[:, 450:900, :3].std() > 0.05  # the truth panel has structure
+        assert "drew the prediction beside the truth in" in capsys.readouterr().out
 
 
 def test_suite_holdout_volumes(example, workdir, capsys):
