@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 enum {
   MAX_OPTIONS = 64, /* per group */
@@ -879,6 +880,23 @@ const char *cli_layout_name(slabfeed_file_layout l)
 }
 
 /* Peak RSS from getrusage (kB on Linux), in bytes. */
+void cli_progress(const char *prog, int mode, int rank, const char *what,
+                  double done, double total, double *last)
+{
+  if (rank != 0 || mode == SLABFEED_PROGRESS_OFF || total <= 0 ||
+      !isatty(STDERR_FILENO))
+    return;
+  const double t = MPI_Wtime();
+  if (done<total && * last> 0 && t - *last < 0.5)
+    return;
+  if (*last == 0 && done >= total)
+    return; /* too short to have shown a line */
+  *last = t;
+  fprintf(stderr, "\r%s: %s %.0f of %.0f (%3.0f%%)%s", prog, what, done, total,
+          100 * done / total, done >= total ? "\n" : "   ");
+  fflush(stderr);
+}
+
 uint64_t cli_peak_rss(void)
 {
   struct rusage ru;

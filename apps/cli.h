@@ -210,6 +210,14 @@ void cli_print_option_table(FILE *f);
 const char *cli_dtype_name(slabfeed_dtype d);
 const char *cli_layout_name(slabfeed_file_layout l);
 
+/* The progress of an app's own long step (a pass's steps) on rank 0's
+ * stderr when it is a terminal and mode (slabfeed_config.progress) is not
+ * OFF: "PROG: WHAT done of total (PCT%)", redrawn in place at most every
+ * half second (*last: the time of the last line, 0 at the start); done ==
+ * total ends the line. Elsewhere a no-op: the app's final line reports. */
+void cli_progress(const char *prog, int mode, int rank, const char *what,
+                  double done, double total, double *last);
+
 /* Peak resident set size of this process in bytes. */
 uint64_t cli_peak_rss(void);
 

@@ -108,6 +108,8 @@ static int set_no_target(void *base, const char *value, char *err,
 static const cli_choice layouts[] = {
     {"cf", SLABFEED_LAYOUT_CF}, {"cl", SLABFEED_LAYOUT_CL}, {NULL, 0}};
 static const cli_choice dtypes[] = {{"f32", 0}, {"f16", 1}, {NULL, 0}};
+static const cli_choice progresses[] = {
+    {"auto", 1}, {"on", 2}, {"off", 0}, {NULL, 0}};
 static const cli_choice contents[] = {{"index", SLABFEED_CONTENT_INDEX},
                                       {"field", SLABFEED_CONTENT_FIELD},
                                       {NULL, 0}};
@@ -229,6 +231,13 @@ static const cli_option options[] = {
      .at = GEN(overwrite),
      .help = "replace an existing file (once the new one is complete); "
              "without it an existing file is refused and left as it was"},
+    {.name = "--progress",
+     .kind = CLI_ENUM,
+     .at = GEN(progress),
+     .choices = progresses,
+     .help = "progress of the writes and the read-back on rank 0's stderr: "
+             "auto for 1 GB or more (updated in place on a terminal, else a "
+             "final line), on for any size, off (--quiet: off unless given)"},
     {.name = "--quiet",
      .kind = CLI_FLAG,
      .at = offsetof(gen_args, quiet),
@@ -297,6 +306,7 @@ int main(int argc, char **argv)
   const char *prog = "slabfeed-gen";
   gen_args a = {.quiet = 0, .volumes = 1};
   slabfeed_gen_config_init(&a.g);
+  a.g.progress = -1; /* not given */
   const cli_app app = {
       prog,
       "Writes a synthetic volume in parallel: every rank writes its z-slab "
@@ -305,7 +315,8 @@ int main(int argc, char **argv)
       {{"options", options, &a}}};
   cli_parse(&app, argc, argv);
   slabfeed_gen_config *g = &a.g;
-  g->progress = !a.quiet;
+  if (g->progress < 0)
+    g->progress = a.quiet ? 0 : 1;
   const int nv = a.volumes;
   const char *spec = g->path;
   const uint64_t seed0 = g->seed;

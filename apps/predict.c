@@ -231,7 +231,7 @@ int main(int argc, char **argv)
   const uint64_t steps = slabfeed_steps_per_epoch(l);
   /* The identity of the dataset the outputs are like. */
   const int like_target = a.w.like != SLABFEED_LIKE_INPUT && cfg.target != NULL;
-  double t_next = 0, t_put = 0;
+  double t_next = 0, t_put = 0, shown = 0;
   uint64_t tiles = 0;
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = MPI_Wtime();
@@ -256,6 +256,8 @@ int main(int argc, char **argv)
     if (ls != SLABFEED_OK)
       cli_note(&st, msg, sizeof msg, ls, "%s", slabfeed_writer_last_error(w));
     tiles += (uint64_t)b.valid;
+    cli_progress(prog, (int)cfg.progress, rank, "pass step", (double)(s + 1),
+                 (double)steps, &shown);
   }
   const double t_pass = MPI_Wtime() - t0;
   const double tc0 = MPI_Wtime();

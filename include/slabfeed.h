@@ -125,6 +125,17 @@ typedef enum {
   SLABFEED_LAYOUT_CL = 2    /* channels-last (Z,Y,X,C) */
 } slabfeed_file_layout;
 
+/* Progress of long steps, printed by rank 0 alone on stderr. AUTO: steps
+ * of 1 GB or more (all ranks' bytes), a line updated in place when stderr
+ * is a terminal, else one line at the end; ON: every step, the same way;
+ * OFF: nothing. The functions without an option (slabfeed_field_stats)
+ * take the environment's SLABFEED_PROGRESS=auto|on|off. */
+typedef enum {
+  SLABFEED_PROGRESS_AUTO = 0,
+  SLABFEED_PROGRESS_ON = 1,
+  SLABFEED_PROGRESS_OFF = 2
+} slabfeed_progress;
+
 /* Which cube symmetries the sampler draws from (uniformly). */
 typedef enum {
   SLABFEED_SYM_ALL = 0,       /* all 48 elements */
@@ -314,6 +325,10 @@ typedef struct slabfeed_config {
    * channel, each applied to every channel of its field.) */
   const char *input_vector_fields;
   const char *target_vector_fields;
+  /* Added in 0.7: progress of the open's slab read and of the writer's
+   * close, printed by rank 0 alone on stderr (docs/CONVENTIONS.md,
+   * "Progress"). */
+  slabfeed_progress progress; /* default SLABFEED_PROGRESS_AUTO */
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the

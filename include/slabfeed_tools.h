@@ -205,7 +205,9 @@ typedef struct slabfeed_gen_config {
   int float16;                 /* 1: store IEEE half instead of float32 */
   slabfeed_content content;    /* default SLABFEED_CONTENT_INDEX */
   uint64_t seed;               /* for SLABFEED_CONTENT_FIELD */
-  int progress;                /* 1: rank 0 prints progress for > 1 GB */
+  int progress; /* 1: rank 0 reports the progress of 1 GB or more on stderr
+                   (updated in place on a terminal, else a final line);
+                   2: of any size; 0 (the default): none */
   /* Added in 0.7: numeric attributes of the file's root group (a
    * simulation's parameters, which the loader's `params` option reads):
    * "NAME=VALUE,NAME=VALUE", each VALUE a number stored as float64; NULL

@@ -17,7 +17,7 @@ set(SLABFEED_SOURCES
   src/transform/transform.c                             # host reference
   src/common/errors.c src/common/stats.c src/common/inject.c src/common/sys.c
   src/common/mpilib.c src/common/topo.c
-  src/common/geometry.c src/common/symmetry.c           # base
+  src/common/geometry.c src/common/symmetry.c src/common/progress.c # base
   src/tools/generate.c src/tools/reference.c src/tools/stats.c
   src/tools/numa_report.c)                              # tools, topology report
 if(SLABFEED_HAVE_CUDA)

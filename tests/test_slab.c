@@ -43,10 +43,25 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
   CHECK(sf__store_open(&s, MPI_COMM_WORLD, 2, ch, info[0].shape, &o, &e) ==
             SLABFEED_OK,
         "store: %s", e.msg);
+  /* The progress of the read counts exactly this rank's planes. */
+  double want_bytes = 0;
+  for (int k = 0; k < 2 && e.status == SLABFEED_OK; k++)
+    want_bytes += sf__slab_bytes(&s, k, info[k].channels, &info[k].shape[1], 0,
+                                 info[k].shape[0]);
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  sf__progress pg;
+  sf__progress_begin(&pg, SLABFEED_PROGRESS_ON, 0, "test_slab", want_bytes, 1);
   for (int k = 0; k < 2 && e.status == SLABFEED_OK; k++)
     sf__slab_read(&s, k, 0, d[k], path, names[k], &info[k], 0, info[k].shape[0],
-                  &e);
+                  &pg, &e);
   CHECK(sf__agree(MPI_COMM_WORLD, &e) == SLABFEED_OK, "read: %s", e.msg);
+  CHECK(want_bytes == 0 || pg.done == want_bytes,
+        "rank %d: progress counted %.0f bytes of the %.0f read", me, pg.done,
+        want_bytes);
+  if (me != 0)
+    pg.on = 0; /* one final line per case */
+  sf__progress_end(&pg, 1);
   if (e.status == SLABFEED_OK)
     sf__store_publish(&s, &e);
   H5Dclose(d[0]);

@@ -402,6 +402,17 @@ const sf__option sf__options[] = {
       .help = "fields of the target that are vectors (as "
               "--input-vector-fields)"},
      FIELD(target_vector_fields)},
+    {{.name = "progress",
+      .flag = "progress",
+      .kind = SLABFEED_OPTION_CHOICE,
+      .choices = "auto|on|off",
+      .default_value = "auto",
+      .metavar = "auto|on|off",
+      .help = "progress of the open's slab read and the writer's close on "
+              "rank 0's stderr: auto for steps of 1 GB or more (updated in "
+              "place on a terminal, else a final line), on for every step, "
+              "off"},
+     FIELD(progress)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);

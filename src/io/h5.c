@@ -494,7 +494,7 @@ static void widen_halves(float *buf, size_t n)
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
-                            int64_t cstride, sf__err *e)
+                            int64_t cstride, sf__progress *pg, sf__err *e)
 {
   const hsize_t mdims = (hsize_t)(info->channels * cstride);
   const hid_t fspace = H5Dget_space(dset);
@@ -543,6 +543,9 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
         if (rc >= 0)
           rc = H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, dst);
       }
+      if (rc >= 0 && n > 0 && pg != NULL)
+        sf__progress_add(pg, (double)n * (double)info->shape[1] *
+                                 (double)info->shape[2] * sizeof(float));
       if (rc < 0 && e->status == SLABFEED_OK) {
         sf__fail(e, SLABFEED_ERR_IO,
                  "reading planes [%lld, %lld) of channel %lld of '%s' in "

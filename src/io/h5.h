@@ -6,6 +6,7 @@
 #include <hdf5.h>
 
 #include "common/errors.h"
+#include "common/progress.h"
 
 /* True when this build reads with parallel HDF5 (MPI-IO, collective). */
 int sf__h5_is_parallel(void);
@@ -107,11 +108,12 @@ typedef struct sf__h5_run {
  * Datasets whose storage is not fully allocated (chunks never written,
  * read as the fill value) are read with independent I/O: collective reads
  * of them hang or fail in HDF5 1.10. runs == NULL: n_runs empty runs.
- * dst's channels are cstride floats apart. */
+ * dst's channels are cstride floats apart. Each run read counts its
+ * bytes (as float32) in pg (NULL: no progress). */
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
-                            int64_t cstride, sf__err *e);
+                            int64_t cstride, sf__progress *pg, sf__err *e);
 
 /* Local (metadata only). The numeric attribute `name` of `file` (path
  * for messages): "ATTR" on the root group, "OBJ/ATTR" on the group or

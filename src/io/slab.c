@@ -35,10 +35,27 @@ static int store_runs(const sf__store *s, int r, int64_t cap, int64_t z0,
   return n;
 }
 
+double sf__slab_bytes(const sf__store *s, int d, int64_t channels,
+                      const int64_t yx[2], int64_t z0, int64_t nz)
+{
+  const int64_t f = s->scale[d];
+  const int n = store_runs(s, s->rank, (int64_t)1 << 40, z0, nz, f, NULL, 0);
+  sf__h5_run *runs = n > 0 ? calloc((size_t)n, sizeof *runs) : NULL;
+  double planes = 0;
+  if (runs != NULL) {
+    store_runs(s, s->rank, (int64_t)1 << 40, z0, nz, f, runs, n);
+    for (int i = 0; i < n; i++)
+      planes += (double)runs[i].n;
+  }
+  free(runs);
+  return planes * (double)yx[0] * (double)yx[1] * (double)channels *
+         sizeof(float);
+}
+
 slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
                               const char *path, const char *name,
                               const slabfeed_dataset_info *info, int64_t z0,
-                              int64_t nz, sf__err *e)
+                              int64_t nz, sf__progress *pg, sf__err *e)
 {
   /* One channel's read stays below 1 GiB: large MPI-IO requests overflow
    * int counts in some MPI-IO stacks. */
@@ -65,7 +82,7 @@ slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
   float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d)) +
                c0 * s->cube[d] * sf__store_chan(s, s->rank);
   sf__h5_read(dset, path, name, info, runs, max_runs, dst,
-              s->cube[d] * sf__store_chan(s, s->rank), e);
+              s->cube[d] * sf__store_chan(s, s->rank), pg, e);
   free(runs);
   return e->status;
 }

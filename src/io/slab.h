@@ -6,6 +6,7 @@
 
 #include <hdf5.h>
 
+#include "common/progress.h"
 #include "store/store.h"
 
 /* Collective over the store's communicator (every rank makes the same
@@ -17,9 +18,16 @@
  * only the planes of this rank inside it are read, at the volume's own
  * plane size (store.h). A rank whose *e
  * already holds a failure takes part with empty transfers. */
+/* Local. The bytes (as float32) this rank reads of a field of dataset d
+ * with `channels` channels in the volume of planes [z0, z0 + nz) (the
+ * input's grid), whose file planes have yx[0] x yx[1] elements (the
+ * dataset's own grid: a dataset of scale f has f file planes per plane). */
+double sf__slab_bytes(const sf__store *s, int d, int64_t channels,
+                      const int64_t yx[2], int64_t z0, int64_t nz);
+
 slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
                               const char *path, const char *name,
                               const slabfeed_dataset_info *info, int64_t z0,
-                              int64_t nz, sf__err *e);
+                              int64_t nz, sf__progress *pg, sf__err *e);
 
 #endif

@@ -376,6 +376,23 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e)
 {
   const sf__config *c = v->cfg;
   SF_RANGE_PUSH("read");
+  /* Progress: this rank's bytes, and all ranks' (one reduction, made by
+   * every rank before any read). */
+  double mine = 0, all = 0;
+  for (int i = 0; i < v->suite.n; i++)
+    for (int d = 0; d < c->ndsets; d++)
+      for (int f = 0; f < c->nfields[d]; f++) {
+        const int64_t yx[2] = {s->scale[d] * v->suite.shape[i][1],
+                               s->scale[d] * v->suite.shape[i][2]};
+        mine += sf__slab_bytes(s, d, v->fchannels[d][f], yx, v->suite.z0[i],
+                               v->suite.z0[i + 1] - v->suite.z0[i]);
+      }
+  const int rc = MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, v->comm);
+  if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
+    sf__fail_mpi(e, rc, "MPI_Allreduce (bytes to read)");
+  sf__progress pg;
+  sf__progress_begin(&pg, c->pub.progress, v->rank, "reading the slabs", mine,
+                     mine > 0 ? all / mine : 1);
   for (int i = 0; i < v->suite.n; i++) {
     const char *path = v->suite.path[i];
     if (v->suite.z0[i + 1] == v->suite.z0[i])
@@ -400,7 +417,7 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e)
       int64_t c0 = 0;
       for (int f = 0; f < c->nfields[d]; f++) {
         sf__slab_read(s, d, c0, o.dset[d][f], field_path(v, d, f, i),
-                      c->field[d][f].name, &o.finfo[d][f], z0, nz, e);
+                      c->field[d][f].name, &o.finfo[d][f], z0, nz, &pg, e);
         c0 += o.finfo[d][f].channels;
       }
     }
@@ -412,6 +429,7 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e)
     if (sf__agree(v->comm, e) != SLABFEED_OK)
       break;
   }
+  sf__progress_end(&pg, e->status == SLABFEED_OK);
   SF_RANGE_POP();
   return e->status;
 }

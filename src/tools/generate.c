@@ -12,6 +12,7 @@
 #include "common/errors.h"
 #include "common/geometry.h"
 #include "common/inject.h"
+#include "common/progress.h"
 #include "io/aside.h"
 #include "io/h5.h"
 #include "plan/sampler.h"
@@ -410,7 +411,8 @@ typedef struct gen_run {
   gen_item item[SF_GEN_ITEMS]; /* the datasets written */
   int nitems;
   uint64_t sum[SF_GEN_ITEMS]; /* of the bytes this rank wrote, per dataset */
-  double done, total;         /* progress (bytes of all ranks) */
+  double total;               /* bytes of all ranks */
+  sf__progress pg;            /* of the writes, then of the read-back */
 } gen_run;
 
 /* Run i of this rank's planes of item it: [*z, *z + *n) (n may be 0). */
@@ -453,10 +455,8 @@ static slabfeed_status write_dataset(gen_run *g, hid_t dset, int k, sf__err *e)
   const slabfeed_gen_config *cfg = g->cfg;
   const gen_item *it = &g->item[k];
   const char *name = it->name;
-  const int64_t Z = it->n[0];
   const int64_t plane = it->C * it->n[1] * it->n[2];
   const int64_t runs = run_count(g, it);
-  const double base = g->done;
   const hid_t dxpl = collective_dxpl(e);
   for (int64_t i = 0; i < runs && dxpl >= 0; i++) {
     if (k == 0 && i == 0 && sf__inject("gen.write", g->rank))
@@ -479,23 +479,8 @@ static slabfeed_status write_dataset(gen_run *g, hid_t dset, int k, sf__err *e)
       const size_t bytes = (size_t)(n * plane) * g->tsize;
       g->sum[k] += sf__aside_sum(g->buf, bytes,
                                  (uint64_t)(i * it->cap * plane) * g->tsize);
+      sf__progress_add(&g->pg, (double)bytes);
     }
-    /* What all ranks have written after this run: rank r's first
-     * min(its planes, (i + 1) * cap) planes (ranks with fewer planes than
-     * rank 0 finish earlier and then write nothing). */
-    double written = 0;
-    for (int r = 0; r < g->size; r++) {
-      const int64_t have =
-          sf__split_begin(Z, g->size, r + 1) - sf__split_begin(Z, g->size, r);
-      written += (double)(have < (i + 1) * it->cap ? have : (i + 1) * it->cap);
-    }
-    const double now = base + written * (double)plane * (double)g->tsize;
-    if (cfg->progress && g->rank == 0 && g->total > 1e9 && now > g->done)
-      printf("slabfeed-gen: %s %5.1f%% of %.2f GB\n", name,
-             100.0 * (now < g->total ? now : g->total) / g->total,
-             g->total / 1e9),
-          fflush(stdout);
-    g->done = now;
   }
   if (dxpl >= 0)
     H5Pclose(dxpl);
@@ -535,6 +520,7 @@ static slabfeed_status verify_dataset(gen_run *g, hid_t file, int k,
     } else if (n > 0) {
       sum += sf__aside_sum(g->buf, (size_t)(n * plane) * g->tsize,
                            (uint64_t)(i * it->cap * plane) * g->tsize);
+      sf__progress_add(&g->pg, (double)(n * plane) * (double)g->tsize);
     }
   }
   if (e->status == SLABFEED_OK && sum != g->sum[k])
@@ -550,6 +536,25 @@ static slabfeed_status verify_dataset(gen_run *g, hid_t file, int k,
   return e->status;
 }
 
+/* The progress of a pass over this rank's planes of every dataset (the
+ * writes, the read-back): rank 0 reports as cfg->progress says. */
+static void progress_begin(gen_run *g, const char *what)
+{
+  double mine = 0;
+  for (int k = 0; k < g->nitems; k++) {
+    const gen_item *it = &g->item[k];
+    const int64_t Z = it->n[0];
+    mine += (double)(sf__split_begin(Z, g->size, g->rank + 1) -
+                     sf__split_begin(Z, g->size, g->rank)) *
+            (double)(it->C * it->n[1] * it->n[2]) * (double)g->tsize;
+  }
+  const int mode = g->cfg->progress == 2   ? SLABFEED_PROGRESS_ON
+                   : g->cfg->progress == 1 ? SLABFEED_PROGRESS_AUTO
+                                           : SLABFEED_PROGRESS_OFF;
+  sf__progress_begin(&g->pg, mode, g->rank, what, mine,
+                     mine > 0 ? g->total / mine : 1);
+}
+
 /* The read-back of sf__aside_commit (aside.h): after every rank synced the
  * closed file, each writing rank reads back its own planes. */
 static slabfeed_status verify_file(void *ctx, const char *tmp, sf__err *e)
@@ -557,9 +562,7 @@ static slabfeed_status verify_file(void *ctx, const char *tmp, sf__err *e)
   gen_run *g = ctx;
   if (!g->writer)
     return SLABFEED_OK;
-  if (g->cfg->progress && g->rank == 0 && g->total > 1e9)
-    printf("slabfeed-gen: reading back %.2f GB\n", g->total / 1e9),
-        fflush(stdout);
+  progress_begin(g, "reading the volume back");
   hid_t file = H5I_INVALID_HID;
   if (sf__h5_open(g->comm, tmp, &file, e) == SLABFEED_OK) {
     for (int k = 0; k < g->nitems; k++)
@@ -567,6 +570,7 @@ static slabfeed_status verify_file(void *ctx, const char *tmp, sf__err *e)
   }
   if (file >= 0)
     H5Fclose(file);
+  sf__progress_end(&g->pg, e->status == SLABFEED_OK);
   return e->status;
 }
 
@@ -766,9 +770,12 @@ slabfeed_status slabfeed_generate(MPI_Comm comm,
     create_datasets(&file, as.tmp, fapl, cfg, g.item, g.nitems, dset, &e);
   /* Ranks that have the file open write (or, after a local failure, make
    * the same collective calls with nothing to write). */
-  if (sf__agree(comm, &e) == SLABFEED_OK && g.writer)
+  if (sf__agree(comm, &e) == SLABFEED_OK && g.writer) {
+    progress_begin(&g, "writing the volume");
     for (int k = 0; k < g.nitems; k++)
       write_dataset(&g, dset[k], k, &e);
+    sf__progress_end(&g.pg, e.status == SLABFEED_OK);
+  }
   for (int d = 0; d < SF_GEN_ITEMS; d++)
     if (dset[d] >= 0 && H5Dclose(dset[d]) < 0)
       sf__fail(&e, SLABFEED_ERR_IO,

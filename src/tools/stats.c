@@ -111,6 +111,7 @@ typedef struct stats_run {
   acc *lin, *lg;       /* [C] */
   double *nonfinite;   /* [C] */
   float *vals, *logs;  /* one plane's finite values and finite logs */
+  sf__progress pg;     /* of the read (rank 0) */
 } stats_run;
 
 /* Adds plane p of channel c (plane voxels of src) to the partial results. */
@@ -202,7 +203,7 @@ static void read_slab(stats_run *s, hid_t dset, const char *path,
     const int64_t z = z0 + it * cp;
     const int64_t n = z < z1 ? (z1 - z < cp ? z1 - z : cp) : 0;
     const sf__h5_run run = {n > 0 ? z : 0, n, 0};
-    sf__h5_read(dset, path, name, info, &run, 1, buf, cp * s->plane, e);
+    sf__h5_read(dset, path, name, info, &run, 1, buf, cp * s->plane, &s->pg, e);
     if (e->status != SLABFEED_OK)
       continue;
     for (int64_t c = 0; c < s->C; c++)
@@ -304,8 +305,16 @@ slabfeed_status slabfeed_field_stats(MPI_Comm comm, const char *path,
   }
   if (sf__agree(comm, &e) != SLABFEED_OK)
     goto done;
+  char what[96];
+  snprintf(what, sizeof what, "statistics of '%.60s'", dataset);
+  sf__progress_begin(&s.pg, sf__progress_env(), rank, what,
+                     (double)(z1 - z0) * (double)(s.C * s.plane) *
+                         sizeof(float),
+                     z1 > z0 ? (double)info.shape[0] / (double)(z1 - z0) : 1);
   read_slab(&s, dset, path, dataset, &info, z0, z1, cp, nit, buf, &e);
-  if (sf__agree(comm, &e) != SLABFEED_OK)
+  const int read_ok = sf__agree(comm, &e) == SLABFEED_OK;
+  sf__progress_end(&s.pg, read_ok);
+  if (!read_ok)
     goto done;
   /* The ranks' records merged (a reduction whose operation is the
    * pairwise update) and sent to every rank: the same numbers everywhere. */

@@ -23,6 +23,7 @@
 #include "common/inject.h"
 #include "common/mpilib.h"
 #include "common/normf.h"
+#include "common/progress.h"
 #include "common/symmetry.h"
 #include "io/aside.h"
 #include "io/h5.h"
@@ -49,10 +50,11 @@ struct slabfeed_writer {
                                   target: scale_factor) */
   sf__tiles grid;              /* the pass's tiles, on the input's grid */
   /* The output. */
-  int64_t C;   /* channels */
-  int cl;      /* file (and slab) layout channels-last */
-  int f16;     /* file element type float16 (else float32) */
-  int64_t *z0; /* [size + 1]: rank q holds output planes [z0[q], z0[q+1]) */
+  int64_t C;    /* channels */
+  int progress; /* the loader's option (slabfeed_progress) */
+  int cl;       /* file (and slab) layout channels-last */
+  int f16;      /* file element type float16 (else float32) */
+  int64_t *z0;  /* [size + 1]: rank q holds output planes [z0[q], z0[q+1]) */
   int ngroups;
   int groups[SLABFEED_MAX_VECTORS][3];
   int norm_on;
@@ -923,6 +925,7 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     w->T = w->grid.T;
     w->P = w->grid.P;
     w->B = l->cfg.pub.batch;
+    w->progress = (int)l->cfg.pub.progress;
     w->device = l->plan.device;
     import_options(w, cfg, &c, l, &e);
     /* Outputs like a target of a finer grid are on that grid: the box,
@@ -1414,6 +1417,12 @@ static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
   if (!readback && sf__inject("writer.write", w->rank))
     sf__fail(e, SLABFEED_ERR_IO, "injected failure at stage 'writer.write'");
   float none = 0.0f; /* the buffer of empty transfers */
+  const double es = w->f16 ? 2 : 4, mine = (double)(zq * pe) * es;
+  sf__progress pg;
+  sf__progress_begin(&pg, w->progress, w->rank,
+                     readback ? "reading the output back"
+                              : "writing the output",
+                     mine, mine > 0 ? (double)data_bytes(w) / mine : 1);
   for (int64_t i = 0; i < runs && dxpl >= 0; i++) {
     const int64_t q = i * cap;
     int64_t n = q >= zq ? 0 : (zq - q < cap ? zq - q : cap);
@@ -1441,7 +1450,10 @@ static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
                (long long)(w->z0[w->rank] + q),
                (long long)(w->z0[w->rank] + q + n), w->path, w->as.tmp);
     }
+    if (rc >= 0 && n > 0)
+      sf__progress_add(&pg, (double)(n * pe) * es);
   }
+  sf__progress_end(&pg, e->status == SLABFEED_OK);
   if (dxpl >= 0)
     H5Pclose(dxpl);
   free(buf);
