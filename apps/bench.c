@@ -198,14 +198,21 @@ static void run_loader_runs(bench_ctx *b, const bench_args *a, bench_result *r,
 #endif
   char err[1024];
   slabfeed_loader *l = NULL;
+  const double t0 = MPI_Wtime();
   slabfeed_status st =
       slabfeed_open(MPI_COMM_WORLD, &b->cfg, &l, err, sizeof err);
+  b->t_open = MPI_Wtime() - t0;
   if (st != SLABFEED_OK) /* agreed by slabfeed_open */
     cli_fail_agreed(b->prog, st, err);
   slabfeed_volume_info(l, 0, b->path, sizeof b->path, NULL);
   const int nvol = slabfeed_volume_count(l);
   slabfeed_stats s = SLABFEED_STATS_INIT;
   slabfeed_stats_get(l, &s);
+  b->t_read_max = s.t_read;
+  MPI_Allreduce(MPI_IN_PLACE, &b->t_open, 1, MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &b->t_read_max, 1, MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
   char line[1024];
   slabfeed_placement(l, line, sizeof line);
   if (b->rank == 0 && nvol > 1)
@@ -224,6 +231,12 @@ static void run_loader_runs(bench_ctx *b, const bench_args *a, bench_result *r,
   const double dmem = r->device_mem;
   bench_run_loader(b, l, a->warmup, a->steps, 0, r);
   r->device_mem = dmem;
+  double first = r->first_batch_s;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (b->rank == 0)
+    printf("start-up: first batch %.2f s after the process started (the "
+           "slowest rank; open %.2f s, of it the slab read %.2f s)\n",
+           first, b->t_open, b->t_read_max);
   *have_step = 0;
   if (b->cfg.device >= 0 && a->step_ms > 0) {
     bench_run_loader(b, l, a->warmup, a->steps < 20 ? a->steps : 20, a->step_ms,

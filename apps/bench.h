@@ -16,6 +16,9 @@ typedef struct bench_ctx {
   char path[4200];     /* the file the ceilings and the baseline read: the
                           first volume of cfg.path (slabfeed_volume_info of
                           the open loader; the baseline's own expansion) */
+  double t_open;       /* the loader's open, seconds (slowest rank) */
+  double t_read_max;   /* its slab read (slabfeed_stats.t_read), slowest rank;
+                          0 without a loader (the baseline) */
 } bench_ctx;
 
 /* Ceilings measured in the same run, GB/s; 0 or -1 where not measured
@@ -34,6 +37,10 @@ typedef struct bench_ceilings {
   /* rank 0: device 0 -> device 1 copy (2+ visible GPUs), GB/s, and 1
    * where peer access was on (NVLink or PCIe peer-to-peer) */
   double p2p, p2p_peer;
+  /* The open's read ceiling (bench_read.c): plain parallel pread of the
+   * bytes the open read (all ranks), GB/s, those bytes, and the open's own
+   * rate for them (bytes / the slowest rank's slab read); 0: n/a */
+  double read_pread, read_bytes, read_open;
 } bench_ceilings;
 
 /* What one rank measured in one run. Doubles only: gathered as an array
@@ -55,12 +62,20 @@ typedef struct bench_result {
   double remote_run_kb;     /* mean transfer (contiguous run or message) */
   double remote_gbs;        /* remote bytes per second of the run, GB/s */
   double group_nodes;       /* G: nodes per replication group */
+  double first_batch_s;     /* process start to the first slabfeed_next
+                               returned (the first run only; 0: not taken) */
 } bench_result;
 
 /* Measures the ceilings (host memcpy and, with a device, the copy engines
  * on rank 0; with devices on every rank, their pinned H2D all at once; a
  * one-sided MPI_Get between ranks 0 and 1). Collective. */
 void bench_ceilings_measure(const bench_ctx *b, bench_ceilings *c);
+
+/* The open's read ceiling into c (read_*; 0 where it cannot be measured:
+ * no loader, a chunked dataset, several volumes or fields): after the
+ * loader closed, the same ranks pread the bytes of their z-slabs of the
+ * first volume's file into fresh private memory. Collective. */
+void bench_read_ceiling(const bench_ctx *b, bench_ceilings *c);
 
 /* Prints the ceilings line(s) on rank 0. */
 void bench_ceilings_print(const bench_ctx *b, const bench_ceilings *c);

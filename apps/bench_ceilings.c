@@ -212,6 +212,7 @@ void bench_ceilings_measure(const bench_ctx *b, bench_ceilings *c)
   h2d_all_ranks(b, big, 8, c);
 #endif
   c->mpi_get = mpi_get_rate(b, (size_t)64 << 20, 8);
+  bench_read_ceiling(b, c);
 }
 
 /* One ceiling as text: "%.1f", or "n/a" where it was not measured. */
@@ -253,4 +254,14 @@ void bench_ceilings_print(const bench_ctx *b, const bench_ceilings *c)
   if (c->p2p > 0)
     printf("ceiling GPU to GPU (device 0 -> 1, peer access %s): %.1f GB/s\n",
            c->p2p_peer > 0 ? "on" : "off: staged through the host", c->p2p);
+  if (c->read_pread > 0)
+    printf("open: read %.2f GB of '%s' at %.2f GB/s = %.3f x the read "
+           "ceiling (the same bytes by the same %d ranks with pread into "
+           "fresh private memory, one thread per rank, page cache as the "
+           "open left it: %.2f GB/s)\n",
+           c->read_bytes / 1e9, b->path, c->read_open,
+           c->read_open / c->read_pread, b->size, c->read_pread);
+  else if (b->t_read_max > 0)
+    printf("open: read ceiling n/a (a chunked dataset, several volumes or "
+           "fields: their bytes are not at known offsets)\n");
 }

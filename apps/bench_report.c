@@ -165,6 +165,14 @@ static void print_json(const bench_ctx *b, const char *mode,
   json_double(&j, "remote_run_kb", r0->remote_run_kb, 3);
   json_double(&j, "remote_gbs", r0->remote_gbs, 4);
   json_int(&j, "group_nodes", (long long)r0->group_nodes);
+  /* The open against its read ceiling, and the start-up (0.7). */
+  json_double(&j, "open_s", b->t_open > 0 ? b->t_open : NAN, 3);
+  json_double(&j, "open_read_s", b->t_read_max > 0 ? b->t_read_max : NAN, 3);
+  json_double(&j, "read_bytes", measured(c->read_bytes), 0);
+  json_double(&j, "open_read_gbs", measured(c->read_open), 3);
+  json_double(&j, "ceil_read_pread", measured(c->read_pread), 3);
+  json_double(&j, "ratio_read", ratio(c->read_open, c->read_pread), 4);
+  json_double(&j, "first_batch_s", measured(r0->first_batch_s), 3);
   json_end(&j);
 }
 

@@ -58,9 +58,12 @@ void bench_run_loader(const bench_ctx *b, slabfeed_loader *l, int W, int S,
   slabfeed_batch batch = SLABFEED_BATCH_INIT;
   slabfeed_status st = SLABFEED_OK, s;
   char msg[CLI_ERRLEN] = "";
-  for (int i = 0; i < W; i++) /* on after a failure: see above */
+  for (int i = 0; i < W; i++) { /* on after a failure: see above */
     if ((s = slabfeed_next(l, &batch, stream)) != SLABFEED_OK)
       cli_note(&st, msg, sizeof msg, s, "%s", slabfeed_last_error(l));
+    if (i == 0 && r->first_batch_s == 0)
+      r->first_batch_s = cli_process_age();
+  }
 #ifdef SF_BENCH_CUDA
   if (device >= 0 && bench_stream_sync(stream) != 0)
     cli_note(&st, msg, sizeof msg, SLABFEED_ERR_CUDA,

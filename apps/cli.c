@@ -897,6 +897,34 @@ void cli_progress(const char *prog, int mode, int rank, const char *what,
   fflush(stderr);
 }
 
+double cli_process_age(void)
+{
+  char buf[1024];
+  double up = -1, start = -1;
+  FILE *f = fopen("/proc/uptime", "r");
+  if (f != NULL) {
+    if (fscanf(f, "%lf", &up) != 1)
+      up = -1;
+    fclose(f);
+  }
+  f = fopen("/proc/self/stat", "r");
+  if (f != NULL) {
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* Field 22 (starttime, clock ticks after boot) counts from the field
+     * after the command's closing parenthesis (field 3). */
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p != NULL && field < 22; field++)
+      p = strchr(p + 1, ' ');
+    long long ticks = 0;
+    const long hz = sysconf(_SC_CLK_TCK);
+    if (p != NULL && sscanf(p + 1, "%lld", &ticks) == 1 && hz > 0)
+      start = (double)ticks / (double)hz;
+  }
+  return up >= 0 && start >= 0 && up >= start ? up - start : -1;
+}
+
 uint64_t cli_peak_rss(void)
 {
   struct rusage ru;

@@ -218,6 +218,10 @@ const char *cli_layout_name(slabfeed_file_layout l);
 void cli_progress(const char *prog, int mode, int rank, const char *what,
                   double done, double total, double *last);
 
+/* Seconds since this process started (/proc/self/stat against
+ * /proc/uptime, 10 ms resolution); -1 where unknown. */
+double cli_process_age(void);
+
 /* Peak resident set size of this process in bytes. */
 uint64_t cli_peak_rss(void);
 

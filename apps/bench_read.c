@@ -1,0 +1,147 @@
+/* slabfeed-bench: the read ceiling of the open. The same ranks read the
+ * same bytes of the same file as the open's slab read did, with plain
+ * pread(2) into private memory freshly allocated (its pages first touched
+ * by the read, as the open's window is), one thread per rank, right after
+ * the loader closed (the page cache as the open left it). The bytes: for
+ * each dataset of the input and the target, rank r's z-slab of the box
+ * (slabfeed_slab_plan: the open's split over one group of ranks), every
+ * channel, as stored (float16 files: 2 bytes per value). Only contiguous
+ * datasets of one file have their bytes at known offsets; other files
+ * (chunked, several volumes or fields) get no ceiling (n/a). */
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "slabfeed_tools.h"
+
+/* Where one dataset's values are in the file, found by rank 0. */
+typedef struct stored {
+  double offset; /* file offset of the first value; < 0: not contiguous */
+  double Z, C, plane, esize;
+  double cf; /* 1: channels first */
+} stored;
+
+/* The storage of `name` in path (rank 0, serial HDF5): contiguous, its
+ * offset, extents and element size; offset -1 where it is not known. */
+static stored find_stored(const char *path, const char *name,
+                          slabfeed_file_layout layout)
+{
+  stored s = {-1, 0, 0, 0, 0, 0};
+  slabfeed_dataset_info in = SLABFEED_DATASET_INFO_INIT;
+  char err[512];
+  if (name == NULL || strpbrk(name, ",@") != NULL ||
+      slabfeed_describe(path, name, layout, &in, err, sizeof err) !=
+          SLABFEED_OK ||
+      in.chunked)
+    return s;
+  const hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t d = f >= 0 ? H5Dopen2(f, name, H5P_DEFAULT) : H5I_INVALID_HID;
+  const haddr_t off = d >= 0 ? H5Dget_offset(d) : HADDR_UNDEF;
+  if (off != HADDR_UNDEF) {
+    s.offset = (double)off;
+    s.Z = (double)in.shape[0];
+    s.C = (double)in.channels;
+    s.plane = (double)(in.shape[1] * in.shape[2]);
+    s.esize = in.type_bits / 8.0;
+    s.cf = in.ndim == 4 && in.layout == SLABFEED_LAYOUT_CF;
+  }
+  if (d >= 0)
+    H5Dclose(d);
+  if (f >= 0)
+    H5Fclose(f);
+  return s;
+}
+
+/* Reads [off, off + len) of fd into buf with pread, in pieces of at most
+ * 1 GiB; 0, or -1 with errno. */
+static int read_range(int fd, char *buf, off_t off, size_t len)
+{
+  while (len > 0) {
+    const size_t n = len < ((size_t)1 << 30) ? len : ((size_t)1 << 30);
+    const ssize_t got = pread(fd, buf, n, off);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      return -1;
+    buf += got;
+    off += got;
+    len -= (size_t)got;
+  }
+  return 0;
+}
+
+void bench_read_ceiling(const bench_ctx *b, bench_ceilings *c)
+{
+  const slabfeed_config *cfg = &b->cfg;
+  enum { ND = 2 };
+  stored s[ND];
+  memset(s, 0, sizeof s);
+  if (b->rank == 0)
+    for (int d = 0; d < ND; d++)
+      s[d] =
+          find_stored(b->path, d == 0 ? cfg->input : cfg->target, cfg->layout);
+  MPI_Bcast(s, (int)(ND * (sizeof(stored) / sizeof(double))), MPI_DOUBLE, 0,
+            MPI_COMM_WORLD);
+  const int nd = cfg->target != NULL ? 2 : 1;
+  int known = b->path[0] != '\0' && b->t_read_max > 0;
+  for (int d = 0; d < nd; d++)
+    known &= s[d].offset >= 0 && s[d].Z >= b->size;
+  if (!known)
+    return; /* n/a, alike on every rank (rank 0's findings) */
+  /* This rank's ranges and their bytes. */
+  off_t off[ND][64];
+  size_t len[ND][64];
+  int nr[ND] = {0, 0};
+  size_t mine = 0;
+  for (int d = 0; d < nd; d++) {
+    int64_t z0 = 0, z1 = 0;
+    slabfeed_slab_plan((int64_t)s[d].Z, b->size, b->rank, &z0, &z1);
+    const double row = s[d].plane * s[d].esize; /* one plane of a channel */
+    const int runs = s[d].cf ? (int)s[d].C : 1;
+    for (int k = 0; k < runs && k < 64; k++) {
+      const double first =
+          s[d].cf ? (k * s[d].Z + (double)z0) * row : (double)z0 * row * s[d].C;
+      off[d][k] = (off_t)(s[d].offset + first);
+      len[d][k] = (size_t)((double)(z1 - z0) * row * (s[d].cf ? 1 : s[d].C));
+      mine += len[d][k];
+    }
+    nr[d] = runs < 64 ? runs : 64;
+  }
+  slabfeed_status st = SLABFEED_OK;
+  char msg[CLI_ERRLEN] = "";
+  char *buf = mine > 0 ? malloc(mine) : NULL;
+  const int fd = open(b->path, O_RDONLY);
+  if ((mine > 0 && buf == NULL) || fd < 0)
+    cli_note(&st, msg, sizeof msg, SLABFEED_ERR_IO,
+             "read ceiling: cannot open '%s' or allocate %zu bytes", b->path,
+             mine);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  size_t at = 0;
+  for (int d = 0; d < nd && st == SLABFEED_OK; d++)
+    for (int k = 0; k < nr[d] && st == SLABFEED_OK; k++) {
+      if (read_range(fd, buf + at, off[d][k], len[d][k]) != 0)
+        cli_note(&st, msg, sizeof msg, SLABFEED_ERR_IO,
+                 "read ceiling: pread of '%s' failed: %s", b->path,
+                 strerror(errno));
+      at += len[d][k];
+    }
+  const double dt = MPI_Wtime() - t0;
+  if (fd >= 0)
+    close(fd);
+  free(buf);
+  double t = dt, bytes = (double)mine;
+  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  int bad = st != SLABFEED_OK;
+  MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (bad || t <= 0)
+    return; /* n/a: the bench's figures stand without it */
+  c->read_bytes = bytes;
+  c->read_pread = bytes / t / 1e9;
+  c->read_open = bytes / b->t_read_max / 1e9;
+}
