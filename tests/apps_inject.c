@@ -5,7 +5,8 @@
  * slabfeed_reader_error) read "injected failure of FUNC". The apps call
  * the shared library through its dynamic symbols, so these definitions
  * are found first; the real functions come from dlsym(RTLD_NEXT). Covered:
- * slabfeed_next, slabfeed_copy_to_host, slabfeed_reader_crop. */
+ * slabfeed_next, slabfeed_copy_to_host, slabfeed_reader_crop,
+ * slabfeed_reader_crop_values. */
 #define _GNU_SOURCE /* RTLD_NEXT */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -83,6 +84,28 @@ slabfeed_status slabfeed_reader_crop(slabfeed_reader *r, const char *dataset,
     return SLABFEED_ERR_IO;
   return fn(r, dataset, layout, origin, crop, symmetry, ngroups, groups, dtype,
             out_layout, out);
+}
+
+/* slabfeed_reader_crop_values (what slabfeed-check calls), failing once on
+ * request. */
+slabfeed_status slabfeed_reader_crop_values(
+    slabfeed_reader *r, const char *dataset, slabfeed_file_layout layout,
+    const int64_t origin[3], const int64_t crop[3], int symmetry, int ngroups,
+    const int (*groups)[3], int nnorm, const slabfeed_norm *norm,
+    const float *aug, slabfeed_dtype dtype, slabfeed_out_layout out_layout,
+    void *out)
+{
+  static long calls;
+  slabfeed_status (*fn)(
+      slabfeed_reader *, const char *, slabfeed_file_layout, const int64_t *,
+      const int64_t *, int, int, const int(*)[3], int, const slabfeed_norm *,
+      const float *, slabfeed_dtype, slabfeed_out_layout, void *);
+  void *p = real("slabfeed_reader_crop_values");
+  memcpy(&fn, &p, sizeof fn);
+  if (fail_now("slabfeed_reader_crop_values", &calls))
+    return SLABFEED_ERR_IO;
+  return fn(r, dataset, layout, origin, crop, symmetry, ngroups, groups, nnorm,
+            norm, aug, dtype, out_layout, out);
 }
 
 /* slabfeed_last_error: the injected message once there is one. */

@@ -201,11 +201,11 @@ fullcopy)
   expect_out "does not fit the box"
   ;;
 check)
-  inject 1 slabfeed_reader_crop 5
+  inject 1 slabfeed_reader_crop_values 5
   run - "$check" "${loader[@]}" --steps 4
   expect_rc 1
   expect_out "rank 1: reference read of sample"
-  expect_out "injected failure of slabfeed_reader_crop"
+  expect_out "injected failure of slabfeed_reader_crop_values"
   inject 0 slabfeed_next 2
   run - "$check" "${loader[@]}" --steps 4
   expect_rc 1

@@ -315,6 +315,25 @@ static void check_by_field(const char *spec, const char *target)
                  "'density,velocity' has 4 channels: give one entry per "
                  "channel (or one per field",
                  NULL, "norm count");
+  /* One entry for a single field of 3 channels is not "per field": it
+   * stays refused (a slip, not a normalisation of every channel). */
+  config(&a, spec, "velocity", target);
+  a.n_input_vectors = 0;
+  a.n_input_norm = 1;
+  a.input_norm[0] = vel;
+  expect_refused(&a,
+                 "input_norm has 1 entries but input dataset 'velocity' "
+                 "has 3 channels",
+                 NULL, "one entry, one field");
+  /* Vector fields differing between ranks: refused as options that differ
+   * (a rank rotating velocity as scalars would deliver other crops). */
+  if (size > 1) {
+    config(&a, spec, "density,velocity", target);
+    a.n_input_vectors = 0;
+    a.input_vector_fields = rank == 0 ? "velocity" : "";
+    expect_refused(&a, "the options differ between ranks", NULL,
+                   "vector fields differ");
+  }
   if (rank == 0)
     printf("  by field: vectors and normalisations by field equal those by "
            "channel; refusals name the field\n");

@@ -167,7 +167,8 @@ static slabfeed_status parse_vector_fields(sf__config *c, int d, sf__err *e)
 
 slabfeed_status
 sf__config_resolve_fields(sf__config *c,
-                          const int64_t channels[2][SF_MAX_FIELDS], sf__err *e)
+                          const int64_t channels[2][SF_MAX_FIELDS],
+                          const char *const (*where)[SF_MAX_FIELDS], sf__err *e)
 {
   for (int d = 0; d < c->ndsets; d++) {
     const char *what = d == 0 ? "input" : "target";
@@ -183,7 +184,9 @@ sf__config_resolve_fields(sf__config *c,
         return sf__fail(e, SLABFEED_ERR_ARG,
                         "config: %s_vector_fields: field '%s' of '%s' has "
                         "%lld channels; a vector field has 3 (along z,y,x)",
-                        what, c->field[d][f].name, c->path,
+                        what, c->field[d][f].name,
+                        where != NULL && where[d][f] != NULL ? where[d][f]
+                                                             : c->path,
                         (long long)channels[d][f]);
       if (*ng >= SLABFEED_MAX_VECTORS)
         return sf__fail(e, SLABFEED_ERR_ARG,
@@ -197,7 +200,10 @@ sf__config_resolve_fields(sf__config *c,
     c->nvec[d] = 0;
     int *nn = d == 0 ? &c->pub.n_input_norm : &c->pub.n_target_norm;
     slabfeed_norm *norm = d == 0 ? c->pub.input_norm : c->pub.target_norm;
-    if (*nn > 0 && *nn == c->nfields[d] && *nn != C && C <= SF_MAX_CHANNELS) {
+    /* By field only for a list of fields: one entry for a dataset of
+     * several channels stays refused (check_norms). */
+    if (*nn > 0 && c->nfields[d] > 1 && *nn == c->nfields[d] && *nn != C &&
+        C <= SF_MAX_CHANNELS) {
       slabfeed_norm by_field[SF_MAX_FIELDS];
       memcpy(by_field, norm, sizeof(slabfeed_norm) * (size_t)*nn);
       for (int f = 0; f < c->nfields[d]; f++)
@@ -517,6 +523,8 @@ static uint64_t config_hash(const sf__config *cc)
   for (int t = 0; t < 4; t++)
     h = fnv(h, cc->aug_text[t], strlen(cc->aug_text[t]) + 1);
   h = fnv(h, &c->aug_share, sizeof c->aug_share);
+  for (int t = 0; t < 2; t++)
+    h = fnv(h, cc->vec_text[t], strlen(cc->vec_text[t]) + 1);
   return fnv(h, c->params_norm,
              sizeof(slabfeed_norm) * (size_t)c->n_params_norm);
 }

@@ -106,10 +106,13 @@ slabfeed_status sf__config_check_data(const sf__config *c,
  * refused naming it) becomes the vector group of its channels, after the
  * groups given by channel; a normalisation of one entry per field (when
  * that is not also one per channel) becomes the entry of each channel of
- * its field. Idempotent: afterwards the options are by channel only. */
-slabfeed_status
-sf__config_resolve_fields(sf__config *c,
-                          const int64_t channels[2][SF_MAX_FIELDS], sf__err *e);
+ * its field (only for a list of fields: one entry for a dataset of several
+ * channels is refused later). where[d][f] (where not NULL): the file of
+ * field f, for the messages. Idempotent: afterwards the options are by
+ * channel only. */
+slabfeed_status sf__config_resolve_fields(
+    sf__config *c, const int64_t channels[2][SF_MAX_FIELDS],
+    const char *const (*where)[SF_MAX_FIELDS], sf__err *e);
 
 /* The held-out regions with their extents resolved for a box of `shape`
  * (an extent of 0 is the whole axis) into boxes[n_holdout][6]. */

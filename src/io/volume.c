@@ -200,21 +200,17 @@ static slabfeed_status one_check(const sf__volume *v, int i, const one *o,
   named->pub.path = named->path;
   int64_t ch[2][SF_MAX_FIELDS];
   field_channels(c, o, ch);
+  const char *where[2][SF_MAX_FIELDS] = {{NULL}};
+  for (int d = 0; d < c->ndsets; d++)
+    for (int f = 0; f < c->nfields[d]; f++)
+      where[d][f] = field_path(v, d, f, i);
   if (sf__config_resolve_fields(named, (const int64_t(*)[SF_MAX_FIELDS])ch,
+                                (const char *const(*)[SF_MAX_FIELDS])where,
                                 e) == SLABFEED_OK)
     sf__config_check_data(named, o->info, e);
   free(named);
   if (e->status != SLABFEED_OK || i == 0)
     return e->status;
-  for (int d = 0; d < c->ndsets; d++)
-    for (int f = 0; f < c->nfields[d]; f++)
-      if (ch[d][f] != v->fchannels[d][f])
-        return sf__fail(e, SLABFEED_ERR_FORMAT,
-                        "dataset: field '%s' has %lld channels in '%s' but "
-                        "%lld in volume 0 '%s'",
-                        c->field[d][f].name, (long long)ch[d][f],
-                        v->suite.path[i], (long long)v->fchannels[d][f],
-                        v->suite.path[0]);
   for (int d = 0; d < c->ndsets; d++) {
     const slabfeed_dataset_info *a = &v->info[d], *b = &o->info[d];
     char how[160] = "";
@@ -236,6 +232,16 @@ static slabfeed_status one_check(const sf__volume *v, int i, const one *o,
                       i, v->suite.path[i], v->suite.path[0],
                       sf__config_dataset(c, d), how);
   }
+  /* The same channels in all, but split otherwise over the fields. */
+  for (int d = 0; d < c->ndsets; d++)
+    for (int f = 0; f < c->nfields[d]; f++)
+      if (ch[d][f] != v->fchannels[d][f])
+        return sf__fail(e, SLABFEED_ERR_FORMAT,
+                        "dataset: field '%s' has %lld channels in '%s' but "
+                        "%lld in volume 0's '%s'",
+                        c->field[d][f].name, (long long)ch[d][f],
+                        field_path(v, d, f, i), (long long)v->fchannels[d][f],
+                        field_path(v, d, f, 0));
   return SLABFEED_OK;
 }
 

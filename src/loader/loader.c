@@ -214,7 +214,7 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
   if (sf__volume_open(&v, l->comm, l->rank, &l->cfg, e) == SLABFEED_OK &&
       sf__config_resolve_fields(&l->cfg,
                                 (const int64_t(*)[SF_MAX_FIELDS])v.fchannels,
-                                e) == SLABFEED_OK &&
+                                NULL, e) == SLABFEED_OK &&
       (stack_training(l, &v, e), sf__suite_copy(&l->suite, &v.suite, e),
        sf__agree(l->comm, e)) == SLABFEED_OK) {
     memcpy(info, v.info, sizeof info);
