@@ -136,6 +136,18 @@ typedef enum {
   SLABFEED_PROGRESS_OFF = 2
 } slabfeed_progress;
 
+/* How the open's slab reads go to MPI-IO. AUTO: on more than one rank,
+ * independent reads where the file is on a node-local or memory filesystem
+ * (tmpfs, ext4, xfs, btrfs, overlay, zfs, f2fs: each rank reads its own
+ * planes, no aggregation), collective reads (MPI-IO's two-phase
+ * aggregation, what parallel filesystems want) elsewhere and on one rank;
+ * the choice is rank 0's, for all. */
+typedef enum {
+  SLABFEED_READ_AUTO = 0,
+  SLABFEED_READ_COLLECTIVE = 1,
+  SLABFEED_READ_INDEPENDENT = 2
+} slabfeed_read_mode;
+
 /* Which cube symmetries the sampler draws from (uniformly). */
 typedef enum {
   SLABFEED_SYM_ALL = 0,       /* all 48 elements */
@@ -329,6 +341,9 @@ typedef struct slabfeed_config {
    * close, printed by rank 0 alone on stderr (docs/CONVENTIONS.md,
    * "Progress"). */
   slabfeed_progress progress; /* default SLABFEED_PROGRESS_AUTO */
+  /* Added in 0.7: the open's slab reads (slabfeed_read_mode above);
+   * slabfeed_placement says which ran and why. */
+  slabfeed_read_mode read_mode; /* default SLABFEED_READ_AUTO */
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the

@@ -413,6 +413,16 @@ const sf__option sf__options[] = {
               "place on a terminal, else a final line), on for every step, "
               "off"},
      FIELD(progress)},
+    {{.name = "read_mode",
+      .flag = "read-mode",
+      .kind = SLABFEED_OPTION_CHOICE,
+      .choices = "auto|collective|independent",
+      .default_value = "auto",
+      .metavar = "auto|collective|independent",
+      .help = "the open's slab reads: independent (each rank its planes) on "
+              "node-local and memory filesystems and collective (MPI-IO "
+              "aggregation) on others with auto, or as named"},
+     FIELD(read_mode)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);

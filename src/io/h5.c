@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <stdio.h>
@@ -433,6 +434,41 @@ int sf__h5_is_virtual(hid_t dset)
   return v;
 }
 
+int sf__h5_local_fs(const char *path, char *fs, size_t len)
+{
+  static const struct {
+    unsigned long magic;
+    const char *name;
+  } local[] = {{0x01021994UL, "tmpfs"}, {0x858458f6UL, "ramfs"},
+               {0xEF53UL, "ext4"},      {0x58465342UL, "xfs"},
+               {0x9123683EUL, "btrfs"}, {0x794c7630UL, "overlay"},
+               {0x2fc12fc1UL, "zfs"},   {0xF2F52010UL, "f2fs"}};
+  static const struct {
+    unsigned long magic;
+    const char *name;
+  } shared[] = {{0x0BD00BD0UL, "lustre"}, {0x47504653UL, "gpfs"},
+                {0x6969UL, "nfs"},        {0x19830326UL, "beegfs"},
+                {0x00c36400UL, "ceph"},   {0x65735546UL, "fuse"}};
+  struct statfs st;
+  if (statfs(path, &st) != 0) {
+    snprintf(fs, len, "unknown");
+    return 0;
+  }
+  const unsigned long m = (unsigned long)st.f_type & 0xffffffffUL;
+  for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
+    if (m == local[i].magic) {
+      snprintf(fs, len, "%s", local[i].name);
+      return 1;
+    }
+  for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
+    if (m == shared[i].magic) {
+      snprintf(fs, len, "%s", shared[i].name);
+      return 0;
+    }
+  snprintf(fs, len, "filesystem 0x%lx", m);
+  return 0;
+}
+
 /* Independent I/O for datasets whose storage is not fully allocated
  * (HDF5 1.10's collective read of unwritten chunks fails with MPI_ERR_TYPE
  * on one rank and hangs on several) and for virtual datasets. */
@@ -494,13 +530,14 @@ static void widen_halves(float *buf, size_t n)
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
-                            int64_t cstride, sf__progress *pg, sf__err *e)
+                            int64_t cstride, int independent, sf__progress *pg,
+                            sf__err *e)
 {
   const hsize_t mdims = (hsize_t)(info->channels * cstride);
   const hid_t fspace = H5Dget_space(dset);
   const hid_t mspace = H5Screate_simple(1, &mdims, NULL);
   const hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-  const int collective = fully_allocated(dset);
+  const int collective = !independent && fully_allocated(dset);
   if (fspace < 0 || mspace < 0 || dxpl < 0)
     sf__fail(e, SLABFEED_ERR_IO, "cannot set up the read of '%s' in '%s'", name,
              path);

@@ -108,12 +108,20 @@ typedef struct sf__h5_run {
  * Datasets whose storage is not fully allocated (chunks never written,
  * read as the fill value) are read with independent I/O: collective reads
  * of them hang or fail in HDF5 1.10. runs == NULL: n_runs empty runs.
- * dst's channels are cstride floats apart. Each run read counts its
- * bytes (as float32) in pg (NULL: no progress). */
+ * dst's channels are cstride floats apart. independent: independent I/O
+ * even for a fully allocated dataset (every rank must pass the same).
+ * Each run read counts its bytes (as float32) in pg (NULL: no progress). */
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
-                            int64_t cstride, sf__progress *pg, sf__err *e);
+                            int64_t cstride, int independent, sf__progress *pg,
+                            sf__err *e);
+
+/* Local. Whether path lies on a node-local or memory filesystem (statfs:
+ * tmpfs, ramfs, ext2/3/4, xfs, btrfs, overlay, zfs, f2fs), where
+ * independent reads beat MPI-IO's aggregation; its name into fs (len
+ * bytes; "unknown" when statfs fails). */
+int sf__h5_local_fs(const char *path, char *fs, size_t len);
 
 /* Local (metadata only). The numeric attribute `name` of `file` (path
  * for messages): "ATTR" on the root group, "OBJ/ATTR" on the group or

@@ -55,7 +55,8 @@ double sf__slab_bytes(const sf__store *s, int d, int64_t channels,
 slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
                               const char *path, const char *name,
                               const slabfeed_dataset_info *info, int64_t z0,
-                              int64_t nz, sf__progress *pg, sf__err *e)
+                              int64_t nz, int independent, sf__progress *pg,
+                              sf__err *e)
 {
   /* One channel's read stays below 1 GiB: large MPI-IO requests overflow
    * int counts in some MPI-IO stacks. */
@@ -82,7 +83,7 @@ slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
   float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d)) +
                c0 * s->cube[d] * sf__store_chan(s, s->rank);
   sf__h5_read(dset, path, name, info, runs, max_runs, dst,
-              s->cube[d] * sf__store_chan(s, s->rank), pg, e);
+              s->cube[d] * sf__store_chan(s, s->rank), independent, pg, e);
   free(runs);
   return e->status;
 }

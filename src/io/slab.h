@@ -28,6 +28,7 @@ double sf__slab_bytes(const sf__store *s, int d, int64_t channels,
 slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
                               const char *path, const char *name,
                               const slabfeed_dataset_info *info, int64_t z0,
-                              int64_t nz, sf__progress *pg, sf__err *e);
+                              int64_t nz, int independent, sf__progress *pg,
+                              sf__err *e);
 
 #endif

@@ -378,6 +378,33 @@ void sf__volume_stack(sf__volume *v, const uint64_t *w)
   }
 }
 
+/* Collective: whether the reads of path are independent (read_mode; for
+ * auto, whether rank 0 finds it on a node-local or memory filesystem),
+ * rank 0's answer for all; the first file's choice, with its reason, goes
+ * into v->read_how. */
+static int read_independent(sf__volume *v, const char *path, sf__err *e)
+{
+  const int mode = (int)v->cfg->pub.read_mode;
+  char fs[64] = "";
+  int ind = mode == SLABFEED_READ_INDEPENDENT, size = 1;
+  MPI_Comm_size(v->comm, &size);
+  /* One rank: collective reads are its own reads, without the independent
+   * path's cost (measured 0.81 against 1.04 x the read ceiling). */
+  if (v->rank == 0 && mode == SLABFEED_READ_AUTO && size > 1)
+    ind = sf__h5_local_fs(path, fs, sizeof fs);
+  else if (v->rank == 0 && mode == SLABFEED_READ_AUTO)
+    snprintf(fs, sizeof fs, "one rank");
+  const int rc = MPI_Bcast(&ind, 1, MPI_INT, 0, v->comm);
+  if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
+    sf__fail_mpi(e, rc, "MPI_Bcast (read mode)");
+  static const char *const modes[] = {"auto", "collective", "independent"};
+  if (v->read_how[0] == '\0')
+    snprintf(v->read_how, sizeof v->read_how, "%s MPI-IO (read_mode %s%s%s)",
+             ind ? "independent" : "collective", modes[mode % 3],
+             fs[0] != '\0' ? ": " : "", fs);
+  return ind;
+}
+
 slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e)
 {
   const sf__config *c = v->cfg;
@@ -422,8 +449,9 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e)
       /* Field by field into its channels of the dataset. */
       int64_t c0 = 0;
       for (int f = 0; f < c->nfields[d]; f++) {
+        const int ind = read_independent(v, field_path(v, d, f, i), e);
         sf__slab_read(s, d, c0, o.dset[d][f], field_path(v, d, f, i),
-                      c->field[d][f].name, &o.finfo[d][f], z0, nz, &pg, e);
+                      c->field[d][f].name, &o.finfo[d][f], z0, nz, ind, &pg, e);
         c0 += o.finfo[d][f].channels;
       }
     }

@@ -96,6 +96,7 @@ static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v, sf__err *e)
   const double t0 = sf__now();
   if (sf__volume_read(v, &l->store, e) == SLABFEED_OK)
     sf__store_publish(&l->store, e);
+  snprintf(l->read_how, sizeof l->read_how, "%s", v->read_how);
   const sf__store *st = &l->store;
   const slabfeed_stats read = {.t_read = sf__now() - t0,
                                .slab_bytes = (uint64_t)st->bytes,
@@ -447,7 +448,11 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
                                                  "group fits"
                                                : "",
            (double)s->fill_remote / 1e9, how);
-  const size_t used = strlen(buf);
+  size_t used = strlen(buf);
+  if (l->read_how[0] != '\0' && used + 1 < len) {
+    snprintf(buf + used, len - used, "; slab reads: %s", l->read_how);
+    used = strlen(buf);
+  }
   if (l->plan.locality && l->suite.n > 1 && used + 1 < len) {
     const int64_t a = L->reach0[s->rank], n = L->reach[s->rank];
     snprintf(buf + used, len - used,

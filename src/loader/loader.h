@@ -19,6 +19,7 @@ struct slabfeed_loader {
   uint64_t epoch, step; /* position of the next batch */
   volatile int forked;
   char last_error[SF_ERRLEN];
+  char read_how[96]; /* how the open's slab reads went (io/volume.h) */
   struct slabfeed_loader *next_live; /* registry for the fork handler */
 };
 

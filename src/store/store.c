@@ -281,6 +281,20 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   }
   if (sf__agree(comm, e) == SLABFEED_OK && make_windows(s, e) == SLABFEED_OK)
     map_peers(s, e);
+  /* Diagnostic (docs/PERFORMANCE.md, "The open's read"): with
+   * SLABFEED_PREFAULT=1 every rank first touches its own segment and
+   * prints how long that took, so that the first-touch cost of the shared
+   * window and the read itself are timed apart. Local (no collective). */
+  const char *pf = getenv("SLABFEED_PREFAULT");
+  if (e->status == SLABFEED_OK && pf != NULL && pf[0] == '1' &&
+      s->base != NULL && s->bytes > 0) {
+    const double t0 = sf__now();
+    memset(s->base, 0, (size_t)s->bytes);
+    const double dt = sf__now() - t0;
+    fprintf(stderr, "prefault: rank %d touched %.2f GB in %.3f s (%.2f GB/s)\n",
+            s->rank, (double)s->bytes / 1e9, dt,
+            dt > 0 ? (double)s->bytes / 1e9 / dt : 0.0);
+  }
   if (sf__inject("window", s->rank))
     sf__fail(e, SLABFEED_ERR_MPI, "injected failure at stage 'window' (test)");
   if (sf__agree(comm, e) != SLABFEED_OK)
