@@ -259,6 +259,9 @@ int main(int argc, char **argv)
     cli_progress(prog, (int)cfg.progress, rank, "pass step", (double)(s + 1),
                  (double)steps, &shown);
   }
+  if (shown > 0 && tiles > 0 && st != SLABFEED_OK)
+    cli_progress(prog, (int)cfg.progress, rank, "pass step", (double)steps,
+                 (double)steps, &shown); /* ends the line */
   const double t_pass = MPI_Wtime() - t0;
   const double tc0 = MPI_Wtime();
   slabfeed_status cs = slabfeed_writer_close(w, err, sizeof err);

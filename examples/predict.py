@@ -188,16 +188,8 @@ def local_rank(comm: MPI.Intracomm) -> int:
 
 def load_checkpoint(path: str, dev: torch.device) -> Dict[str, Any]:
     """A checkpoint of train_unet.py (UsageError when it is none)."""
-    try:
-        ck = torch.load(path, map_location=dev)
-    except FileNotFoundError:
-        raise UsageError(f"--ckpt {path}: no such file") from None
-    except Exception as e:
-        raise UsageError(f"--ckpt {path} is not a checkpoint of train_unet.py "
-                         f"({type(e).__name__}: {e})") from None
-    if not isinstance(ck, dict) or not {"model", "norm", "args"} <= set(ck):
-        raise UsageError(f"--ckpt {path} is not a checkpoint of train_unet.py")
-    return ck
+    return _cli.load_checkpoint(lambda p: torch.load(p, map_location=dev), path,
+                                "--ckpt", ("model", "norm", "args"))
 
 
 def held_out_volumes(ck: Dict[str, Any], volumes: Sequence[str]) -> str:

@@ -521,17 +521,9 @@ def check_output(path: str, what: str, overwrite: bool = True,
 
 def load_checkpoint(path: str, dev: torch.device) -> Dict[str, Any]:
     """A checkpoint of this script (UsageError when it is none)."""
-    try:
-        ck = torch.load(path, map_location=dev)
-    except FileNotFoundError:
-        raise UsageError(f"--resume {path}: no such file") from None
-    except Exception as e:
-        raise UsageError(f"--resume {path} is not a checkpoint of train_unet.py "
-                         f"({type(e).__name__}: {e})") from None
-    if not isinstance(ck, dict) or not {"model", "optimizer", "loader", "norm",
-                                        "step"} <= set(ck):
-        raise UsageError(f"--resume {path} is not a checkpoint of train_unet.py")
-    return ck
+    return _cli.load_checkpoint(lambda p: torch.load(p, map_location=dev), path,
+                                "--resume",
+                                ("model", "optimizer", "loader", "norm", "step"))
 
 
 def save_checkpoint(path: str, state: Dict[str, Any], rank: int, dev: torch.device) -> None:

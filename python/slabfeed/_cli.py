@@ -155,6 +155,24 @@ def run(prog: str, main: Callable[[Sequence[str]], Any], argv: Sequence[str]) ->
 # ---- the volumes of a path list, as the library finds them ----------------------
 
 
+def load_checkpoint(load: Callable[[str], Any], path: str, flag: str,
+                    keys: Sequence[str]) -> Any:
+    """A checkpoint of examples/train_unet.py read with load(path) (e.g.
+    torch.load with its map_location): a UsageError naming `flag` and
+    path when the file is missing, unreadable, or not a dict holding
+    every one of `keys`."""
+    try:
+        ck = load(path)
+    except FileNotFoundError:
+        raise UsageError(f"{flag} {path}: no such file") from None
+    except Exception as e:
+        raise UsageError(f"{flag} {path} is not a checkpoint of train_unet.py "
+                         f"({type(e).__name__}: {e})") from None
+    if not isinstance(ck, dict) or not set(keys) <= set(ck):
+        raise UsageError(f"{flag} {path} is not a checkpoint of train_unet.py")
+    return ck
+
+
 def _manifest(path: str) -> List[str]:
     try:
         with open(path) as f:
