@@ -339,8 +339,9 @@ int main(int argc, char **argv)
   expect_refused(&c, want, NULL, "fine read on one rank");
   unsetenv("SLABFEED_TEST_FAIL");
   config(&c, lr[0], tgt[0], 1, 3, 0);
-  expect_refused(&c, "the target is 2 x the input's on every axis: for a "
-                     "super-resolution pair set scale_factor 2",
+  expect_refused(&c,
+                 "the target is 2 x the input's on every axis: for a "
+                 "super-resolution pair set scale_factor 2",
                  NULL, "pair without scale_factor");
   config(&c, lr[0], NULL, 2, 3, 0);
   c.n_target_vectors = 0;
