@@ -148,6 +148,17 @@ typedef enum {
   SLABFEED_READ_INDEPENDENT = 2
 } slabfeed_read_mode;
 
+/* The node's shared memory that holds the slabs. PER_RANK: one MPI-3
+ * shared window per rank of the node, each rank's segment its own
+ * shared-memory file (the ranks fault their pages in parallel: one file's
+ * page faults serialise); ONE: one window for the node (0.6's). AUTO:
+ * per rank up to 64 ranks on a node, else one. */
+typedef enum {
+  SLABFEED_WINDOW_AUTO = 0,
+  SLABFEED_WINDOW_ONE = 1,
+  SLABFEED_WINDOW_PER_RANK = 2
+} slabfeed_shared_window;
+
 /* Which cube symmetries the sampler draws from (uniformly). */
 typedef enum {
   SLABFEED_SYM_ALL = 0,       /* all 48 elements */
@@ -344,6 +355,8 @@ typedef struct slabfeed_config {
   /* Added in 0.7: the open's slab reads (slabfeed_read_mode above);
    * slabfeed_placement says which ran and why. */
   slabfeed_read_mode read_mode; /* default SLABFEED_READ_AUTO */
+  /* Added in 0.7: slabfeed_shared_window above. */
+  slabfeed_shared_window shared_window; /* default SLABFEED_WINDOW_AUTO */
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the

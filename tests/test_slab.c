@@ -13,10 +13,14 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                        int64_t halo, int rank_per_node, int group_nodes,
                        int locality)
 {
-  /* The cases alternate collective and independent reads (read_mode):
-   * every voxel is checked either way. */
+  /* The cases alternate collective and independent reads (read_mode) and,
+   * every other pair, one window for the node and one per rank
+   * (shared_window): every voxel is checked every way. */
   static int ncase;
-  const int independent = ncase++ % 2;
+  const int independent = ncase % 2;
+  const int window =
+      (ncase / 2) % 2 ? SLABFEED_WINDOW_ONE : SLABFEED_WINDOW_PER_RANK;
+  ncase++;
   if (make_file(path, Z, Y, X, layout, chunked, f16, 1) != 0)
     return;
   sf__err e;
@@ -43,7 +47,8 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                             .group_nodes = group_nodes,
                             .locality = locality,
                             .halo = halo,
-                            .crop_z = 3};
+                            .crop_z = 3,
+                            .shared_window = window};
   CHECK(sf__store_open(&s, MPI_COMM_WORLD, 2, ch, info[0].shape, &o, &e) ==
             SLABFEED_OK,
         "store: %s", e.msg);

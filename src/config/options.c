@@ -423,6 +423,16 @@ const sf__option sf__options[] = {
               "node-local and memory filesystems and collective (MPI-IO "
               "aggregation) on others with auto, or as named"},
      FIELD(read_mode)},
+    {{.name = "shared_window",
+      .flag = "shared-window",
+      .kind = SLABFEED_OPTION_CHOICE,
+      .choices = "auto|one|per-rank",
+      .default_value = "auto",
+      .metavar = "auto|one|per-rank",
+      .help = "the node's slab memory: an MPI-3 shared window per rank "
+              "(its pages faulted in parallel; auto up to 64 ranks a node) "
+              "or one for the node"},
+     FIELD(shared_window)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);

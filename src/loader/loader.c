@@ -186,7 +186,8 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
                       v->suite.n,
                       v->suite.z0,
                       (const int64_t(*)[3])v->suite.shape,
-                      {1, p->scale_factor}}; /* the target's grid */
+                      {1, p->scale_factor}, /* the target's grid */
+                      (int)p->shared_window};
   /* Locality over several volumes keeps each volume on one node. */
   int64_t *cuts = NULL;
   if (p->locality && v->suite.n > 1 && p->tile == 0) {
@@ -450,7 +451,9 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
            (double)s->fill_remote / 1e9, how);
   size_t used = strlen(buf);
   if (l->read_how[0] != '\0' && used + 1 < len) {
-    snprintf(buf + used, len - used, "; slab reads: %s", l->read_how);
+    snprintf(buf + used, len - used, "; slab reads: %s; shared memory: %s",
+             l->read_how,
+             s->n_shm > 1 ? "a window per rank" : "one window for the node");
     used = strlen(buf);
   }
   if (l->plan.locality && l->suite.n > 1 && used + 1 < len) {

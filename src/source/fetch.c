@@ -724,7 +724,7 @@ slabfeed_status sf__fetch_selfcheck(sf__store *s, sf__fetch_mode mode,
   if (sf__store_planes(s, s->rank) > 0)
     probe_fill(s);
   /* The pattern is in every segment before anyone reads it. */
-  int rc = MPI_Win_sync(s->shm_win);
+  int rc = sf__store_win_sync(s);
   if (rc == MPI_SUCCESS)
     rc = MPI_Barrier(s->comm);
   int locked = 0;

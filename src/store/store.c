@@ -81,11 +81,39 @@ static slabfeed_status make_windows(sf__store *s, sf__err *e)
   MPI_Info info = MPI_INFO_NULL;
   SF_MPI_GOTO(MPI_Info_create(&info), e, out);
   SF_MPI_GOTO(MPI_Info_set(info, "alloc_shared_noncontig", "true"), e, out);
-  SF_MPI_GOTO(MPI_Win_allocate_shared((MPI_Aint)s->bytes, 1, info, s->node,
-                                      &s->base, &s->shm_win),
-              e, out);
-  /* Window errors become return codes, not the end of the job. */
-  SF_MPI_GOTO(MPI_Win_set_errhandler(s->shm_win, MPI_ERRORS_RETURN), e, out);
+  /* One window per node rank (its segment alone in it: its own
+   * shared-memory file, whose pages the rank faults in without the other
+   * ranks' faults in the same file; docs/PERFORMANCE.md), or one for the
+   * node. Every rank makes every allocation, also after a failure. */
+  s->n_shm = s->per_rank ? s->node_size : 1;
+  s->shm_wins = malloc((size_t)s->n_shm * sizeof *s->shm_wins);
+  if (s->shm_wins == NULL) {
+    s->n_shm = 0;
+    sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the window table");
+    goto out;
+  }
+  for (int k = 0; k < s->n_shm; k++)
+    s->shm_wins[k] = MPI_WIN_NULL;
+  for (int k = 0; k < s->n_shm; k++) {
+    const int mine = s->n_shm == 1 || k == s->node_rank;
+    void *b = NULL;
+    const int rc = MPI_Win_allocate_shared(mine ? (MPI_Aint)s->bytes : 0, 1,
+                                           info, s->node, &b, &s->shm_wins[k]);
+    if (rc != MPI_SUCCESS) {
+      if (e->status == SLABFEED_OK)
+        sf__fail_mpi(e, rc, "MPI_Win_allocate_shared");
+      s->shm_wins[k] = MPI_WIN_NULL;
+      continue;
+    }
+    if (mine)
+      s->base = b;
+    /* Window errors become return codes, not the end of the job. */
+    const int rc2 = MPI_Win_set_errhandler(s->shm_wins[k], MPI_ERRORS_RETURN);
+    if (rc2 != MPI_SUCCESS && e->status == SLABFEED_OK)
+      sf__fail_mpi(e, rc2, "MPI_Win_set_errhandler");
+  }
+  if (e->status != SLABFEED_OK)
+    goto out;
   /* Open MPI returns success even when its mmap of this rank's segment
    * failed; this rank then goes on with an empty segment through the
    * collective calls below, and the store's agreement reports it. */
@@ -132,7 +160,8 @@ static slabfeed_status make_windows(sf__store *s, sf__err *e)
     SF_MPI_GOTO(MPI_Win_set_errhandler(s->world_win, MPI_ERRORS_RETURN), e,
                 out);
   }
-  SF_MPI_GOTO(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->shm_win), e, out);
+  for (int k = 0; k < s->n_shm; k++)
+    SF_MPI_GOTO(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->shm_wins[k]), e, out);
   s->shm_locked = 1;
 out:
   if (info != MPI_INFO_NULL)
@@ -163,8 +192,9 @@ static slabfeed_status map_peers(sf__store *s, sf__err *e)
     MPI_Aint size;
     int unit;
     void *ptr;
-    SF_MPI_GOTO(MPI_Win_shared_query(s->shm_win, i, &size, &unit, &ptr), e,
-                out);
+    SF_MPI_GOTO(MPI_Win_shared_query(s->shm_wins[s->n_shm == 1 ? 0 : i], i,
+                                     &size, &unit, &ptr),
+                e, out);
     s->peer[wr[i]] = ptr;
     s->peer_bytes[wr[i]] = (int64_t)size;
   }
@@ -248,7 +278,10 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   s->open = 1;
   s->comm = comm;
   s->node = MPI_COMM_NULL;
-  s->shm_win = s->world_win = MPI_WIN_NULL;
+  s->world_win = MPI_WIN_NULL;
+  s->shm_wins = NULL;
+  s->n_shm = 0;
+  s->per_rank = o->shared_window; /* resolved once node_size is known */
   s->ndsets = ndsets;
   memcpy(s->shape, shape, sizeof s->shape);
   for (int d = 0; d < ndsets; d++) {
@@ -273,6 +306,9 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   /* Every rank computes the same placement from agreed inputs, so a
    * failure of the placement itself is found by all. */
   make_node(s, o->rank_per_node, e);
+  s->per_rank = o->shared_window == SLABFEED_WINDOW_PER_RANK ||
+                (o->shared_window == SLABFEED_WINDOW_AUTO &&
+                 s->node_size <= SF_STORE_MAX_WINDOWS);
   if (sf__agree(comm, e) == SLABFEED_OK && place(s, o, e) == SLABFEED_OK) {
     s->bytes = segment_bytes(s, s->rank);
     if (s->bytes < 0)
@@ -370,12 +406,23 @@ out:
   return e->status;
 }
 
+int sf__store_win_sync(const sf__store *s)
+{
+  int first = MPI_SUCCESS;
+  for (int k = 0; k < s->n_shm; k++) {
+    const int rc = MPI_Win_sync(s->shm_wins[k]);
+    if (rc != MPI_SUCCESS && first == MPI_SUCCESS)
+      first = rc;
+  }
+  return first;
+}
+
 /* Makes this node's writes to the shared window visible to its ranks. */
 static slabfeed_status node_sync(sf__store *s, sf__err *e)
 {
-  SF_MPI_GOTO(MPI_Win_sync(s->shm_win), e, out);
+  SF_MPI_GOTO(sf__store_win_sync(s), e, out);
   SF_MPI_GOTO(MPI_Barrier(s->comm), e, out);
-  SF_MPI_GOTO(MPI_Win_sync(s->shm_win), e, out);
+  SF_MPI_GOTO(sf__store_win_sync(s), e, out);
 out:
   return e->status;
 }
@@ -414,13 +461,17 @@ void sf__store_close(sf__store *s)
   s->open = 0;
   if (s->world_locked)
     MPI_Win_unlock_all(s->world_win);
-  if (s->shm_locked)
-    MPI_Win_unlock_all(s->shm_win);
+  for (int k = 0; s->shm_locked && k < s->n_shm; k++)
+    MPI_Win_unlock_all(s->shm_wins[k]);
   s->world_locked = s->shm_locked = 0;
   if (s->world_win != MPI_WIN_NULL)
     MPI_Win_free(&s->world_win);
-  if (s->shm_win != MPI_WIN_NULL)
-    MPI_Win_free(&s->shm_win);
+  for (int k = 0; k < s->n_shm; k++)
+    if (s->shm_wins[k] != MPI_WIN_NULL)
+      MPI_Win_free(&s->shm_wins[k]);
+  free(s->shm_wins);
+  s->shm_wins = NULL;
+  s->n_shm = 0;
   if (s->node != MPI_COMM_NULL)
     MPI_Comm_free(&s->node);
   free(s->peer);

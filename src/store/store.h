@@ -9,6 +9,9 @@
 #include "plan/placement.h"
 
 /* The options that shape the placement. */
+/* Windows per node at most for shared_window auto's one per rank. */
+#define SF_STORE_MAX_WINDOWS 64
+
 typedef struct sf__store_opts {
   int rank_per_node; /* every rank its own node */
   int group_nodes;   /* G: 0 from the budget, -1 all nodes, else forced */
@@ -28,6 +31,10 @@ typedef struct sf__store_opts {
    * (0 or 1: the planes' grid) times the grid on every axis: each plane
    * of the placement holds scale planes of scale x the rows and columns. */
   int64_t scale[SF_MAX_DSETS];
+  /* The node's shared memory (0.7): slabfeed_config.shared_window,
+   * SLABFEED_WINDOW_AUTO (a window per rank up to SF_STORE_MAX_WINDOWS
+   * ranks on the node, else one), _ONE or _PER_RANK. */
+  int shared_window;
 } sf__store_opts;
 
 typedef struct sf__store {
@@ -46,15 +53,24 @@ typedef struct sf__store {
   int64_t channels[SF_MAX_DSETS];
   int64_t scale[SF_MAX_DSETS]; /* f: dataset d's grid is f x the planes' */
   int64_t cube[SF_MAX_DSETS];  /* f^3: its floats per float of the grid */
-  MPI_Win shm_win;             /* node shared memory */
-  MPI_Win world_win;           /* same memory, all ranks: MPI_Get; MPI_WIN_NULL
-                                  when there is only one node */
+  MPI_Win *shm_wins; /* node shared memory: [n_shm] windows, one for the
+                        node (n_shm 1) or one per node rank (window k holds
+                        node rank k's segment alone) */
+  int n_shm;
+  int per_rank;      /* one window per node rank (sf__store_opts) */
+  MPI_Win world_win; /* same memory, all ranks: MPI_Get; MPI_WIN_NULL
+                        when there is only one node */
   int shm_locked, world_locked;
   char *base;    /* this rank's segment */
   int64_t bytes; /* size of this rank's segment */
   char **peer;   /* [size]: segment of each rank on this node, else NULL */
   int64_t *peer_bytes; /* [size]: segment sizes of those ranks */
 } sf__store;
+
+/* MPI_Win_sync of every window of the node's shared memory: this rank's
+ * writes become visible to the node's ranks (before a barrier). Returns
+ * the first MPI error code, MPI_SUCCESS when all succeed. */
+int sf__store_win_sync(const sf__store *s);
 
 /* A segment holds, for each dataset d and channel c in turn, the planes
  * of the rank one after the other, each at its own size (the size of its
