@@ -14,6 +14,9 @@
  *  - Options by field (input_vector_fields, one normalisation entry per
  *    field) give the bits of the same options by channel; refusals name
  *    the field (not a vector of 3 channels, not a field of the list).
+ *  - A field's files named on manifest lines (dm@{dmf}, relative to the
+ *    manifest): the pattern's batches bit for bit, parameters from the
+ *    same lines; a line without the column refused naming it.
  *  - The reference reader takes a list of its file's datasets.
  *  - Refusals, on every rank alike and naming field, file and shapes:
  *    fields of different grids, a field pattern with the wrong number of
@@ -339,6 +342,69 @@ static void check_by_field(const char *spec, const char *target)
            "channel; refusals name the field\n");
 }
 
+/* A field's files named on the manifest lines (DATASET@{COLUMN}, paths
+ * relative to the manifest's folder): the same batches, bit for bit, as
+ * the glob pattern naming them; a line without the column, and a text
+ * column taken for a parameter, refused naming volume and column. */
+static void check_manifest_fields(const char *spec, const char *target)
+{
+  char man[400], bad[400], mspec[420], bspec[420];
+  snprintf(man, sizeof man, "%s/fields.txt", dir);
+  snprintf(bad, sizeof bad, "%s/fields_bad.txt", dir);
+  if (rank == 0) {
+    FILE *f = fopen(man, "w"), *g = fopen(bad, "w");
+    for (int v = 0; f != NULL && g != NULL && v < NV; v++) {
+      fprintf(f, "vol_%d.h5 dmf=dm/dm_%d.h5 Omega_m=0.%d\n", v, v, 3 + v);
+      fprintf(g, v == 1 ? "vol_%d.h5\n" : "vol_%d.h5 dmf=dm/dm_%d.h5\n", v, v);
+    }
+    if (f != NULL)
+      fclose(f);
+    if (g != NULL)
+      fclose(g);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  snprintf(mspec, sizeof mspec, "@%s", man);
+  snprintf(bspec, sizeof bspec, "@%s", bad);
+  slabfeed_config a, b;
+  config(&a, spec, "density,velocity", target);
+  config(&b, mspec, "density,velocity", "dm@{dmf}, extra");
+  b.params = "Omega_m";
+  slabfeed_loader *la = NULL, *lb = NULL;
+  char err[1024];
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &a, &la, err, sizeof err) == SLABFEED_OK,
+        "open pattern: %s", err);
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &b, &lb, err, sizeof err) == SLABFEED_OK,
+        "open manifest fields: %s", err);
+  int differ = 0;
+  for (int s = 0; s < 20 && la != NULL && lb != NULL; s++) {
+    slabfeed_batch x = SLABFEED_BATCH_INIT, y = SLABFEED_BATCH_INIT;
+    CHECK(slabfeed_next(la, &x, NULL) == SLABFEED_OK &&
+              slabfeed_next(lb, &y, NULL) == SLABFEED_OK,
+          "next: %s", slabfeed_last_error(lb));
+    differ += memcmp(x.input.data, y.input.data, 3 * 4 * 125 * 4) != 0 ||
+              memcmp(x.target.data, y.target.data, 3 * 3 * 125 * 4) != 0;
+    for (int i = 0; i < 3; i++)
+      differ +=
+          y.params == NULL || y.params[i] != (y.volume[i] == 0 ? 0.3f : 0.4f);
+  }
+  CHECK(differ == 0,
+        "manifest-named field files: %d of 20 batches differ "
+        "from the pattern's (or their parameters)",
+        differ);
+  slabfeed_close(la);
+  slabfeed_close(lb);
+  config(&b, bspec, "density,velocity", "dm@{dmf},extra");
+  expect_refused(&b, "target field 'dm': volume 1 '",
+                 "has no manifest column dmf=FILE", "manifest without column");
+  config(&b, mspec, "density,velocity", "dm@{dmf},extra");
+  b.params = "dmf";
+  expect_refused(&b, "manifest column 'dmf' (params) is not a number", NULL,
+                 "text column as a parameter");
+  if (rank == 0)
+    printf("  manifest fields: the files named on the lines give the "
+           "pattern's batches\n");
+}
+
 /* The reference reader: a list of its file's datasets. */
 static void check_reader(void)
 {
@@ -512,6 +578,7 @@ int main(int argc, char **argv)
   snprintf(target, sizeof target, "dm@%s/dm/dm_*.h5 , extra", dir);
   check_stream(spec, target);
   check_by_field(spec, target);
+  check_manifest_fields(spec, target);
   check_reader();
   check_refusals(spec, target);
   check_gen_fields();

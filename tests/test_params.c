@@ -257,7 +257,7 @@ static void check_refusals(const char *spec, const char *odd)
   snprintf(s, sizeof s, "%s/vol2.h5 sigma_8=abc\n", dir);
   write_text(p, s);
   snprintf(s, sizeof s, "@%s", p);
-  expect_refused(&c, "line 1: column 'sigma_8=abc' is not NAME=NUMBER", NULL,
+  expect_refused(&c, "manifest column 'sigma_8' (params) is not a number", NULL,
                  "bad manifest column");
   snprintf(p, sizeof p, "%s/twice.txt", dir);
   snprintf(s, sizeof s, "%s/vol2.h5\tsigma_8=1 sigma_8=2\n", dir);

@@ -93,39 +93,48 @@ static slabfeed_status add(list *l, const char *path, const char *cols,
   return SLABFEED_OK;
 }
 
+/* Whether s (n bytes) is one number as strtod reads it. */
+static int is_number(const char *s, size_t n)
+{
+  char num[128];
+  char *end = num;
+  if (n == 0 || n >= sizeof num)
+    return 0;
+  memcpy(num, s, n);
+  num[n] = '\0';
+  (void)strtod(num, &end);
+  return end != num && *end == '\0';
+}
+
 /* Blank-separated token [a, b) of `line`: a column NAME=VALUE? 1 when it
- * is one, 0 when it holds no '=', -1 (a failure in *e, naming the line)
- * when it has one but is not NAME=NUMBER. */
+ * is NAME=NUMBER, 2 when NAME=TEXT (a field's file, 0.7), 0 when it holds
+ * no '=', -1 (a failure in *e, naming the line) when its name or value is
+ * empty. */
 static int column(const char *line, size_t a, size_t b, const char *where,
                   sf__err *e)
 {
   const char *eq = memchr(line + a, '=', b - a);
   if (eq == NULL)
     return 0;
-  char num[128];
   const size_t nlen = (size_t)(line + b - (eq + 1));
-  char *end = num;
-  if (eq > line + a && nlen > 0 && nlen < sizeof num) {
-    memcpy(num, eq + 1, nlen);
-    num[nlen] = '\0';
-    (void)strtod(num, &end);
-  }
-  if (eq == line + a || nlen == 0 || nlen >= sizeof num || *end != '\0' ||
-      end == num) {
+  if (eq == line + a || nlen == 0) {
     sf__fail(e, SLABFEED_ERR_ARG,
-             "dataset: %s: column '%.*s' is not NAME=NUMBER (a manifest line "
-             "is an absolute path, then optional columns NAME=VALUE)",
+             "dataset: %s: column '%.*s' is not NAME=VALUE (a manifest line "
+             "is a path, then optional columns NAME=VALUE: a number, or the "
+             "file of a field)",
              where, (int)(b - a), line + a);
     return -1;
   }
-  return 1;
+  return is_number(eq + 1, nlen) ? 1 : 2;
 }
 
 /* Splits a manifest line (no newline) into its path and the columns at
- * its end: cols gets the text from the first column on ("" when none),
- * and line is cut after its path. */
+ * its end: cols gets the columns, blank-separated ("" when none), a text
+ * value that is a relative path joined to `folder` (the manifest's; NULL
+ * or "" for none), and line is cut after its path. */
 static slabfeed_status split_columns(char *line, char *cols, size_t cap,
-                                     const char *where, sf__err *e)
+                                     const char *folder, const char *where,
+                                     sf__err *e)
 {
   size_t end = strlen(line), first = end;
   for (;;) {
@@ -145,7 +154,29 @@ static slabfeed_status split_columns(char *line, char *cols, size_t cap,
     first = a;
     end = a;
   }
-  snprintf(cols, cap, "%s", line + first);
+  /* The columns in order, text values relative to the manifest's folder. */
+  size_t used = 0;
+  cols[0] = '\0';
+  for (const char *p = line + first; *p != '\0' && used + 1 < cap;) {
+    p += strspn(p, " \t");
+    const size_t len = strcspn(p, " \t");
+    if (len == 0)
+      break;
+    const char *eq = memchr(p, '=', len);
+    const int text =
+        eq != NULL && !is_number(eq + 1, (size_t)(p + len - eq - 1));
+    const int join = text && eq[1] != '/' && folder != NULL && folder[0];
+    const int k = join ? snprintf(cols + used, cap - used, "%s%.*s%s/%.*s",
+                                  used ? " " : "", (int)(eq + 1 - p), p, folder,
+                                  (int)(p + len - eq - 1), eq + 1)
+                       : snprintf(cols + used, cap - used, "%s%.*s",
+                                  used ? " " : "", (int)len, p);
+    if (k < 0 || (size_t)k >= cap - used)
+      return sf__fail(e, SLABFEED_ERR_ARG, "dataset: %s: columns too long",
+                      where);
+    used += (size_t)k;
+    p += len;
+  }
   size_t n = first;
   while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t'))
     n--;
@@ -204,7 +235,11 @@ static slabfeed_status manifest(list *l, const char *file, sf__err *e)
         snprintf(full, sizeof full, "%.*s/%s", (int)(slash - file), file, line);
       else
         snprintf(full, sizeof full, "%s", line);
-      if (split_columns(full, cols, sizeof cols, from, e) == SLABFEED_OK)
+      char folder[4200] = "";
+      if (slash != NULL)
+        snprintf(folder, sizeof folder, "%.*s", (int)(slash - file), file);
+      if (split_columns(full, cols, sizeof cols, folder, from, e) ==
+          SLABFEED_OK)
         add(l, full, cols, from, e);
       any = 1;
     }
@@ -398,20 +433,66 @@ void sf__suite_free(sf__suite *s)
   memset(s, 0, sizeof *s);
 }
 
-int sf__suite_column(const sf__suite *s, int i, const char *name, double *value)
+int sf__suite_text(const sf__suite *s, int i, const char *name, char *out,
+                   size_t len)
 {
   const size_t n = strlen(name);
   for (const char *p = s->cols != NULL ? s->cols[i] : NULL;
        p != NULL && *p != '\0';) {
-    const size_t len = strcspn(p, " \t");
-    if (len > n && strncmp(p, name, n) == 0 && p[n] == '=') {
-      *value = strtod(p + n + 1, NULL);
+    const size_t tl = strcspn(p, " \t");
+    if (tl > n && strncmp(p, name, n) == 0 && p[n] == '=') {
+      snprintf(out, len, "%.*s", (int)(tl - n - 1), p + n + 1);
       return 1;
     }
-    p += len;
+    p += tl;
     p += strspn(p, " \t");
   }
   return 0;
+}
+
+int sf__suite_column(const sf__suite *s, int i, const char *name, double *value)
+{
+  char text[4200];
+  if (!sf__suite_text(s, i, name, text, sizeof text))
+    return 0;
+  if (!is_number(text, strlen(text)))
+    return -1;
+  *value = strtod(text, NULL);
+  return 1;
+}
+
+slabfeed_status sf__suite_from_column(const sf__suite *s, const char *name,
+                                      const char *what, sf__suite *out,
+                                      sf__err *e)
+{
+  memset(out, 0, sizeof *out);
+  out->path = calloc((size_t)s->n, sizeof *out->path);
+  out->cols = calloc((size_t)s->n, sizeof *out->cols); /* none */
+  out->z0 = calloc((size_t)s->n + 1, sizeof *out->z0);
+  out->shape = calloc((size_t)s->n, sizeof *out->shape);
+  if (out->path == NULL || out->cols == NULL || out->z0 == NULL ||
+      out->shape == NULL) {
+    sf__suite_free(out);
+    return sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: the files of %s", what);
+  }
+  out->n = s->n;
+  for (int i = 0; i < s->n; i++) {
+    char text[4200];
+    if (!sf__suite_text(s, i, name, text, sizeof text)) {
+      sf__fail(e, SLABFEED_ERR_ARG,
+               "dataset: %s: volume %d '%s' has no manifest column %s=FILE "
+               "(name each volume's file of the field on its manifest line)",
+               what, i, s->path[i], name);
+      break;
+    }
+    if ((out->path[i] = strdup(text)) == NULL) {
+      sf__fail(e, SLABFEED_ERR_NOMEM, "dataset: the files of %s", what);
+      break;
+    }
+  }
+  if (e->status != SLABFEED_OK)
+    sf__suite_free(out);
+  return e->status;
 }
 
 int sf__suite_of(const sf__suite *s, int64_t z)

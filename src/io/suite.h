@@ -6,8 +6,10 @@
  *              the manifest's folder ('#' starts a comment line); blank
  *              lines are refused. A
  *              line may end in columns NAME=VALUE (separated from the
- *              path and each other by blanks; VALUE a number), the
- *              volume's parameters (params)
+ *              path and each other by blanks): a number, the volume's
+ *              parameters (params), or a file, a field's file of the
+ *              volume (a field DATASET@{NAME}), absolute or relative to
+ *              the manifest's folder
  *   PATTERN    a glob pattern (any of * ? [), expanded and sorted; a
  *              pattern that matches nothing is refused
  *   PATH       a file
@@ -57,9 +59,23 @@ slabfeed_status sf__suite_copy(sf__suite *dst, const sf__suite *src,
 void sf__suite_free(sf__suite *s);
 
 /* Local. The value of manifest column `name` of volume i into *value:
- * 1 when its line has that column, 0 when not. */
+ * 1 when its line has that column, 0 when not, -1 when it has it but the
+ * value is not a number. */
 int sf__suite_column(const sf__suite *s, int i, const char *name,
                      double *value);
+
+/* Local. The text of manifest column `name` of volume i into out (len
+ * bytes): 1 when its line has that column, 0 when not. */
+int sf__suite_text(const sf__suite *s, int i, const char *name, char *out,
+                   size_t len);
+
+/* Local. The files of a field named by manifest column `name`, one per
+ * volume of s, as a suite (paths only) in *out; a volume whose line lacks
+ * the column is refused, naming `what` (the field), the volume and the
+ * column; *out is then empty. */
+slabfeed_status sf__suite_from_column(const sf__suite *s, const char *name,
+                                      const char *what, sf__suite *out,
+                                      sf__err *e);
 
 /* The volume holding stacked plane z (0 <= z < z0[n]). */
 int sf__suite_of(const sf__suite *s, int64_t z);

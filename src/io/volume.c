@@ -257,9 +257,16 @@ static slabfeed_status one_params(sf__volume *v, int i, const one *o,
   for (int k = 0; k < c->nparams && e->status == SLABFEED_OK; k++) {
     const char *name = c->param_name[k];
     double x = 0;
-    const int found = sf__suite_column(&v->suite, i, name, &x)
-                          ? 1
-                          : sf__h5_number_attr(o->file, path, name, &x, e);
+    const int col = sf__suite_column(&v->suite, i, name, &x);
+    if (col < 0) {
+      sf__fail(e, SLABFEED_ERR_FORMAT,
+               "dataset: volume %d '%s': manifest column '%s' (params) is "
+               "not a number",
+               i, path, name);
+      break;
+    }
+    const int found =
+        col > 0 ? 1 : sf__h5_number_attr(o->file, path, name, &x, e);
     const char *slash = strrchr(name, '/');
     if (found == 0)
       sf__fail(e, SLABFEED_ERR_FORMAT,
@@ -302,7 +309,19 @@ slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
       const sf__field *fd = &c->field[d][f];
       if (fd->spec[0] == '\0')
         continue;
-      if (rank == 0)
+      /* DATASET@{NAME}: each volume's manifest column NAME names the
+       * file (0.7); else a path spec of files in the volumes' order. */
+      const size_t sl = strlen(fd->spec);
+      char col[SF_NAME_MAX];
+      if (fd->spec[0] == '{' && sl > 2 && fd->spec[sl - 1] == '}' &&
+          sl - 2 < sizeof col) {
+        char what[SF_NAME_MAX + 64];
+        snprintf(col, sizeof col, "%.*s", (int)(sl - 2), fd->spec + 1);
+        snprintf(what, sizeof what, "%s field '%s'",
+                 d == 0 ? "input" : "target", fd->name);
+        if (rank == 0)
+          sf__suite_from_column(&v->suite, col, what, &v->fsuite[d][f], e);
+      } else if (rank == 0)
         sf__suite_expand(fd->spec, &v->fsuite[d][f], e);
       if (sf__suite_bcast(&v->fsuite[d][f], comm, 0, e) != SLABFEED_OK)
         return e->status;
