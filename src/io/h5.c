@@ -1,6 +1,7 @@
 #include "io/h5.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -515,16 +516,63 @@ static hid_t half_type(hid_t dset)
   return half ? t : H5I_INVALID_HID;
 }
 
-/* n halves at the start of buf widened in place to floats (from the end,
- * so that no half is overwritten before it is read). */
-static void widen_halves(float *buf, size_t n)
+/* Floats [a, b) of buf from the halves at its start. */
+typedef struct widen_job {
+  float *buf;
+  size_t a, b;
+} widen_job;
+
+static void *widen_range(void *p)
 {
-  const unsigned char *h = (const unsigned char *)buf;
-  for (size_t i = n; i-- > 0;) {
+  const widen_job *j = p;
+  const unsigned char *h = (const unsigned char *)j->buf;
+  for (size_t i = j->b; i-- > j->a;) {
     uint16_t x;
     memcpy(&x, h + 2 * i, sizeof x);
-    buf[i] = sf__f16_to_f32(x);
+    j->buf[i] = sf__f16_to_f32(x);
   }
+  return NULL;
+}
+
+/* Phases of at least this many floats are widened by several threads. */
+#define SF_WIDEN_PARALLEL ((size_t)1 << 16)
+#define SF_WIDEN_THREADS 8
+
+/* n halves at the start of buf widened in place to floats. In phases from
+ * the end: floats [lo, hi) with lo = ceil(hi / 2) are written at bytes
+ * [4 lo, 4 hi), at or past the bytes [2 lo, 2 hi) of their halves and of
+ * every half not read yet (below 2 lo), so a phase's floats are
+ * independent and large phases go to up to SF_WIDEN_THREADS threads (a
+ * thread that cannot start leaves its part to this one). */
+static void widen_halves(float *buf, size_t n)
+{
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const int T = cores < 2                  ? 1
+                : cores < SF_WIDEN_THREADS ? (int)cores
+                                           : SF_WIDEN_THREADS;
+  size_t hi = n;
+  while (hi - (hi + 1) / 2 >= SF_WIDEN_PARALLEL && T > 1) {
+    const size_t lo = (hi + 1) / 2,
+                 part = (hi - lo + (size_t)T - 1) / (size_t)T;
+    pthread_t th[SF_WIDEN_THREADS];
+    widen_job job[SF_WIDEN_THREADS];
+    int started[SF_WIDEN_THREADS] = {0};
+    for (int t = 0; t < T; t++) {
+      const size_t a = lo + (size_t)t * part;
+      job[t] = (widen_job){buf, a < hi ? a : hi, a + part < hi ? a + part : hi};
+      started[t] =
+          t > 0 && pthread_create(&th[t], NULL, widen_range, &job[t]) == 0;
+      if (t > 0 && !started[t])
+        widen_range(&job[t]);
+    }
+    widen_range(&job[0]);
+    for (int t = 1; t < T; t++)
+      if (started[t])
+        pthread_join(th[t], NULL);
+    hi = lo;
+  }
+  const widen_job rest = {buf, 0, hi};
+  widen_range((void *)&rest);
 }
 
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
