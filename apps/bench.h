@@ -5,6 +5,7 @@
 #define SF_APPS_BENCH_H
 
 #include "cli.h"
+#include "read_ceiling.h"
 
 /* One benchmark run's setting, the same on every rank. */
 typedef struct bench_ctx {
@@ -37,7 +38,7 @@ typedef struct bench_ceilings {
   /* rank 0: device 0 -> device 1 copy (2+ visible GPUs), GB/s, and 1
    * where peer access was on (NVLink or PCIe peer-to-peer) */
   double p2p, p2p_peer;
-  /* The open's read ceiling (bench_read.c): plain parallel pread of the
+  /* The open's read ceiling (read_ceiling.h): plain parallel pread of the
    * bytes the open read (all ranks), GB/s, those bytes, and the open's own
    * rate for them (bytes / the slowest rank's slab read); 0: n/a */
   double read_pread, read_bytes, read_open;
@@ -70,12 +71,6 @@ typedef struct bench_result {
  * on rank 0; with devices on every rank, their pinned H2D all at once; a
  * one-sided MPI_Get between ranks 0 and 1). Collective. */
 void bench_ceilings_measure(const bench_ctx *b, bench_ceilings *c);
-
-/* The open's read ceiling into c (read_*; 0 where it cannot be measured:
- * no loader, a chunked dataset, several volumes or fields): after the
- * loader closed, the same ranks pread the bytes of their z-slabs of the
- * first volume's file into fresh private memory. Collective. */
-void bench_read_ceiling(const bench_ctx *b, bench_ceilings *c);
 
 /* Prints the ceilings line(s) on rank 0. */
 void bench_ceilings_print(const bench_ctx *b, const bench_ceilings *c);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "read_ceiling.h"
 #include "slabfeed_tools.h"
 
 static const char *prog = "slabfeed-predict";
@@ -294,6 +295,10 @@ int main(int argc, char **argv)
     if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
       cli_fail_agreed(prog, st, msg);
   }
+  /* The open's read ceiling, the loader closed (collective). */
+  read_ceiling ceil;
+  const int have_ceiling =
+      read_ceiling_measure(input, cfg.input, cfg.target, cfg.layout, &ceil);
   double mine[6] = {t_next,        t_put,
                     stats.t_read,  (double)stats.slab_bytes,
                     (double)tiles, (double)bad};
@@ -317,6 +322,16 @@ int main(int argc, char **argv)
            "read at open %.2f GB/s (%.2f GB of slabs): %.2f x\n",
            prog, write_rate / 1e9, out_bytes / 1e9, read_rate / 1e9,
            sum[3] / 1e9, write_rate / read_rate);
+    if (have_ceiling)
+      printf("%s: open: read %.2f GB of '%s' at %.2f GB/s = %.3f x the read "
+             "ceiling (the same bytes by the same %d ranks with pread into "
+             "fresh private memory: %.2f GB/s)\n",
+             prog, ceil.bytes / 1e9, input, ceil.bytes / max[2] / 1e9,
+             ceil.bytes / max[2] / 1e9 / ceil.pread_gbs, size, ceil.pread_gbs);
+    else
+      printf("%s: open: read ceiling n/a (a chunked dataset or fields: their "
+             "bytes are not at known offsets)\n",
+             prog);
     if (a.verify)
       printf("%s: verify: %s (%.0f voxels differ)\n", prog,
              sum[5] == 0 ? "OK, bit for bit" : "FAILED", sum[5]);

@@ -1,4 +1,5 @@
-/* slabfeed-bench: the read ceiling of the open. The same ranks read the
+/* The read ceiling of a loader's open (slabfeed-bench, slabfeed-predict;
+ * read_ceiling.h). The same ranks read the
  * same bytes of the same file as the open's slab read did, with plain
  * pread(2) into private memory freshly allocated (its pages first touched
  * by the read, as the open's window is), one thread per rank, right after
@@ -15,7 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "read_ceiling.h"
+
+#include "cli.h"
 #include "slabfeed_tools.h"
 
 /* Where one dataset's values are in the file, found by rank 0. */
@@ -74,24 +77,28 @@ static int read_range(int fd, char *buf, off_t off, size_t len)
   return 0;
 }
 
-void bench_read_ceiling(const bench_ctx *b, bench_ceilings *c)
+int read_ceiling_measure(const char *path, const char *input,
+                         const char *target, slabfeed_file_layout layout,
+                         read_ceiling *out)
 {
-  const slabfeed_config *cfg = &b->cfg;
+  memset(out, 0, sizeof *out);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
   enum { ND = 2 };
   stored s[ND];
   memset(s, 0, sizeof s);
-  if (b->rank == 0)
+  if (rank == 0)
     for (int d = 0; d < ND; d++)
-      s[d] =
-          find_stored(b->path, d == 0 ? cfg->input : cfg->target, cfg->layout);
+      s[d] = find_stored(path, d == 0 ? input : target, layout);
   MPI_Bcast(s, (int)(ND * (sizeof(stored) / sizeof(double))), MPI_DOUBLE, 0,
             MPI_COMM_WORLD);
-  const int nd = cfg->target != NULL ? 2 : 1;
-  int known = b->path[0] != '\0' && b->t_read_max > 0;
+  const int nd = target != NULL ? 2 : 1;
+  int known = path != NULL && path[0] != '\0';
   for (int d = 0; d < nd; d++)
-    known &= s[d].offset >= 0 && s[d].Z >= b->size;
+    known &= s[d].offset >= 0 && s[d].Z >= size;
   if (!known)
-    return; /* n/a, alike on every rank (rank 0's findings) */
+    return 0; /* n/a, alike on every rank (rank 0's findings) */
   /* This rank's ranges and their bytes. */
   off_t off[ND][64];
   size_t len[ND][64];
@@ -99,7 +106,7 @@ void bench_read_ceiling(const bench_ctx *b, bench_ceilings *c)
   size_t mine = 0;
   for (int d = 0; d < nd; d++) {
     int64_t z0 = 0, z1 = 0;
-    slabfeed_slab_plan((int64_t)s[d].Z, b->size, b->rank, &z0, &z1);
+    slabfeed_slab_plan((int64_t)s[d].Z, size, rank, &z0, &z1);
     const double row = s[d].plane * s[d].esize; /* one plane of a channel */
     const int runs = s[d].cf ? (int)s[d].C : 1;
     for (int k = 0; k < runs && k < 64; k++) {
@@ -114,10 +121,10 @@ void bench_read_ceiling(const bench_ctx *b, bench_ceilings *c)
   slabfeed_status st = SLABFEED_OK;
   char msg[CLI_ERRLEN] = "";
   char *buf = mine > 0 ? malloc(mine) : NULL;
-  const int fd = open(b->path, O_RDONLY);
+  const int fd = open(path, O_RDONLY);
   if ((mine > 0 && buf == NULL) || fd < 0)
     cli_note(&st, msg, sizeof msg, SLABFEED_ERR_IO,
-             "read ceiling: cannot open '%s' or allocate %zu bytes", b->path,
+             "read ceiling: cannot open '%s' or allocate %zu bytes", path,
              mine);
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = MPI_Wtime();
@@ -126,7 +133,7 @@ void bench_read_ceiling(const bench_ctx *b, bench_ceilings *c)
     for (int k = 0; k < nr[d] && st == SLABFEED_OK; k++) {
       if (read_range(fd, buf + at, off[d][k], len[d][k]) != 0)
         cli_note(&st, msg, sizeof msg, SLABFEED_ERR_IO,
-                 "read ceiling: pread of '%s' failed: %s", b->path,
+                 "read ceiling: pread of '%s' failed: %s", path,
                  strerror(errno));
       at += len[d][k];
     }
@@ -140,8 +147,8 @@ void bench_read_ceiling(const bench_ctx *b, bench_ceilings *c)
   int bad = st != SLABFEED_OK;
   MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (bad || t <= 0)
-    return; /* n/a: the bench's figures stand without it */
-  c->read_bytes = bytes;
-  c->read_pread = bytes / t / 1e9;
-  c->read_open = bytes / b->t_read_max / 1e9;
+    return 0; /* n/a: the app's figures stand without it */
+  out->bytes = bytes;
+  out->pread_gbs = bytes / t / 1e9;
+  return 1;
 }
