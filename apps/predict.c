@@ -26,12 +26,13 @@
 #include "cli.h"
 #include "read_ceiling.h"
 #include "slabfeed_tools.h"
+#include "write_ceiling.h"
 
 static const char *prog = "slabfeed-predict";
 
 typedef struct predict_args {
   slabfeed_writer_config w;
-  int centre, verify;
+  int centre, verify, write_ceiling;
 } predict_args;
 
 static const cli_choice layouts[] = {
@@ -94,6 +95,12 @@ static const cli_option options[] = {
      .at = offsetof(predict_args, verify),
      .help = "compare the output with the input's region, bit for bit "
              "(f32 output, f32 batches)"},
+    {.name = "--write-ceiling",
+     .kind = CLI_FLAG,
+     .at = offsetof(predict_args, write_ceiling),
+     .help = "after the pass, time a plain pwrite + fsync of the output's "
+             "bytes by the same ranks into a file beside it (removed "
+             "afterwards) and print close against it"},
     {.name = NULL}};
 
 /* The centre T^3 of every slot of a host batch tensor (NCDHW or NDHWC) as
@@ -264,6 +271,8 @@ int main(int argc, char **argv)
     cli_progress(prog, (int)cfg.progress, rank, "pass step", (double)steps,
                  (double)steps, &shown); /* ends the line */
   const double t_pass = MPI_Wtime() - t0;
+  char io_how[128];
+  snprintf(io_how, sizeof io_how, "%s", slabfeed_writer_io(w));
   const double tc0 = MPI_Wtime();
   slabfeed_status cs = slabfeed_writer_close(w, err, sizeof err);
   const double t_close = MPI_Wtime() - tc0;
@@ -295,10 +304,20 @@ int main(int argc, char **argv)
     if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
       cli_fail_agreed(prog, st, msg);
   }
-  /* The open's read ceiling, the loader closed (collective). */
+  /* The open's read ceiling, the loader closed (collective), and on
+   * request the close's write ceiling. */
   read_ceiling ceil;
   const int have_ceiling =
       read_ceiling_measure(input, cfg.input, cfg.target, cfg.layout, &ceil);
+  write_ceiling wceil = {0, 0};
+  const double es_out = a.w.dtype == SLABFEED_DTYPE_F16 ? 2.0 : 4.0;
+  const int have_wceil =
+      a.write_ceiling &&
+      write_ceiling_measure(
+          a.w.path,
+          (double)(C * (z1 - z0) * shape[cl ? 1 : 2] * shape[cl ? 2 : 3]) *
+              es_out,
+          &wceil);
   double mine[6] = {t_next,        t_put,
                     stats.t_read,  (double)stats.slab_bytes,
                     (double)tiles, (double)bad};
@@ -322,6 +341,18 @@ int main(int argc, char **argv)
            "read at open %.2f GB/s (%.2f GB of slabs): %.2f x\n",
            prog, write_rate / 1e9, out_bytes / 1e9, read_rate / 1e9,
            sum[3] / 1e9, write_rate / read_rate);
+    if (have_wceil)
+      printf("%s: close: wrote %.2f GB at %.2f GB/s = %.3f x the write "
+             "ceiling (the same bytes by the same %d ranks with pwrite + "
+             "fsync beside it: %.2f GB/s); %s\n",
+             prog, wceil.bytes / 1e9, wceil.bytes / t_close / 1e9,
+             wceil.bytes / t_close / 1e9 / wceil.pwrite_gbs, size,
+             wceil.pwrite_gbs, io_how);
+    else
+      printf("%s: close: %.3f s, %s%s\n", prog, t_close, io_how,
+             a.write_ceiling ? "; write ceiling n/a (the file beside the "
+                               "output could not be written)"
+                             : "");
     if (have_ceiling)
       printf("%s: open: read %.2f GB of '%s' at %.2f GB/s = %.3f x the read "
              "ceiling (the same bytes by the same %d ranks with pread into "

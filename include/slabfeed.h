@@ -357,6 +357,12 @@ typedef struct slabfeed_config {
   slabfeed_read_mode read_mode; /* default SLABFEED_READ_AUTO */
   /* Added in 0.7: slabfeed_shared_window above. */
   slabfeed_shared_window shared_window; /* default SLABFEED_WINDOW_AUTO */
+  /* Added in 0.7: threads of each rank that fault in the pages of its
+   * node memory before they are first written (the open's slab segment,
+   * the writer's output slab): 0 auto (the node's cores over its ranks,
+   * at most 8), 1 none apart (the pages fault as the read writes them,
+   * 0.6's way), N (at most 64). */
+  int touch_threads; /* default 0 */
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -761,7 +767,7 @@ SLABFEED_API size_t slabfeed_dtype_size(slabfeed_dtype d);
  * into the slabs of the ranks that hold it: straight into shared memory
  * on the node, MPI_Put into the owner's window across nodes. Close checks
  * that every output voxel was put exactly once and writes every rank's
- * slab with one collective write, into a file written aside and renamed
+ * slab with parallel HDF5 (MPI-IO), into a file written aside and renamed
  * over its name only when complete (an existing file is replaced only
  * with `overwrite`; the loader's input file never). */
 
@@ -855,8 +861,9 @@ SLABFEED_API slabfeed_status slabfeed_writer_put(slabfeed_writer *w,
 /* slabfeed_writer_close - completes the puts, checks that every voxel of
  * the output was put exactly once (else the error says how many were
  * missing or put twice, and on which ranks' slabs), writes every rank's
- * slab with one collective write, syncs and verifies the file and renames
- * it over its name; then releases everything.
+ * slab (collective MPI-IO writes, or independent ones where the loader's
+ * read_mode says so: slabfeed_writer_io), syncs and verifies the file and
+ * renames it over its name; then releases everything.
  * Collective over the writer's communicator.
  * Threads: not with other calls on w. Device: waits for its own stream.
  * Failure: every rank returns the same status and errbuf the message; a
@@ -876,6 +883,13 @@ SLABFEED_API void slabfeed_writer_abort(slabfeed_writer *w);
 /* slabfeed_writer_last_error - the message of the last failure on w ("" if
  * none). Collective no. Lifetime: until the next call on w. */
 SLABFEED_API const char *slabfeed_writer_last_error(const slabfeed_writer *w);
+
+/* slabfeed_writer_io - how close writes the file, and why, on rank 0
+ * ("independent MPI-IO writes (read_mode auto: tmpfs)"): the loader's
+ * read_mode rules applied to the output's filesystem; collective for a
+ * chunked output and on one rank. Other ranks get the choice without the
+ * reason. Collective no. Lifetime: w's. NULL w: "". */
+SLABFEED_API const char *slabfeed_writer_io(const slabfeed_writer *w);
 
 /* slabfeed_writer_shape - the output dataset: shape (C,Z,Y,X) or (Z,Y,X,C)
  * as in the file, and the z-range [z0, z1) of the output this rank holds.

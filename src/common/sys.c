@@ -1,7 +1,11 @@
+#define _DEFAULT_SOURCE /* madvise(2) */
 #include "common/sys.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 uint64_t sf__meminfo(const char *key)
 {
@@ -17,4 +21,69 @@ uint64_t sf__meminfo(const char *key)
       break;
   fclose(f);
   return (uint64_t)kb * 1024;
+}
+
+int sf__touch_threads(int option, int node_ranks)
+{
+  if (option > 0)
+    return option;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const long per = cores > 0 && node_ranks > 0 ? cores / node_ranks : 1;
+  return per < 1 ? 1 : per > SF_TOUCH_AUTO_MAX ? SF_TOUCH_AUTO_MAX : (int)per;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL */
+#endif
+
+typedef struct populate_job {
+  char *a;
+  size_t n;
+  int advised; /* out: madvise populated the range */
+} populate_job;
+
+static void *populate_range(void *arg)
+{
+  populate_job *j = arg;
+  j->advised = j->n == 0 || madvise(j->a, j->n, MADV_POPULATE_WRITE) == 0;
+  if (!j->advised) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    volatile char *v = j->a;
+    for (size_t i = 0; i < j->n; i += page)
+      v[i] = v[i];
+  }
+  return NULL;
+}
+
+int sf__populate(void *p, size_t bytes, int threads)
+{
+  enum { MAX = 64 };
+  if (p == NULL || bytes == 0)
+    return 1;
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  /* madvise wants a page-aligned start: the range from p's page on. */
+  char *a = (char *)((uintptr_t)p / page * page);
+  const size_t n = bytes + (size_t)((char *)p - a);
+  const int T = threads < 1 ? 1 : threads > MAX ? MAX : threads;
+  const size_t pages = (n + page - 1) / page;
+  const size_t per = (pages + (size_t)T - 1) / (size_t)T * page;
+  populate_job job[MAX];
+  pthread_t th[MAX];
+  int started[MAX] = {0};
+  for (int t = 0; t < T; t++) {
+    const size_t at = (size_t)t * per < n ? (size_t)t * per : n;
+    job[t] = (populate_job){a + at, at + per < n ? per : n - at, 0};
+    started[t] =
+        t > 0 && pthread_create(&th[t], NULL, populate_range, &job[t]) == 0;
+    if (t > 0 && !started[t])
+      populate_range(&job[t]);
+  }
+  populate_range(&job[0]);
+  int advised = 1;
+  for (int t = 0; t < T; t++) {
+    if (started[t])
+      pthread_join(th[t], NULL);
+    advised &= job[t].advised;
+  }
+  return advised;
 }

@@ -19,4 +19,19 @@ static inline double sf__now(void)
  * when unknown (no /proc, or no such line). */
 uint64_t sf__meminfo(const char *key);
 
+/* The threads a rank gives to faulting in its memory: `option` when > 0
+ * (slabfeed_config.touch_threads), else (auto) the node's online cores
+ * over its `node_ranks` ranks, at least 1 and at most SF_TOUCH_AUTO_MAX. */
+#define SF_TOUCH_AUTO_MAX 8
+int sf__touch_threads(int option, int node_ranks);
+
+/* Faults in the pages of [p, p + bytes) for writing, spread over
+ * `threads` threads (this one among them; 1: this one alone): each range
+ * with madvise(MADV_POPULATE_WRITE) where the kernel has it (Linux 5.14),
+ * else by rewriting one byte of each page with its own value. Contents
+ * are kept. A thread that cannot start leaves its range to this one.
+ * Returns 1 where madvise populated every range, 0 where pages were
+ * touched instead. Local; no MPI; the memory must stay mapped. */
+int sf__populate(void *p, size_t bytes, int threads);
+
 #endif

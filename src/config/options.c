@@ -433,6 +433,18 @@ const sf__option sf__options[] = {
               "(its pages faulted in parallel; auto up to 64 ranks a node) "
               "or one for the node"},
      FIELD(shared_window)},
+    {{.name = "touch_threads",
+      .flag = "touch-threads",
+      .kind = SLABFEED_OPTION_INT,
+      .min = 0,
+      .max = 64,
+      .default_value = "0",
+      .metavar = "N",
+      .help = "threads per rank that fault in its slab memory (the open's "
+              "segment, the writer's output slab) before the first write: 0 "
+              "auto (the node's cores over its ranks, at most 8), 1 none "
+              "apart (the pages fault as the read writes them)"},
+     FIELD(touch_threads)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);

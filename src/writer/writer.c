@@ -25,6 +25,7 @@
 #include "common/normf.h"
 #include "common/progress.h"
 #include "common/symmetry.h"
+#include "common/sys.h"
 #include "io/aside.h"
 #include "io/h5.h"
 #include "loader/loader.h"
@@ -60,8 +61,12 @@ struct slabfeed_writer {
   int norm_on;
   slabfeed_norm norm[SLABFEED_MAX_CHANNELS];
   /* Memory. */
-  MPI_Win shm, world;
-  int shm_locked, world_locked;
+  MPI_Win *shm; /* [n_shm]: a window per node rank (per_rank), or one */
+  MPI_Win world;
+  int n_shm, per_rank, shm_locked, world_locked;
+  int touch;        /* threads that fault in this rank's slab at open */
+  int independent;  /* close writes with independent MPI-IO (read_mode) */
+  char io_how[128]; /* which, and why (slabfeed_writer_io) */
   float *slab;  /* this rank's planes, [C][planes][Y][X] or [planes][Y][X][C] */
   float **peer; /* [size]: slab of each rank of this node, else NULL */
   float *part;  /* staging of one tile's owned part, in the slab layout */
@@ -278,21 +283,50 @@ out:
   return e->status;
 }
 
-/* The slab window on the node, the peers' slabs, and the window over all
- * ranks for MPI_Put when there is more than one node. Collective. */
+/* The slab windows on the node, the peers' slabs, and the window over all
+ * ranks for MPI_Put when there is more than one node. With per_rank every
+ * node rank's slab is a shared window of its own (its own shared-memory
+ * file, whose pages it faults in without the others' faults: the
+ * loader's shared_window), else one window holds the node's slabs.
+ * Collective; every rank makes every allocation, also after a failure. */
 static slabfeed_status make_windows(slabfeed_writer *w, sf__err *e)
 {
   const int64_t elems = planes_of(w, w->rank) * plane_elems(w);
+  const MPI_Aint bytes = (MPI_Aint)elems * (MPI_Aint)sizeof(float);
   MPI_Info info = MPI_INFO_NULL;
   MPI_Group node = MPI_GROUP_NULL, all = MPI_GROUP_NULL;
   int nsize = 0, *nr = NULL, *wr = NULL;
+  SF_MPI_GOTO(MPI_Comm_size(w->node, &nsize), e, out);
   SF_MPI_GOTO(MPI_Info_create(&info), e, out);
   SF_MPI_GOTO(MPI_Info_set(info, "alloc_shared_noncontig", "true"), e, out);
-  SF_MPI_GOTO(MPI_Win_allocate_shared((MPI_Aint)elems * (MPI_Aint)sizeof(float),
-                                      sizeof(float), info, w->node, &w->slab,
-                                      &w->shm),
-              e, out);
-  SF_MPI_GOTO(MPI_Win_set_errhandler(w->shm, MPI_ERRORS_RETURN), e, out);
+  const int n = w->per_rank ? nsize : 1;
+  w->shm = malloc((size_t)n * sizeof *w->shm);
+  if (w->shm == NULL) {
+    sf__fail(e, SLABFEED_ERR_NOMEM, "writer: cannot allocate the window table");
+    goto out;
+  }
+  w->n_shm = n;
+  for (int k = 0; k < n; k++)
+    w->shm[k] = MPI_WIN_NULL;
+  for (int k = 0; k < n; k++) {
+    const int mine = n == 1 || k == w->node_rank;
+    float *b = NULL;
+    const int rc = MPI_Win_allocate_shared(mine ? bytes : 0, sizeof(float),
+                                           info, w->node, &b, &w->shm[k]);
+    if (rc != MPI_SUCCESS) {
+      if (e->status == SLABFEED_OK)
+        sf__fail_mpi(e, rc, "MPI_Win_allocate_shared (writer)");
+      w->shm[k] = MPI_WIN_NULL;
+      continue;
+    }
+    if (mine)
+      w->slab = b;
+    const int rc2 = MPI_Win_set_errhandler(w->shm[k], MPI_ERRORS_RETURN);
+    if (rc2 != MPI_SUCCESS && e->status == SLABFEED_OK)
+      sf__fail_mpi(e, rc2, "MPI_Win_set_errhandler (writer)");
+  }
+  if (e->status != SLABFEED_OK)
+    goto out;
   if ((elems > 0 && w->slab == NULL) || sf__inject("writer.alloc", w->rank)) {
     sf__fail(e, SLABFEED_ERR_NOMEM,
              "writer: cannot map %lld bytes of the node's shared window for "
@@ -300,7 +334,6 @@ static slabfeed_status make_windows(slabfeed_writer *w, sf__err *e)
              (long long)(elems * (int64_t)sizeof(float)));
     w->slab = NULL;
   }
-  SF_MPI_GOTO(MPI_Comm_size(w->node, &nsize), e, out);
   w->peer = calloc((size_t)w->size, sizeof *w->peer);
   nr = malloc((size_t)nsize * sizeof *nr);
   wr = malloc((size_t)nsize * sizeof *wr);
@@ -317,21 +350,24 @@ static slabfeed_status make_windows(slabfeed_writer *w, sf__err *e)
     MPI_Aint size;
     int unit;
     void *ptr;
-    SF_MPI_GOTO(MPI_Win_shared_query(w->shm, i, &size, &unit, &ptr), e, out);
+    SF_MPI_GOTO(
+        MPI_Win_shared_query(w->shm[n == 1 ? 0 : i], i, &size, &unit, &ptr), e,
+        out);
     w->peer[wr[i]] = ptr;
   }
   if (w->nodes > 1) {
-    const MPI_Aint bytes =
-        w->slab != NULL ? (MPI_Aint)elems * (MPI_Aint)sizeof(float) : 0;
-    SF_MPI_GOTO(MPI_Win_create(w->slab, bytes, sizeof(float), MPI_INFO_NULL,
-                               w->comm, &w->world),
+    SF_MPI_GOTO(MPI_Win_create(w->slab, w->slab != NULL ? bytes : 0,
+                               sizeof(float), MPI_INFO_NULL, w->comm,
+                               &w->world),
                 e, out);
     SF_MPI_GOTO(MPI_Win_set_errhandler(w->world, MPI_ERRORS_RETURN), e, out);
     SF_MPI_GOTO(MPI_Win_lock_all(MPI_MODE_NOCHECK, w->world), e, out);
     w->world_locked = 1;
   }
-  SF_MPI_GOTO(MPI_Win_lock_all(MPI_MODE_NOCHECK, w->shm), e, out);
-  w->shm_locked = 1;
+  for (int k = 0; k < n; k++) {
+    SF_MPI_GOTO(MPI_Win_lock_all(MPI_MODE_NOCHECK, w->shm[k]), e, out);
+    w->shm_locked = k + 1;
+  }
 out:
   if (node != MPI_GROUP_NULL)
     MPI_Group_free(&node);
@@ -344,12 +380,22 @@ out:
   return e->status;
 }
 
+/* MPI_Win_sync of every slab window: this rank's stores into the node's
+ * slabs become visible to the node's ranks (and theirs to it). */
+static int shm_sync(const slabfeed_writer *w)
+{
+  int rc = MPI_SUCCESS;
+  for (int k = 0; k < w->n_shm && rc == MPI_SUCCESS; k++)
+    rc = MPI_Win_sync(w->shm[k]);
+  return rc;
+}
+
 /* Makes the node's stores into the shared window visible to its ranks. */
 static slabfeed_status node_sync(slabfeed_writer *w, sf__err *e)
 {
-  SF_MPI_GOTO(MPI_Win_sync(w->shm), e, out);
+  SF_MPI_GOTO(shm_sync(w), e, out);
   SF_MPI_GOTO(MPI_Barrier(w->comm), e, out);
-  SF_MPI_GOTO(MPI_Win_sync(w->shm), e, out);
+  SF_MPI_GOTO(shm_sync(w), e, out);
 out:
   return e->status;
 }
@@ -736,6 +782,34 @@ static slabfeed_status create_file(slabfeed_writer *w, const int64_t chunk[3],
   return sf__agree(w->comm, e);
 }
 
+/* How close writes (the loader's read_mode rules, for the output's
+ * filesystem): independent where rank 0 finds the file aside on a
+ * node-local or memory filesystem (each rank writes its planes, no
+ * aggregation), collective on others, on one rank and for a chunked
+ * output (whose chunks may straddle two ranks' planes). Collective. */
+static slabfeed_status choose_io(slabfeed_writer *w, slabfeed_read_mode mode,
+                                 int chunked, sf__err *e)
+{
+  char fs[64] = "";
+  const char *why = fs;
+  int ind = mode == SLABFEED_READ_INDEPENDENT;
+  if (chunked)
+    ind = 0, why = "a chunked output";
+  else if (mode == SLABFEED_READ_AUTO && w->size == 1)
+    why = "one rank";
+  else if (mode == SLABFEED_READ_AUTO && w->rank == 0)
+    ind = sf__h5_local_fs(w->as.tmp, fs, sizeof fs);
+  const int rc = MPI_Bcast(&ind, 1, MPI_INT, 0, w->comm);
+  if (rc != MPI_SUCCESS)
+    return sf__fail_mpi(e, rc, "MPI_Bcast (writer: write mode)");
+  w->independent = ind;
+  static const char *const modes[] = {"auto", "collective", "independent"};
+  snprintf(w->io_how, sizeof w->io_how, "%s MPI-IO writes (read_mode %s%s%s)",
+           ind ? "independent" : "collective", modes[(int)mode % 3],
+           why[0] != '\0' && w->rank == 0 ? ": " : "", w->rank == 0 ? why : "");
+  return SLABFEED_OK;
+}
+
 #ifdef SF_HAVE_CUDA
 /* The staging of device outputs (device and pinned: one owned part per
  * slot), the writer's stream and its events. */
@@ -816,7 +890,7 @@ static slabfeed_status put_selfcheck(slabfeed_writer *w, sf__err *e)
     for (int64_t c = 0; c < (w->cl ? 1 : w->C); c++)
       memset(w->slab + c * zq * Y * X, 0xff,
              (size_t)(Y * X * (w->cl ? w->C : 1)) * sizeof(float));
-  int rc = MPI_Win_sync(w->shm);
+  int rc = shm_sync(w);
   if (rc == MPI_SUCCESS)
     rc = MPI_Barrier(w->comm);
   if (rc != MPI_SUCCESS)
@@ -837,7 +911,7 @@ static slabfeed_status put_selfcheck(slabfeed_writer *w, sf__err *e)
   rc = got != NULL ? MPI_Allgather(&to, 1, MPI_INT, got, 1, MPI_INT, w->comm)
                    : MPI_ERR_NO_MEM;
   if (rc == MPI_SUCCESS)
-    rc = MPI_Win_sync(w->shm);
+    rc = shm_sync(w);
   if (rc != MPI_SUCCESS)
     sf__fail_mpi(e, rc, "writer self-check");
   int src = -1;
@@ -896,7 +970,7 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     return e.status;
   }
   w->comm = w->node = MPI_COMM_NULL;
-  w->shm = w->world = MPI_WIN_NULL;
+  w->world = MPI_WIN_NULL;
   w->file = w->dset = w->ftype = H5I_INVALID_HID;
   w->device = -1;
   sf__err_clear(&w->failed);
@@ -973,8 +1047,21 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
   if (e.status == SLABFEED_OK && w->device >= 0)
     open_device(w, &e);
 #endif
-  if (sf__agree(w->comm, &e) == SLABFEED_OK)
+  if (sf__agree(w->comm, &e) == SLABFEED_OK) {
+    int nsize = 1;
+    MPI_Comm_size(w->node, &nsize);
+    w->per_rank = l->store.per_rank;
+    w->touch = sf__touch_threads(l->cfg.pub.touch_threads, nsize);
     make_windows(w, &e);
+  }
+  /* This rank's slab faulted in on several threads (registration with
+   * CUDA would fault it on one); the agreement below orders every rank's
+   * faults before any registers the node's slabs. */
+  if (e.status == SLABFEED_OK && w->slab != NULL && w->touch > 1)
+    sf__populate(w->slab,
+                 (size_t)(planes_of(w, w->rank) * plane_elems(w)) *
+                     sizeof(float),
+                 w->touch);
   if (sf__agree(w->comm, &e) == SLABFEED_OK)
     put_selfcheck(w, &e);
 #ifdef SF_HAVE_CUDA
@@ -987,6 +1074,8 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     create_file(w, c.chunk, &e);
     sf__h5_quiet_end(&q);
   }
+  if (e.status == SLABFEED_OK)
+    choose_io(w, l->cfg.pub.read_mode, c.chunk[0] > 0, &e);
   if (e.status != SLABFEED_OK) {
     release(w);
     sf__err_copy(&e, errbuf, errlen);
@@ -1323,14 +1412,19 @@ static slabfeed_status check_coverage(slabfeed_writer *w, sf__err *e)
   return e->status;
 }
 
-static hid_t collective_dxpl(void)
+/* The transfer of close's writes and read-backs: collective, or
+ * independent (each rank its own planes, no aggregation). */
+static hid_t write_dxpl(const slabfeed_writer *w)
 {
   const hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
 #ifdef H5_HAVE_PARALLEL
-  if (dxpl >= 0 && H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0) {
+  if (dxpl >= 0 && !w->independent &&
+      H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0) {
     H5Pclose(dxpl);
     return H5I_INVALID_HID;
   }
+#else
+  (void)w;
 #endif
   return dxpl;
 }
@@ -1411,7 +1505,7 @@ static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
   const int need = readback || w->f16; /* a staging buffer */
   float *buf = need ? malloc(bytes) : NULL;
   float *ref = readback && w->f16 ? malloc(bytes) : NULL;
-  const hid_t dxpl = collective_dxpl();
+  const hid_t dxpl = write_dxpl(w);
   if ((need && buf == NULL) || (readback && w->f16 && ref == NULL) || dxpl < 0)
     sf__fail(e, SLABFEED_ERR_NOMEM, "writer: write buffer");
   if (!readback && sf__inject("writer.write", w->rank))
@@ -1506,12 +1600,16 @@ static void release(slabfeed_writer *w)
 #endif
   if (w->world_locked)
     MPI_Win_unlock_all(w->world);
-  if (w->shm_locked)
-    MPI_Win_unlock_all(w->shm);
+  for (int k = 0; k < w->shm_locked; k++)
+    MPI_Win_unlock_all(w->shm[k]);
   if (w->world != MPI_WIN_NULL)
     MPI_Win_free(&w->world);
-  if (w->shm != MPI_WIN_NULL)
-    MPI_Win_free(&w->shm);
+  for (int k = 0; k < w->n_shm; k++)
+    if (w->shm[k] != MPI_WIN_NULL)
+      MPI_Win_free(&w->shm[k]);
+  free(w->shm);
+  w->shm = NULL;
+  w->n_shm = w->shm_locked = 0;
   if (w->node != MPI_COMM_NULL)
     MPI_Comm_free(&w->node);
   if (w->comm != MPI_COMM_NULL)
@@ -1606,6 +1704,11 @@ void slabfeed_writer_abort(slabfeed_writer *w)
 const char *slabfeed_writer_last_error(const slabfeed_writer *w)
 {
   return w == NULL ? "" : w->last_error;
+}
+
+const char *slabfeed_writer_io(const slabfeed_writer *w)
+{
+  return w != NULL ? w->io_how : "";
 }
 
 slabfeed_status slabfeed_writer_shape(const slabfeed_writer *w,
