@@ -65,7 +65,15 @@ typedef struct pass_case {
 
 static void pass_config(slabfeed_config *c, const pass_case *k)
 {
+  /* The cases go through the reads and writes of every read_mode, both
+   * shared windows and page faults on 1 or 3 threads (0.7): the file must
+   * be the same bit for bit every way. */
+  static int ncase;
+  const int i = ncase++;
   slabfeed_config_init(c);
+  c->read_mode = (slabfeed_read_mode)(i % 3);
+  c->shared_window = i % 2 ? SLABFEED_WINDOW_ONE : SLABFEED_WINDOW_PER_RANK;
+  c->touch_threads = i % 4 < 2 ? 3 : 1;
   c->path = input;
   c->input = "Nbody";
   c->target = NULL;
@@ -197,6 +205,20 @@ static void round_trip(const pass_case *k, int affine)
   if (w != NULL) {
     int64_t shape[4], z0, z1;
     slabfeed_writer_shape(w, shape, &z0, &z1);
+    /* The write mode follows read_mode (collective on one rank with auto
+     * and for chunked outputs). */
+    const char *how = slabfeed_writer_io(w);
+    const int ind =
+        !k->chunked && (c.read_mode == SLABFEED_READ_INDEPENDENT ||
+                        (c.read_mode == SLABFEED_READ_AUTO && size > 1 &&
+                         strstr(how, "collective") == NULL));
+    CHECK(strstr(how, ind ? "independent MPI-IO" : "collective MPI-IO") != NULL,
+          "%s: read_mode %d, %s output: writer io '%s'", k->name,
+          (int)c.read_mode, k->chunked ? "chunked" : "contiguous", how);
+    if (rank == 0)
+      printf("  %-28s %s, touch_threads %d, %s window\n", k->name, how,
+             c.touch_threads,
+             c.shared_window == SLABFEED_WINDOW_ONE ? "one" : "per-rank");
     st = slabfeed_writer_close(w, err, sizeof err);
     CHECK(st == SLABFEED_OK, "%s: writer close: %s", k->name, err);
   }
