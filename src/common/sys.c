@@ -38,8 +38,10 @@ int sf__touch_threads(int option, int node_ranks)
 #endif
 
 typedef struct populate_job {
-  char *a;
-  size_t n;
+  char *a;          /* page-aligned start of this thread's pages */
+  size_t n;         /* their bytes */
+  const char *lo;   /* the caller's bytes: touches stay inside them */
+  const char *hi;
   int advised; /* out: madvise populated the range */
 } populate_job;
 
@@ -57,10 +59,17 @@ static void *populate_range(void *arg)
   j->advised = j->n == 0 || (populate_advice() &&
                              madvise(j->a, j->n, MADV_POPULATE_WRITE) == 0);
   if (!j->advised) {
+    /* One byte of each page, the caller's own: the first page may start
+     * before the range and the last end after it, and those bytes may
+     * belong to another object that a thread writes meanwhile. */
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    volatile char *v = j->a;
-    for (size_t i = 0; i < j->n; i += page)
-      v[i] = v[i];
+    for (size_t i = 0; i < j->n; i += page) {
+      volatile char *v = j->a + i;
+      if ((const char *)v < j->lo)
+        v = (volatile char *)j->lo;
+      if ((const char *)v < j->hi)
+        *v = *v;
+    }
   }
   return NULL;
 }
@@ -82,7 +91,8 @@ int sf__populate(void *p, size_t bytes, int threads)
   int started[MAX] = {0};
   for (int t = 0; t < T; t++) {
     const size_t at = (size_t)t * per < n ? (size_t)t * per : n;
-    job[t] = (populate_job){a + at, at + per < n ? per : n - at, 0};
+    job[t] = (populate_job){a + at, at + per < n ? per : n - at, p,
+                            (char *)p + bytes, 0};
     started[t] =
         t > 0 && pthread_create(&th[t], NULL, populate_range, &job[t]) == 0;
     if (t > 0 && !started[t])
