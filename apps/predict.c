@@ -16,9 +16,10 @@
  * works, and what predict reads itself (--verify) is that file
  * (slabfeed_volume_info), not the spec.
  *
- * Puts are one-sided, so a rank that fails a put keeps going through the
- * pass (without putting) and the failure is agreed at the writer's close,
- * which every rank reaches. */
+ * Puts are one-sided, so a rank whose put fails (or is refused) stops
+ * putting but reaches the writer's close like every rank; after it the
+ * failure is agreed, and the put's message is reported in preference to
+ * the close's (which would only count the voxels left out). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,8 +235,8 @@ int main(int argc, char **argv)
       cli_note(&st, msg, sizeof msg, SLABFEED_ERR_NOMEM,
                "cannot allocate the centre buffer");
   }
-  /* The pass: next and put timed apart; a failed put is kept by the
-   * writer and agreed at close. */
+  /* The pass: next and put timed apart; a failed or refused put ends this
+   * rank's pass and is agreed after the close. */
   const uint64_t steps = slabfeed_steps_per_epoch(l);
   /* The identity of the dataset the outputs are like. */
   const int like_target = a.w.like != SLABFEED_LIKE_INPUT && cfg.target != NULL;
@@ -280,10 +281,14 @@ int main(int argc, char **argv)
   slabfeed_stats_get(l, &stats);
   slabfeed_close(l);
   free(buf);
-  if (cs != SLABFEED_OK) /* agreed by the writer, failed puts included */
-    cli_fail_agreed(prog, cs, err);
+  /* A put refused or failed (or a next failed) on any rank is the cause:
+   * its message (the lowest such rank's first) before the close's, which
+   * then only counts the voxels that rank left out. A refused put is not
+   * kept by the writer, so the close alone would not name it. */
   if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
     cli_fail_agreed(prog, st, msg);
+  if (cs != SLABFEED_OK) /* agreed by the writer */
+    cli_fail_agreed(prog, cs, err);
 
   int64_t R[7];
   for (int a2 = 0; a2 < 3; a2++)

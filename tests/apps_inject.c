@@ -6,7 +6,11 @@
  * the shared library through its dynamic symbols, so these definitions
  * are found first; the real functions come from dlsym(RTLD_NEXT). Covered:
  * slabfeed_next, slabfeed_copy_to_host, slabfeed_reader_crop,
- * slabfeed_reader_crop_values. */
+ * slabfeed_reader_crop_values, and slabfeed_writer_put, whose failure is a
+ * refusal (SLABFEED_ERR_ARG, nothing stored, the writer not failed: what
+ * put does with a tensor or batch it does not take; its message reads
+ * "injected refusal of slabfeed_writer_put" in
+ * slabfeed_writer_last_error). */
 #define _GNU_SOURCE /* RTLD_NEXT */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -106,6 +110,36 @@ slabfeed_status slabfeed_reader_crop_values(
     return SLABFEED_ERR_IO;
   return fn(r, dataset, layout, origin, crop, symmetry, ngroups, groups, nnorm,
             norm, aug, dtype, out_layout, out);
+}
+
+/* slabfeed_writer_put, refusing once on request: the real put is not
+ * called, so the writer keeps no failure (as for a refused tensor). */
+slabfeed_status slabfeed_writer_put(slabfeed_writer *w, const slabfeed_batch *b,
+                                    const slabfeed_tensor *out,
+                                    slabfeed_out_layout layout, int device,
+                                    void *stream)
+{
+  static long calls;
+  slabfeed_status (*fn)(slabfeed_writer *, const slabfeed_batch *,
+                        const slabfeed_tensor *, slabfeed_out_layout, int,
+                        void *);
+  void *p = real("slabfeed_writer_put");
+  memcpy(&fn, &p, sizeof fn);
+  if (fail_now("slabfeed_writer_put", &calls)) {
+    snprintf(injected, sizeof injected,
+             "injected refusal of slabfeed_writer_put");
+    return SLABFEED_ERR_ARG;
+  }
+  return fn(w, b, out, layout, device, stream);
+}
+
+/* slabfeed_writer_last_error: the injected message once there is one. */
+const char *slabfeed_writer_last_error(const slabfeed_writer *w)
+{
+  const char *(*fn)(const slabfeed_writer *);
+  void *p = real("slabfeed_writer_last_error");
+  memcpy(&fn, &p, sizeof fn);
+  return injected[0] != '\0' ? injected : fn(w);
 }
 
 /* slabfeed_last_error: the injected message once there is one. */

@@ -29,6 +29,11 @@
 #            earlier file is unchanged and no partial file is left
 #   bench    slabfeed-bench with slabfeed_next failing on rank 1 inside the
 #            timed steps, then on rank 0 in the warm-up: every rank exits 1
+#   predict  slabfeed-predict over an earlier file with slabfeed_writer_put
+#            refused (not stored, the writer not failed) at step 2 on rank
+#            1, then on rank 0: every rank exits 1 with the put's message,
+#            not the close's count of missing voxels; the earlier file is
+#            unchanged and no partial file is left
 #
 # usage: test_apps_fail.sh CASE NP APPDIR VOLUME VERIFY INJECT -- MPIEXEC
 #        NPFLAG [PREFLAGS...]
@@ -66,6 +71,7 @@ mpi1=("$1" "$2" 1 "${@:3}")
 dump=$appdir/slabfeed-dump
 bench=$appdir/slabfeed-bench
 check=$appdir/slabfeed-check
+predict=$appdir/slabfeed-predict
 fails=0
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/sf-apps-fail.XXXXXX") || exit 1
@@ -234,6 +240,25 @@ bench)
   run - "$bench" "${loader[@]}" --warmup 2 --steps 5
   expect_rc 1
   expect_out "rank 0: injected failure of slabfeed_next"
+  ;;
+predict)
+  out=$dir/pred.h5
+  pass=(--file "$vol" --input Nbody --input-vector 1,2,3 --tile 6 --pad 2
+    --batch 2 --out "$out" --overwrite)
+  run - "$predict" "${pass[@]}" --verify
+  expect_rc 0
+  expect_out "verify: OK, bit for bit"
+  before=$(sum "$out")
+  for r in 1 0; do
+    inject "$r" slabfeed_writer_put 2
+    run - "$predict" "${pass[@]}"
+    expect_rc 1
+    expect_out "rank $r: injected refusal of slabfeed_writer_put"
+    ! grep -q "stop putting" "$dir/out" ||
+      fail "rank $r: the close's coverage message, not the refused put's"
+    [ "$(sum "$out")" = "$before" ] || fail "rank $r: the earlier file changed"
+    no_partial "$out"
+  done
   ;;
 *)
   fail "unknown case"
