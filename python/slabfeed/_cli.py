@@ -69,6 +69,20 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(message)
 
+    def parse_args(self, args: Optional[Sequence[str]] = None,  # type: ignore[override]
+                   namespace: Any = None) -> argparse.Namespace:
+        """argparse's, with the C apps' hint when an unrecognised argument
+        is an existing file: a glob pattern the shell expanded (``--file
+        dir/*.h5`` unquoted gives ``--file dir/a.h5 dir/b.h5 ...``)."""
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            hint = ""
+            if any(not a.startswith("-") and os.path.exists(a) for a in extra):
+                hint = (" (a glob pattern the shell expanded? quote it, "
+                        "--file 'dir/*.h5', or repeat --file for each file)")
+            self.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+        return ns
+
     def _print_message(self, message: str, file: Any = None) -> None:
         if _world().Get_rank() == 0:
             super()._print_message(message, file)

@@ -6,8 +6,9 @@ launch and with `python -m mpi4py`. The arguments are checked before the
 loader opens and before training: a crop the U-Net cannot halve, a
 checkpoint folder that does not exist, an existing checkpoint without
 --overwrite (the file kept as it was), --locality with the default
-hold-out; a missing volume (slabfeed's agreed error at open) is one line
-too. Checkpoints are written aside (no partial or temporary file after a
+hold-out, a glob pattern the shell expanded (a hint to quote it); a
+missing volume (slabfeed's agreed error at open) is one line too.
+Checkpoints are written aside (no partial or temporary file after a
 failed save). Rank 0 prints the time to the first batch. predict.py takes
 a checkpoint trained on a glob pattern, says what to do with one that held
 out whole volumes, and its --help shows one default per flag.
@@ -226,6 +227,28 @@ def test_argparse_errors_once(volumes, workdir):
     expect_usage_error(res, "train_unet.py", "unrecognized arguments: --no-such-flag")
     res = job(2, train(volumes[0], "--holdout", "1,2"), workdir)
     expect_usage_error(res, "train_unet.py", "--holdout", "'1,2'")
+
+
+def test_shell_expanded_glob(volumes, workdir):
+    """`--file suite/b*.h5` unquoted: the shell passes the files after the
+    first as arguments; argparse's "unrecognized arguments" gets the C
+    apps' hint (quote the pattern or repeat --file), once per job, exit 2,
+    in train_unet.py and predict.py; an argument that is not a file gets
+    no hint."""
+    suite = volumes[1:]
+    res = job(2, train(suite[0], "--steps", "2", *suite[1:]), workdir)
+    msg = expect_usage_error(res, "train_unet.py",
+                             f"unrecognized arguments: {suite[1]} {suite[2]}",
+                             "glob pattern the shell expanded", "quote it",
+                             "--file 'dir/*.h5'", "repeat --file")
+    assert not re.search(r"^step ", res[1], re.M), res[1]
+    res = job(2, predict(os.path.join(workdir, "no.pt"), os.path.join(workdir, "g.h5"),
+                         "--file", *suite), workdir)
+    assert expect_usage_error(res, "predict.py", "unrecognized arguments:",
+                              "repeat --file") == msg.replace("train_unet.py", "predict.py")
+    res = job(2, train(suite[0], "--steps", "2", "no-such-file.h5"), workdir)
+    msg = expect_usage_error(res, "train_unet.py", "unrecognized arguments: no-such-file.h5")
+    assert "glob" not in msg and "repeat --file" not in msg, msg
 
 
 def test_pair_without_scale_factor(workdir):
