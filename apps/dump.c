@@ -19,7 +19,10 @@
  * expands it as the loader does), a usage error on every rank; after the
  * open, rank 0 checks again against the loader's own list of volumes. A
  * glob pattern of --file that would match the partial file is refused
- * too (the loader would take it for a volume). The file is
+ * too (the loader would take it for a volume). An existing --out (not a
+ * directory: the aside refuses that with its own message) is replaced only
+ * with --overwrite, the rule of slabfeed-gen and slabfeed-predict: rank 0
+ * checks and every rank agrees before anything is created. The file is
  * written aside with the library's slabfeed_aside_* (what
  * slabfeed_generate uses): before the loader runs, every rank agrees that
  * --out can be replaced and rank 0 creates
@@ -627,6 +630,7 @@ typedef struct dump_args {
   int64_t steps;
   uint64_t epoch;
   const char *out;
+  int overwrite;
 } dump_args;
 
 static const cli_option options[] = {{.name = "--steps",
@@ -650,6 +654,14 @@ static const cli_option options[] = {{.name = "--steps",
                                               "(replaced only once complete; "
                                               "never the input)",
                                       .flags = CLI_REQUIRED},
+                                     {.name = "--overwrite",
+                                      .kind = CLI_FLAG,
+                                      .at = offsetof(dump_args, overwrite),
+                                      .help = "replace an existing --out "
+                                              "(once the new one is "
+                                              "complete); without it an "
+                                              "existing file is refused and "
+                                              "left as it was"},
                                      {.name = NULL}};
 
 /* What rank 0 decides before anything runs, broadcast so that every rank
@@ -690,7 +702,7 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &D.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &D.size);
   slabfeed_config_init(&D.cfg);
-  dump_args a = {0, 0, NULL};
+  dump_args a = {0, 0, NULL, 0};
   const cli_app app = {
       prog,
       "Runs the loader for K steps and writes every rank's samples, in "
@@ -736,6 +748,15 @@ int main(int argc, char **argv)
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages name the file */
     signal(SIGXFSZ, SIG_IGN); /* a file size limit: EFBIG, not death */
   }
+  /* An existing file is replaced only when asked (slabfeed-gen's and
+   * slabfeed-predict's rule); a directory is left to the aside's check. */
+  struct stat os;
+  if (D.rank == 0 && !a.overwrite && stat(a.out, &os) == 0 &&
+      !S_ISDIR(os.st_mode))
+    cli_note(&st, msg, sizeof msg, SLABFEED_ERR_IO,
+             "--out '%s' exists; pass --overwrite to replace it", a.out);
+  if (cli_agree(MPI_COMM_WORLD, &st, msg, sizeof msg))
+    leave_failed(&D, st, msg);
   st = slabfeed_aside_begin(MPI_COMM_WORLD, a.out, D.rank == 0, &D.of.aside,
                             err, sizeof err);
   if (st != SLABFEED_OK) /* agreed */

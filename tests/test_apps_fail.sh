@@ -14,6 +14,10 @@
 #   partway  dump over an earlier file with a file size limit on rank 0
 #            that the output passes part-way: every rank exits 1; the
 #            earlier file is unchanged and no partial file is left
+#   exists   dump over an earlier file without --overwrite: every rank
+#            exits 1, the message (once) names the file and --overwrite;
+#            the earlier file is byte for byte as it was and no partial
+#            file is left; with --overwrite it is replaced
 #   chunked  dump over an earlier file with the transfer cut into 1000-byte
 #            messages: every rank exits 0, the file is replaced, no partial
 #            file is left, and test_dumpfile verifies every row
@@ -176,10 +180,26 @@ partway)
   earlier "$out"
   before=$(sum "$out")
   run 16384 "$dump" --file "$vol" --input Nbody --crop 18 --batch 4 \
-    --steps $((60 / np)) --out "$out"
+    --steps $((60 / np)) --out "$out" --overwrite
   expect_rc 1
   expect_out "'$out'"
   [ "$(sum "$out")" = "$before" ] || fail "the earlier file changed"
+  no_partial "$out"
+  ;;
+exists)
+  out=$dir/dump.h5
+  earlier "$out"
+  before=$(sum "$out")
+  run - "$dump" "${loader[@]}" --steps 3 --seed 9 --out "$out"
+  expect_rc 1
+  expect_out "--out '$out' exists; pass --overwrite to replace it"
+  [ "$(grep -c "exists; pass --overwrite" "$dir/out")" = 1 ] ||
+    fail "the refusal is not printed once"
+  [ "$(sum "$out")" = "$before" ] || fail "the earlier file changed"
+  no_partial "$out"
+  run - "$dump" "${loader[@]}" --steps 3 --seed 9 --out "$out" --overwrite
+  expect_rc 0
+  [ "$(sum "$out")" != "$before" ] || fail "--overwrite: the file was not replaced"
   no_partial "$out"
   ;;
 chunked)
@@ -188,7 +208,7 @@ chunked)
   before=$(sum "$out")
   export SLABFEED_DUMP_CHUNK_BYTES=1000
   run - "$dump" "${loader[@]}" --steps 3 --epoch 2 --seed 5 --dtype f16 \
-    --out "$out"
+    --out "$out" --overwrite
   unset SLABFEED_DUMP_CHUNK_BYTES
   expect_rc 0
   [ "$(sum "$out")" != "$before" ] || fail "the earlier file was not replaced"
@@ -224,7 +244,7 @@ step)
   for how in 1:slabfeed_next 0:slabfeed_copy_to_host; do
     r=${how%%:*} func=${how#*:}
     inject "$r" "$func" 3 # next: step 2; copy_to_host: step 1's input
-    run - "$dump" "${loader[@]}" --steps 4 --out "$out"
+    run - "$dump" "${loader[@]}" --steps 4 --out "$out" --overwrite
     expect_rc 1
     expect_out "rank $r: injected failure of $func"
     [ "$(sum "$out")" = "$before" ] || fail "$func: the earlier file changed"

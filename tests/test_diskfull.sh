@@ -191,8 +191,8 @@ dump)
   out=$small/d.h5
   run 1 "$dump" "${loader[@]}" --steps 1 --out "$out"
   expect_rc 0
-  too_big "$out" "$dump" "${loader[@]}" --steps 30 --out "$out"
-  run 1 "$dump" "${loader[@]}" --steps 4 --out "$out"
+  too_big "$out" "$dump" "${loader[@]}" --steps 30 --out "$out" --overwrite
+  run 1 "$dump" "${loader[@]}" --steps 4 --out "$out" --overwrite
   expect_rc 0
   only "$out"
   timeout 60 "${mpi1[@]}" "$verify" "$vol" "$out" >"$work/verify" 2>&1
