@@ -3,10 +3,11 @@
 U-Net trained by examples/train_unet.py (a super-resolution one, trained
 with --scale-factor F, predicts them on the F times finer grid), write them with slabfeed.Writer,
 and compare them with the truth. One process per GPU, started by srun or
-mpirun:
+mpirun, with the interpreter the package was built for ($SF_PY, set by
+`. jobs/env.sh`: see the README's Quickstart):
 
-    srun python3 -m mpi4py examples/predict.py --ckpt run.pt --out pred.h5
-    mpirun -n 2 python3 -m mpi4py examples/predict.py --ckpt run.pt --out pred.h5 \\
+    srun $SF_PY -m mpi4py examples/predict.py --ckpt run.pt --out pred.h5
+    mpirun -n 2 $SF_PY -m mpi4py examples/predict.py --ckpt run.pt --out pred.h5 \\
         --region whole --overwrite
 
 What it does:

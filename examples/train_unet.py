@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Train a 3-D U-Net that maps N-body fields to hydro fields, with
 DistributedDataParallel, fed by slabfeed. One process per GPU, started by
-srun or mpirun:
+srun or mpirun, with the interpreter the package was built for ($SF_PY,
+set by `. jobs/env.sh`: see the README's Quickstart):
 
-    srun python3 -m mpi4py examples/train_unet.py --file box.h5 --crop 128 \\
+    srun $SF_PY -m mpi4py examples/train_unet.py --file box.h5 --crop 128 \\
         --batch 2 --steps 2000 --ckpt run.pt
-    mpirun -n 2 python3 -m mpi4py examples/train_unet.py --file box.h5 --ckpt run.pt
-    mpirun -n 2 python3 -m mpi4py examples/train_unet.py --file box.h5 --resume run.pt
+    mpirun -n 2 $SF_PY -m mpi4py examples/train_unet.py --file box.h5 --ckpt run.pt
+    mpirun -n 2 $SF_PY -m mpi4py examples/train_unet.py --file box.h5 --resume run.pt
 
 Input `Nbody` (density + velocity, 4 channels), target `Hydro` (smoothed
 density, smoothed velocity, temperature, 5 channels); velocity is channels
@@ -44,7 +45,7 @@ What it shows:
    other ranks may be waiting in a DDP allreduce or a barrier this rank
    will never reach), and an exception that reaches the top calls
    MPI_Abort (what `python -m mpi4py` does; done here too, so that a plain
-   `srun python3 examples/train_unet.py` behaves the same);
+   `srun $SF_PY examples/train_unet.py` behaves the same);
  - user errors once per job: the arguments, the files and the checkpoint
    path are checked before the loader opens (the crop against the U-Net's
    depth, --ckpt's folder writable and an existing checkpoint kept unless
@@ -383,17 +384,19 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                     "to hydro fields (Hydro, 5 channels) with DistributedDataParallel, "
                     "fed by slabfeed; one process per GPU (or CPU ranks with gloo), "
                     "started by srun or mpirun.",
-        epilog="examples:\n"
-               "  srun python3 -m mpi4py examples/train_unet.py --file box.h5 "
+        epilog="examples, with $SF_PY the Python the package was built for "
+               "(sourcing jobs/env.sh sets it; jobs/local.sh prints it; Debian: "
+               "/usr/bin/python3):\n"
+               "  srun $SF_PY -m mpi4py examples/train_unet.py --file box.h5 "
                "--crop 128 --batch 2 --steps 2000 --ckpt run.pt\n"
-               "  mpirun -n 2 python3 -m mpi4py examples/train_unet.py --file box.h5 "
+               "  mpirun -n 2 $SF_PY -m mpi4py examples/train_unet.py --file box.h5 "
                "--ckpt run.pt\n"
-               "  mpirun -n 2 python3 -m mpi4py examples/train_unet.py --file box.h5 "
+               "  mpirun -n 2 $SF_PY -m mpi4py examples/train_unet.py --file box.h5 "
                "--resume run.pt\n"
                "An exception or SIGINT on one rank aborts the whole job "
                "(MPI_Abort).\n"
-               "Use the Python the package was built for (Debian: /usr/bin/python3; "
-               "jobs/local.sh prints it). As root, mpirun also needs "
+               "Another python3 first on PATH (pyenv, conda) may not see the package "
+               "or apt's numpy, mpi4py and torch. As root, mpirun also needs "
                "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; more ranks "
                "than cores need --oversubscribe.",
         formatter_class=_HelpFormatter)

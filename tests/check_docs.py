@@ -12,7 +12,12 @@ file and line:
   - flags on a command line of a code block or an inline code span
     (`slabfeed-gen --file x.h5 ...`, `examples/train_unet.py --crop 32`,
     `-m slabfeed.pictures slice ...`): each --flag appears in that
-    command's --help.
+    command's --help;
+  - a Python command of a code block or an inline code span (`python3
+    -m ...`, `mpirun -n 2 python3 examples/...`) names the interpreter the
+    package was built for, `$SF_PY` (set by `. jobs/env.sh`), not a bare
+    `python3`: one first on PATH (pyenv, conda) may not see the package
+    or apt's numpy, mpi4py and torch.
 The apps and examples run with --help only (no MPI job, no data)."""
 from __future__ import annotations
 
@@ -33,6 +38,14 @@ CMD_RE = re.compile(r"(slabfeed-[a-z]+|examples/[a-z_]+\.py|"
                     r"-m slabfeed\.pictures(?: (?:slice|crops))?)")
 # Not apps: names that only look like one.
 NOT_APPS = {"slabfeed-partial"}
+# A command that runs a bare python3: at the start of the line, or after a
+# launcher (srun, mpirun, mpiexec, sfrun) and its options; environment
+# assignments may come first.
+BARE_PY_RE = re.compile(r"^(?:\w+=\S*\s+)*(?:(?:srun|mpirun|mpiexec(?:\.\w+)?|sfrun)"
+                        r"\s[^;|&#`]*?)?(?<![\w/.$-])python3\s")
+# Documents whose bare python3 commands are not yet checked (being edited
+# elsewhere; remove the entry once converted).
+BARE_PY_ALLOWED = {"docs/PERFORMANCE.md"}
 
 
 def lines_of(path):
@@ -43,19 +56,23 @@ def lines_of(path):
 def code_lines(lines):
     """(line number, text) of the command lines of code blocks (fenced, or
     indented by 4 spaces after a blank line), continuations joined, and of
-    inline code spans elsewhere."""
+    inline code spans elsewhere (one that goes on to the next line: the
+    number of the line where it ends)."""
     out = []
     fenced = False
     pending, start = "", 0
     prev_blank = True
+    last = -1  # the last line of a code block (an indented block goes on)
+    carry = ""  # an inline span that goes on to the next line
     for n, line in enumerate(lines, 1):
         if line.strip().startswith("```"):
             fenced = not fenced
             continue
         block = fenced or (line.startswith("    ") and (prev_blank or pending
-                                                       or out and out[-1][0] == n - 1))
+                                                       or last == n - 1))
         prev_blank = line.strip() == ""
         if block:
+            last = n
             text = line.strip()
             if not pending:
                 start = n
@@ -64,8 +81,16 @@ def code_lines(lines):
                 continue
             out.append((start, pending + text))
             pending = ""
+            carry = ""
         else:
-            for span in re.findall(r"`([^`]+)`", line):
+            # A span may go on past the line's end (an odd backtick):
+            # joined with the next line, up to a blank line.
+            text = carry + line if line.strip() else ""
+            carry = ""
+            if text.count("`") % 2:
+                cut = text.rindex("`")
+                text, carry = text[:cut], text[cut:] + " "
+            for span in re.findall(r"`([^`]+)`", text):
                 out.append((n, span))
     return out
 
@@ -129,6 +154,10 @@ def check_file(path, src, helps, apps, bad):
                 bad.append(f"{rel}:{n}: names the app '{a}', which the "
                            f"build does not make")
     for n, text in code_lines(lines):
+        if rel not in BARE_PY_ALLOWED and BARE_PY_RE.search(text):
+            bad.append(f"{rel}:{n}: a command with a bare 'python3' (write "
+                       f"$SF_PY, the interpreter the package was built for: "
+                       f". jobs/env.sh sets it)")
         # Each command's flags: those after it, up to the next command.
         cmds = list(CMD_RE.finditer(text))
         for i, m in enumerate(cmds):

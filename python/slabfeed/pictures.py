@@ -7,10 +7,11 @@
     info["ratio"]                      # P_pred(k) / P_truth(k), per shell
 
 and from the command line (the slice is read through slabfeed's serial
-reader, so any file the loader takes is drawn the same way):
+reader, so any file the loader takes is drawn the same way), with the
+interpreter the package was built for ($SF_PY, set by `. jobs/env.sh`):
 
-    python3 -m slabfeed.pictures slice box.h5 --dataset Nbody --axis z --out z.png
-    python3 -m slabfeed.pictures crops box.h5 --input Nbody --target Hydro --out crops.png
+    $SF_PY -m slabfeed.pictures slice box.h5 --dataset Nbody --axis z --out z.png
+    $SF_PY -m slabfeed.pictures crops box.h5 --input Nbody --target Hydro --out crops.png
 
 matplotlib is imported at the first picture, not with ``import slabfeed``
 (``slabfeed`` never needs it); where it is missing the call raises
@@ -606,7 +607,9 @@ def read_slice(path: PathLike, dataset: str, axis: Axis = 0, index: Optional[int
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python3 -m slabfeed.pictures",
+        # The interpreter running this one (which imported the package),
+        # so that the usage is a command that works as shown.
+        prog=f"{sys.executable or '$SF_PY'} -m slabfeed.pictures",
         description="PNG pictures of slabfeed volumes and batches (matplotlib).")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -655,7 +658,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """The command line (``python3 -m slabfeed.pictures --help``)."""
+    """The command line (``$SF_PY -m slabfeed.pictures --help``)."""
     args = _parser().parse_args(argv)
     _mpl()  # the error names the package before any file is read
     if args.command == "slice":
