@@ -85,6 +85,11 @@ static void print_summary(const bench_ceilings *c, double step_ms,
            ratio(t->link, c->pinned));
     if (c->pitched > 0)
       printf(" = %.3f x the crop's copy shape", ratio(t->link, c->pitched));
+    /* Slabs resident on the device (0.8): the gathered bytes move
+     * device to device, whose ceiling is the device copy. */
+    if (c->d2d > 0)
+      printf(" = %.3f x device copy (%.1f GB/s)", ratio(t->link, c->d2d),
+             c->d2d);
   }
   if (step_ms > 0)
     printf("; exposed %.3f ms per step of %.2f ms measured (%.2f%%) in "
@@ -156,6 +161,7 @@ static void print_json(const bench_ctx *b, const char *mode,
   json_double(&j, "ratio_memcpy1", ratio(t->gbs, c->memcpy1), 4);
   json_double(&j, "gather_gbs", r0->gather_gbs, 3);
   json_double(&j, "link_gbs", t->link, 3);
+  json_double(&j, "ratio_link_d2d", ratio(t->link, c->d2d), 4);
   json_double(&j, "busy_ms", r0->busy_ms, 3);
   json_double(&j, "private_rss", t->anon, 0);
   json_double(&j, "slab", t->slab, 0);

@@ -159,6 +159,21 @@ typedef enum {
   SLABFEED_WINDOW_PER_RANK = 2
 } slabfeed_shared_window;
 
+/* Where the slabs live for device batches (0.8). HOST: in the node's
+ * shared window, crops cross the host-to-device link (0.7's way). DEVICE:
+ * each rank's slab (core + halo) is also held in its GPU's memory, filled
+ * at open, and crops are gathered on the device; the pieces held by other
+ * ranks of the node are read from their GPUs' memory through CUDA IPC
+ * (peer access), pieces from other nodes keep the MPI path. AUTO: device
+ * when every rank's slab fits its share of device_memory and every pair
+ * of the node's GPUs has peer access, else host; slabfeed_placement says
+ * which and why. Host batches (device -1) always keep HOST. */
+typedef enum {
+  SLABFEED_RESIDENCY_AUTO = 0,
+  SLABFEED_RESIDENCY_HOST = 1,
+  SLABFEED_RESIDENCY_DEVICE = 2
+} slabfeed_residency;
+
 /* Which cube symmetries the sampler draws from (uniformly). */
 typedef enum {
   SLABFEED_SYM_ALL = 0,       /* all 48 elements */
@@ -363,6 +378,12 @@ typedef struct slabfeed_config {
    * at most 8), 1 none apart (the pages fault as the read writes them,
    * 0.6's way), N (at most 64). */
   int touch_threads; /* default 0 */
+  /* Added in 0.8: slabfeed_residency above. */
+  slabfeed_residency residency; /* default SLABFEED_RESIDENCY_AUTO */
+  /* Added in 0.8: GPU memory the slabs of the ranks using one GPU may
+   * take there, bytes (residency auto and device); 0: half of that GPU's
+   * free memory at open, leaving the rest to training. */
+  uint64_t device_memory; /* default 0 */
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -578,6 +599,9 @@ typedef struct slabfeed_stats {
   uint64_t node_store_bytes; /* largest slab store of one node, bytes */
   uint64_t replica_bytes;    /* bytes this rank fetched over MPI at open
                                 (replicas and halos of other nodes) */
+  /* Added in 0.8: */
+  uint64_t device_slab_bytes; /* bytes of this rank's slab held in GPU
+                                 memory (residency device), else 0 */
 } slabfeed_stats;
 
 #define SLABFEED_STATS_INIT SLABFEED_SIZED_INIT(slabfeed_stats)

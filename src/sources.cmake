@@ -21,8 +21,10 @@ set(SLABFEED_SOURCES
   src/tools/generate.c src/tools/reference.c src/tools/stats.c
   src/tools/numa_report.c)                              # tools, topology report
 if(SLABFEED_HAVE_CUDA)
-  list(APPEND SLABFEED_SOURCES src/backend/gpu.c src/cuda/cudart.c
-       src/transform/transform.cu src/transform/inverse.cu)
+  list(APPEND SLABFEED_SOURCES src/backend/gpu.c src/backend/resident.c
+       src/cuda/cudart.c
+       src/transform/transform.cu src/transform/inverse.cu
+       src/transform/pieces.cu)
 else()
   list(APPEND SLABFEED_SOURCES src/backend/gpu_none.c)
 endif()

@@ -153,6 +153,12 @@ int main(int argc, char **argv)
   b.batch = 0;
   expect_fail("batch 0", &b, SLABFEED_ERR_ARG, "batch");
   b = c;
+  b.device = -1;
+  b.residency = SLABFEED_RESIDENCY_DEVICE;
+  expect_fail("residency device with host batches", &b, SLABFEED_ERR_ARG,
+              "residency device holds the slabs in GPU memory and needs "
+              "device batches");
+  b = c;
   b.prefetch = 0;
   expect_fail("prefetch 0", &b, SLABFEED_ERR_ARG, "prefetch");
   b = c;

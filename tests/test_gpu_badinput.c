@@ -42,17 +42,22 @@ static void device_out_of_range(const char *path, int n)
     slabfeed_close(l);
 }
 
-/* A failure on the last rank only, in the GPU back end's registration of
- * the node window (the test-only injection point): every rank gets the
- * same status and a message naming that rank, and nothing leaks into the
- * next open (a good one follows). */
-static void one_rank_fails_registration(const char *path)
+/* A failure on the last rank only at a stage of the GPU back end's open
+ * (the test-only injection points): the registration of the node window
+ * (residency host), the copy of the slab into device memory and the
+ * mapping of the node's copies over CUDA IPC (residency device): every
+ * rank gets the same status and a message naming that rank and the stage,
+ * nothing hangs, and nothing leaks into the next open (a good one
+ * follows). */
+static void one_rank_fails(const char *path, const char *stage,
+                           slabfeed_residency res)
 {
   slabfeed_config c;
   config_of(&c, path);
   c.device = rank % gpu_count();
-  char v[32], err[1024] = "", want[32];
-  snprintf(v, sizeof v, "register@%d", size - 1);
+  c.residency = res;
+  char v[48], err[1024] = "", want[32];
+  snprintf(v, sizeof v, "%s@%d", stage, size - 1);
   setenv("SLABFEED_TEST_FAIL", v, 1);
   slabfeed_loader *l = NULL;
   const slabfeed_status st =
@@ -63,16 +68,62 @@ static void one_rank_fails_registration(const char *path)
   MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   snprintf(want, sizeof want, "rank %d:", size - 1);
   CHECK(lo == hi && st == SLABFEED_ERR_CUDA && l == NULL &&
-            strstr(err, want) != NULL && strstr(err, "register") != NULL,
-        "registration fails on rank %d only: status %s, '%s'", size - 1,
+            strstr(err, want) != NULL && strstr(err, stage) != NULL,
+        "%s fails on rank %d only: status %s, '%s'", stage, size - 1,
         slabfeed_strerror(st), err);
   if (rank == 0)
-    printf("gpu.badinput: registration fails on rank %d -> every rank %s: "
-           "%s\n",
+    printf("gpu.badinput: %s fails on rank %d -> every rank %s: %s\n", stage,
            size - 1, slabfeed_status_name(st), err);
   slabfeed_close(l);
   CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
-        "good open after the failure: %s", err);
+        "good open after the failure at %s: %s", stage, err);
+  slabfeed_close(l);
+}
+
+/* A GPU budget too small for the slabs: residency device is refused on
+ * every rank with the budget named; auto falls back to host memory and
+ * the placement line says why. */
+static void budget_too_small(const char *path)
+{
+  slabfeed_config c;
+  config_of(&c, path);
+  c.device = rank % gpu_count();
+  c.residency = SLABFEED_RESIDENCY_DEVICE;
+  c.device_memory = 4096;
+  char err[1024] = "";
+  slabfeed_loader *l = NULL;
+  const slabfeed_status st =
+      slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
+  int lo = st, hi = st;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lo == hi && st == SLABFEED_ERR_ARG && l == NULL &&
+            strstr(err, "residency device") != NULL &&
+            strstr(err, "over its budget of 0.00 GB") != NULL &&
+            strstr(err, "--device-memory") != NULL,
+        "residency device over budget: status %s, '%s'", slabfeed_strerror(st),
+        err);
+  if (rank == 0)
+    printf("gpu.badinput: residency device over budget -> %s: %s\n",
+           slabfeed_status_name(st), err);
+  slabfeed_close(l);
+  c.residency = SLABFEED_RESIDENCY_AUTO;
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
+        "residency auto over budget: %s", err);
+  if (l != NULL) {
+    char line[1024];
+    slabfeed_placement(l, line, sizeof line);
+    slabfeed_stats s = SLABFEED_STATS_INIT;
+    slabfeed_stats_get(l, &s);
+    CHECK(s.device_slab_bytes == 0 &&
+              strstr(line, "crops read from host shared memory (residency "
+                           "auto: rank ") != NULL &&
+              strstr(line, "over its budget") != NULL,
+          "residency auto over budget: %s", line);
+    if (rank == 0)
+      printf("gpu.badinput: residency auto over budget -> %s\n",
+             strstr(line, "crops read from"));
+  }
   slabfeed_close(l);
 }
 
@@ -134,7 +185,11 @@ int main(int argc, char **argv)
   snprintf(path, sizeof path, "gpubad_np%d.h5", size);
   make_file(path, 24, 20, 18, SLABFEED_LAYOUT_CF, 0, 0, 1);
   device_out_of_range(path, n);
-  one_rank_fails_registration(path);
+  one_rank_fails(path, "register", SLABFEED_RESIDENCY_HOST);
+  one_rank_fails(path, "device.fill", SLABFEED_RESIDENCY_DEVICE);
+  if (size > 1)
+    one_rank_fails(path, "device.ipc", SLABFEED_RESIDENCY_DEVICE);
+  budget_too_small(path);
   if (n >= 2)
     stream_of_other_device(path);
   else if (rank == 0)

@@ -13,7 +13,10 @@
  * after slabfeed_open (device synchronisation does not exist in the library:
  * lint.cuda_layer). And a slow consumer: batch slots are not reused before the
  * consumer's stream has passed the next slabfeed_next. argv[1]: "multiple" or
- * "single" (the MPI thread level asked for). */
+ * "single" (the MPI thread level asked for); argv[2]: the GPU loaders'
+ * residency, "host" (crops over the link from the node's shared memory) or
+ * "device" (0.8: slabs held in GPU memory, the node's other ranks' read
+ * over CUDA IPC: the same bits, and again no allocation after open). */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <time.h>
 
@@ -22,6 +25,30 @@
 #include "testutil.h"
 
 static int rank, size;
+static slabfeed_residency residency = SLABFEED_RESIDENCY_HOST;
+
+/* The GPU loader reads its crops where asked: its slab in device memory
+ * (and the placement line says so) for residency device, none there for
+ * host. */
+static void check_residency(slabfeed_loader *l)
+{
+  slabfeed_stats st = SLABFEED_STATS_INIT;
+  slabfeed_stats_get(l, &st);
+  char line[1024];
+  slabfeed_placement(l, line, sizeof line);
+  if (residency == SLABFEED_RESIDENCY_DEVICE)
+    CHECK(st.device_slab_bytes == st.slab_bytes &&
+              strstr(line, "crops read from GPU memory (residency device") !=
+                  NULL,
+          "residency device: %llu of %llu slab bytes on the GPU; %s",
+          (unsigned long long)st.device_slab_bytes,
+          (unsigned long long)st.slab_bytes, line);
+  else
+    CHECK(st.device_slab_bytes == 0 &&
+              strstr(line, "crops read from host shared memory") != NULL,
+          "residency host: %llu slab bytes on the GPU; %s",
+          (unsigned long long)st.device_slab_bytes, line);
+}
 
 /* The host-path and the GPU-path loader of the same config (device: this
  * rank's GPU); 0 (and neither open) when either failed to open. */
@@ -34,10 +61,14 @@ static int open_pair(slabfeed_config *c, slabfeed_loader **cpu,
   CHECK(slabfeed_open(MPI_COMM_WORLD, c, cpu, err, sizeof err) == SLABFEED_OK,
         "cpu open: %s", err);
   c->device = rank % gpu_count();
+  c->residency = residency;
   CHECK(slabfeed_open(MPI_COMM_WORLD, c, gpu, err, sizeof err) == SLABFEED_OK,
         "gpu open: %s", err);
-  if (*cpu != NULL && *gpu != NULL)
+  c->residency = SLABFEED_RESIDENCY_AUTO;
+  if (*cpu != NULL && *gpu != NULL) {
+    check_residency(*gpu);
     return 1;
+  }
   slabfeed_close(*cpu); /* open failures are agreed: the same on every rank */
   slabfeed_close(*gpu);
   return 0;
@@ -326,12 +357,14 @@ static void quiet_steps(const char *path, cudaStream_t s)
   base_config(&c, path, 16);
   c.device = rank % gpu_count();
   c.dtype = SLABFEED_DTYPE_BF16;
+  c.residency = residency;
   char err[1024];
   slabfeed_loader *l = NULL;
   CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
         "open: %s", err);
   if (l == NULL)
     return;
+  check_residency(l);
   sf__cudart_counts before, after;
   sf__cudart_counts_get(&before);
   for (int i = 0; i < 200; i++) {
@@ -350,11 +383,14 @@ static void quiet_steps(const char *path, cudaStream_t s)
            "legacy default stream used after open");
   CHECK_EQ(after.stream_syncs, before.stream_syncs,
            "stream synchronisation in steady state");
-  /* One launch per sample (2) and dataset (2). The loader thread starts
-   * at open: up to K = 2 batches may be done before the first snapshot,
-   * and up to K - 1 beyond the last batch handed out at the second. */
+  /* One launch per sample (2) and dataset (2), and with the slabs in
+   * device memory one gather per sample whose pieces all are there. The
+   * loader thread starts at open: up to K = 2 batches may be done before
+   * the first snapshot, and up to K - 1 beyond the last batch handed out
+   * at the second. */
   const uint64_t launched = after.launches - before.launches;
-  CHECK(launched >= (200 - 2) * 4 && launched <= (200 + 1) * 4,
+  const uint64_t per_step = residency == SLABFEED_RESIDENCY_DEVICE ? 6 : 4;
+  CHECK(launched >= (200 - 2) * 4 && launched <= (200 + 1) * per_step,
         "%llu launches for 200 steps", (unsigned long long)launched);
   if (rank == 0)
     printf("gpu.loader: 200 steps: +%llu copies, +%llu launches, +%llu event "
@@ -399,6 +435,8 @@ int main(int argc, char **argv)
   MPI_Init_thread(&argc, &argv, want, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (argc > 2 && strcmp(argv[2], "device") == 0)
+    residency = SLABFEED_RESIDENCY_DEVICE;
   if (gpu_count() == 0)
     return check_skip("gpu.loader", "no CUDA device");
   const char *env = getenv(SLABFEED_ENV_RANK_PER_NODE);

@@ -76,6 +76,12 @@ typedef struct sf__backend_ops {
                                   size_t bytes, void *dst, sf__err *e);
   /* Stops, waits for its own work, releases everything. NULL is a no-op. */
   void (*close)(sf__backend *b);
+  /* Collective over the store's communicator, on every rank once open
+   * succeeded everywhere and before the first start: where the slabs are
+   * read from (0.8: residency), said in how (len bytes). NULL for a back
+   * end that reads them where the store holds them. The facade agrees on
+   * the outcome. */
+  slabfeed_status (*reside)(sf__backend *b, char *how, size_t len, sf__err *e);
 } sf__backend_ops;
 
 /* Host batches: gathered and transformed on the calling thread (host.c). */

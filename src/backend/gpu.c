@@ -14,11 +14,13 @@
 #include <sched.h>
 
 #include "backend/backend.h"
+#include "backend/resident.h"
 #include "cuda/cudart.h"
 #include "source/fetch.h"
 #include "source/source.h"
 #include "common/inject.h"
 #include "common/nvtx.h"
+#include "transform/pieces_gpu.h"
 #include "transform/transform_gpu.h"
 #include "common/sys.h"
 
@@ -64,6 +66,7 @@ struct sf__backend {
   sf__err err;
   cudaStream_t last_stream; /* the stream that received batch next - 1 */
   int have_last;
+  sf__resident res; /* slabs in device memory (residency, 0.8) */
 };
 
 static int slot_free(void *arg, int slot, int block);
@@ -194,7 +197,6 @@ static slabfeed_status gpu_open(const sf__context *ctx, sf__backend **out,
                       "crop)",
                       sf__config_dataset(ctx->cfg, d),
                       (long long)sf__batch_stage_elems(p, d));
-  const int rank = ctx->store->rank;
   sf__backend *g = calloc(1, sizeof *g);
   *out = g;
   if (g == NULL)
@@ -234,10 +236,7 @@ static slabfeed_status gpu_open(const sf__context *ctx, sf__backend **out,
   int caller = 0;
   if (sf__cudart_get_device(&caller, e) || sf__cudart_set_device(g->device, e))
     return e->status;
-  if (register_window(g, e) == SLABFEED_OK && sf__inject("register", rank))
-    sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'register'");
-  if (e->status == SLABFEED_OK)
-    create_objects(g, e);
+  create_objects(g, e);
   sf__err restore;
   sf__err_clear(&restore);
   sf__cudart_set_device(caller, e->status == SLABFEED_OK ? e : &restore);
@@ -283,6 +282,8 @@ static void gpu_close(sf__backend *g)
   const int settled = sf__fetch_settle(&g->fetch, &settle) == SLABFEED_OK;
   if (settled)
     sf__fetch_close(&g->fetch);
+  /* Collective over the node where the slabs were held on the device. */
+  sf__resident_close(&g->res, g->ctx.store);
   sf__fetch_map_free(&g->map);
   for (int k = 0; k < g->K; k++) {
     for (int d = 0; d < SF_MAX_DSETS; d++)
@@ -453,6 +454,69 @@ static slabfeed_status stage_box(sf__backend *g, int n, const int64_t lo[3],
   return e->status;
 }
 
+/* ---- Slabs in device memory -----------------------------------------------
+ * With residency device every piece of a crop is in GPU memory (this
+ * rank's copy, or a node rank's over CUDA IPC): one gather launch copies
+ * the pieces of every dataset into staging (pieces_gpu.h) where the
+ * pitched copies would take one call per channel and piece. */
+
+/* 1 when every piece of the crop (n of them) is read in place from device
+ * memory and the table holds them all. */
+static int device_gatherable(const sf__store *s, const sf__batch_plan *p, int n)
+{
+  if (n * p->ndsets > SF_PIECES_MAX)
+    return 0;
+  for (int k = 0; k < n; k++) {
+    const sf__source *src = sf__source_of(s, &p->pieces[k]);
+    if (src != &sf__source_dev_own && src != &sf__source_dev_node)
+      return 0;
+  }
+  return 1;
+}
+
+/* The n pieces of the crop into staging st with one launch on the copy
+ * stream (device_gatherable said yes). */
+static slabfeed_status gather_device(sf__backend *g, int n, int st,
+                                     slabfeed_stats *delta, sf__err *e)
+{
+  sf__batch_plan *p = g->ctx.plan;
+  sf__store *s = g->ctx.store;
+  sf__dpieces t;
+  t.n = 0;
+  t.rows_max = 0;
+  for (int k = 0; k < n; k++) {
+    const sf__piece *pc = &p->pieces[k];
+    const sf__source *src = sf__source_of(s, pc);
+    for (int d = 0; d < p->ndsets; d++) {
+      sf__piece part;
+      sf__view v;
+      if (!sf__backend_part(p, s, src, d, pc, NULL, &part, &v, delta))
+        continue;
+      const int64_t *x = p->xf[d].ext;
+      sf__dpiece *q = &t.p[t.n++];
+      q->src = sf__view_row(&v, 0, 0, 0);
+      q->src_c = v.cstride;
+      q->src_z = v.rows * v.cols;
+      q->src_y = v.cols;
+      q->dst =
+          g->dstage[st][d] + (part.d[0] * x[1] + part.d[1]) * x[2] + part.d[2];
+      q->dst_c = (int32_t)(x[0] * x[1] * x[2]);
+      q->dst_z = (int32_t)(x[1] * x[2]);
+      q->dst_y = (int32_t)x[2];
+      q->C = (int32_t)s->channels[d];
+      q->n0 = (int32_t)part.n[0];
+      q->n1 = (int32_t)part.n[1];
+      q->n2 = (int32_t)part.n[2];
+      const int64_t rows = s->channels[d] * part.n[0] * part.n[1];
+      t.rows_max = rows > t.rows_max ? rows : t.rows_max;
+    }
+  }
+  const cudaError_t rc = sf__pieces_launch(&t, g->copy);
+  if (rc != cudaSuccess)
+    return sf__cudart_fail(e, rc, "piece gather kernel launch");
+  return t.n > 0 ? sf__cudart_launched("piece gather kernel", e) : SLABFEED_OK;
+}
+
 /* Stages sample i of slot `slot` into device staging st, ready for the
  * compute stream (which waits for staged[st]) when this returns; remote
  * pieces come from landing slot `land` (batch n lands in n % K). */
@@ -468,6 +532,14 @@ static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
   SF_RANGE_PUSH("h2d");
   const double t0 = sf__now();
   int64_t lo[3];
+  if (g->res.on && device_gatherable(s, p, n)) {
+    if (gather_device(g, n, st, delta, e) == SLABFEED_OK &&
+        sf__cudart_record(g->staged[st], g->copy, e) == SLABFEED_OK)
+      sf__cudart_wait(g->compute, g->staged[st], e);
+    delta->t_h2d += sf__now() - t0;
+    SF_RANGE_POP();
+    return e->status;
+  }
   if (g->draw[st][0] != NULL && one_box(s, p, n, lo)) {
     stage_box(g, n, lo, st, delta, e);
     delta->t_h2d += sf__now() - t0;
@@ -834,6 +906,30 @@ static slabfeed_status gpu_copy_to_host(sf__backend *g,
                   "loader");
 }
 
+/* Where crops are read from (resident.h), then the window registered
+ * for the copy engine where it stays in host memory. Collective. */
+static slabfeed_status gpu_reside(sf__backend *g, char *how, size_t len,
+                                  sf__err *e)
+{
+  int caller = 0;
+  if (sf__cudart_get_device(&caller, e) == SLABFEED_OK &&
+      sf__cudart_set_device(g->device, e) == SLABFEED_OK) {
+    sf__err local;
+    sf__err_clear(&local);
+    if (sf__resident_open(&g->res, g->ctx.cfg, g->ctx.store, g->device, g->copy,
+                          e) == SLABFEED_OK &&
+        !g->res.on && register_window(g, e) == SLABFEED_OK &&
+        sf__inject("register", g->ctx.store->rank))
+      sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'register'");
+    sf__cudart_set_device(caller, e->status == SLABFEED_OK ? e : &local);
+  }
+  snprintf(how, len, "%s", g->res.how);
+  const slabfeed_stats held = {.device_slab_bytes =
+                                   g->res.on ? g->res.bytes : 0};
+  sf__stats_add(g->ctx.stats, &held);
+  return e->status;
+}
+
 /* Device batches take pinned and device memory only (whose allocations
  * fail cleanly), no pageable host memory. */
 static uint64_t gpu_host_bytes(const sf__context *ctx)
@@ -844,5 +940,5 @@ static uint64_t gpu_host_bytes(const sf__context *ctx)
 
 const sf__backend_ops sf__gpu_backend = {
     "gpu",    gpu_host_bytes,   gpu_open,  gpu_start,
-    gpu_next, gpu_copy_to_host, gpu_close,
+    gpu_next, gpu_copy_to_host, gpu_close, gpu_reside,
 };

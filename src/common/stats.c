@@ -34,6 +34,7 @@ void sf__stats_add(sf__stats *s, const slabfeed_stats *d)
   t->staging_bytes += d->staging_bytes;
   t->remote_gets += d->remote_gets;
   t->remote_runs += d->remote_runs;
+  t->device_slab_bytes += d->device_slab_bytes;
   if (d->loader_thread)
     t->loader_thread = d->loader_thread;
   /* The placement is set once, at open. */

@@ -81,6 +81,11 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
                     "are not supported: a pass reads its tiles wherever they "
                     "lie, not in the rank's node's z-range",
                     c->tile);
+  if (c->residency == SLABFEED_RESIDENCY_DEVICE && c->device == -1)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: residency device holds the slabs in GPU memory "
+                    "and needs device batches (device >= 0 or local); host "
+                    "batches read the node's shared memory");
   if (c->n_holdout > 0 && c->locality)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: holdout and locality together are not supported "

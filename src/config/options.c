@@ -445,6 +445,26 @@ const sf__option sf__options[] = {
               "auto (the node's cores over its ranks, at most 8), 1 none "
               "apart (the pages fault as the read writes them)"},
      FIELD(touch_threads)},
+    {{.name = "residency",
+      .flag = "residency",
+      .kind = SLABFEED_OPTION_CHOICE,
+      .choices = "auto|host|device",
+      .default_value = "auto",
+      .metavar = "auto|host|device",
+      .help = "where the slabs live for device batches: device holds each "
+              "rank's slab in its GPU's memory too (crops gathered there, the "
+              "node's other slabs read over CUDA IPC), host in the node's "
+              "shared memory; auto device when every slab fits its share of "
+              "--device-memory and the node's GPUs have peer access"},
+     FIELD(residency)},
+    {{.name = "device_memory",
+      .flag = "device-memory",
+      .kind = SLABFEED_OPTION_SIZE,
+      .default_value = "0",
+      .metavar = "BYTES",
+      .help = "GPU memory the slabs of the ranks on one GPU may take there, "
+              "e.g. 40G (0: half of that GPU's free memory at open)"},
+     FIELD(device_memory)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);

@@ -212,6 +212,61 @@ slabfeed_status sf__cudart_stream_device(cudaStream_t s, int *device,
   return SLABFEED_OK;
 }
 
+slabfeed_status sf__cudart_mem_info(size_t *free_bytes, size_t *total,
+                                    sf__err *e)
+{
+  SF_CU_CHECK(cudaMemGetInfo(free_bytes, total), e);
+  return SLABFEED_OK;
+}
+
+int sf__cudart_can_access_peer(int from, int to)
+{
+  if (from == to)
+    return 1;
+  int can = 0;
+  if (cudaDeviceCanAccessPeer(&can, from, to) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return can;
+}
+
+slabfeed_status sf__cudart_enable_peer(int to, sf__err *e)
+{
+  int me = 0;
+  SF_CU_CHECK(cudaGetDevice(&me), e);
+  if (me == to)
+    return SLABFEED_OK;
+  const cudaError_t rc = cudaDeviceEnablePeerAccess(to, 0);
+  if (rc == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();
+    return SLABFEED_OK;
+  }
+  SF_CU_CHECK(rc, e);
+  return SLABFEED_OK;
+}
+
+slabfeed_status sf__cudart_ipc_get(cudaIpcMemHandle_t *h, void *p, sf__err *e)
+{
+  SF_CU_CHECK(cudaIpcGetMemHandle(h, p), e);
+  return SLABFEED_OK;
+}
+
+slabfeed_status sf__cudart_ipc_open(void **p, cudaIpcMemHandle_t h, sf__err *e)
+{
+  atomic_fetch_add(&c_registers, 1);
+  SF_CU_CHECK(cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess), e);
+  return SLABFEED_OK;
+}
+
+void sf__cudart_ipc_close(void *p)
+{
+  if (p == NULL)
+    return;
+  atomic_fetch_add(&c_registers, 1);
+  cudaIpcCloseMemHandle(p);
+}
+
 slabfeed_status sf__cudart_launched(const char *what, sf__err *e)
 {
   atomic_fetch_add(&c_launches, 1);

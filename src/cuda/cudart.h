@@ -71,6 +71,27 @@ slabfeed_status sf__cudart_copy(void *dst, const void *src, size_t bytes,
 slabfeed_status sf__cudart_stream_device(cudaStream_t s, int *device,
                                          sf__err *e);
 
+/* Free and total memory of the current device (a query, not counted). */
+slabfeed_status sf__cudart_mem_info(size_t *free_bytes, size_t *total,
+                                    sf__err *e);
+
+/* 1 when device `from` can access device `to`'s memory (peer access;
+ * 1 for the same device), 0 when not or on error (a query). */
+int sf__cudart_can_access_peer(int from, int to);
+
+/* Enables the current device's access to device `to`'s memory (already
+ * enabled is fine; the same device: nothing). At open, so that no peer
+ * mapping is made later, mid-run. */
+slabfeed_status sf__cudart_enable_peer(int to, sf__err *e);
+
+/* CUDA IPC (residency device, 0.8): the handle of device allocation p
+ * (the base of a cudaMalloc), opening another process's handle on the
+ * current device (peer access enabled first: sf__cudart_enable_peer), and
+ * closing it. Opens and closes count as registrations. */
+slabfeed_status sf__cudart_ipc_get(cudaIpcMemHandle_t *h, void *p, sf__err *e);
+slabfeed_status sf__cudart_ipc_open(void **p, cudaIpcMemHandle_t h, sf__err *e);
+void sf__cudart_ipc_close(void *p);
+
 /* Counts a kernel launch and checks cudaGetLastError. */
 slabfeed_status sf__cudart_launched(const char *what, sf__err *e);
 

@@ -243,7 +243,11 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
       check_host_memory(l, &ctx, e) == SLABFEED_OK)
     l->ops->open(&ctx, &l->backend, e);
   injected(l, "backend", e);
-  if (sf__agree(l->comm, e) == SLABFEED_OK)
+  if (sf__agree(l->comm, e) == SLABFEED_OK && l->ops->reside != NULL) {
+    l->ops->reside(l->backend, l->reside_how, sizeof l->reside_how, e);
+    sf__agree(l->comm, e);
+  }
+  if (e->status == SLABFEED_OK)
     l->ops->start(l->backend, 0, 0, e);
   return sf__agree(l->comm, e);
 }
@@ -462,6 +466,10 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
     snprintf(buf + used, len - used, "; slab reads: %s; shared memory: %s",
              l->read_how,
              s->n_shm > 1 ? "a window per rank" : "one window for the node");
+    used = strlen(buf);
+  }
+  if (l->reside_how[0] != '\0' && used + 1 < len) {
+    snprintf(buf + used, len - used, "; crops read from %s", l->reside_how);
     used = strlen(buf);
   }
   if (l->plan.locality && l->suite.n > 1 && used + 1 < len) {

@@ -19,7 +19,8 @@ struct slabfeed_loader {
   uint64_t epoch, step; /* position of the next batch */
   volatile int forked;
   char last_error[SF_ERRLEN];
-  char read_how[96]; /* how the open's slab reads went (io/volume.h) */
+  char read_how[96];    /* how the open's slab reads went (io/volume.h) */
+  char reside_how[256]; /* device batches: where crops are read from */
   struct slabfeed_loader *next_live; /* registry for the fork handler */
 };
 

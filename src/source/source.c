@@ -1,8 +1,9 @@
 #include "source/source.h"
 
 /* Asked in this order; the last serves every piece. */
-static const sf__source *const sources[] = {&sf__source_own, &sf__source_node,
-                                            &sf__source_landed};
+static const sf__source *const sources[] = {
+    &sf__source_dev_own, &sf__source_dev_node, &sf__source_own,
+    &sf__source_node, &sf__source_landed};
 
 const sf__source *sf__source_of(const sf__store *s, const sf__piece *p)
 {

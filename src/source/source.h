@@ -8,6 +8,9 @@
  * memory) is one more entry here, not a change of the back ends.
  *
  * Today's entries, in the order they are asked:
+ *   device own, device node
+ *           residency device (0.8): the same segments' copies in GPU
+ *           memory, this rank's own and (over CUDA IPC) its node's;
  *   own     this rank's own segment (core or halo) of the node window;
  *   node    another rank's segment of this node's window (load/store);
  *   landed  another node: fetched ahead over MPI (fetch.h) into a landing
@@ -32,7 +35,8 @@ typedef struct sf__source {
                const float *landed, sf__view *v);
 } sf__source;
 
-extern const sf__source sf__source_own, sf__source_node, sf__source_landed;
+extern const sf__source sf__source_dev_own, sf__source_dev_node, sf__source_own,
+    sf__source_node, sf__source_landed;
 
 /* The first source of the list that serves piece p (every piece has one:
  * `landed` serves what no other does). The same answer for every dataset

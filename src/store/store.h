@@ -65,6 +65,12 @@ typedef struct sf__store {
   int64_t bytes; /* size of this rank's segment */
   char **peer;   /* [size]: segment of each rank on this node, else NULL */
   int64_t *peer_bytes; /* [size]: segment sizes of those ranks */
+  /* Residency device (0.8): [size], the device address in this process
+   * of the copy of each node rank's segment (its own from cudaMalloc, the
+   * others' mapped over CUDA IPC), laid out as the host segment; NULL
+   * (the array, or an entry) where there is none. Owned and set by the
+   * GPU back end, which clears it before it frees the copies. */
+  char **dpeer;
 } sf__store;
 
 /* MPI_Win_sync of every window of the node's shared memory: this rank's

@@ -1,0 +1,263 @@
+/* Slabs resident in GPU memory: the choice, the fill, the IPC mappings
+ * (resident.h). Every collective below is reached by every rank whatever
+ * happened before it on that rank: a local failure is carried to the
+ * next agreement, never past a collective. */
+#include "backend/resident.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/inject.h"
+#include "common/sys.h"
+#include "cuda/cudart.h"
+
+/* What each rank of the node tells the others before the choice. */
+typedef struct node_info {
+  int rank;        /* in s->comm */
+  int device;      /* its CUDA device */
+  int64_t bytes;   /* its segment */
+  uint64_t free_b; /* its device's free memory, as it saw it */
+} node_info;
+
+/* What each rank of the node tells the others after the fill. */
+typedef struct ipc_info {
+  int has; /* a device copy of a non-empty segment */
+  int device;
+  cudaIpcMemHandle_t h;
+} ipc_info;
+
+/* This rank's verdict: 1 when its slab (with the node's other slabs on
+ * its GPU) fits that GPU's budget and its GPU reaches every other GPU of
+ * the node; else 0 with the reason in why. Fills the node table. */
+static int local_verdict(const sf__config *cfg, const sf__store *s, int device,
+                         node_info *all, char *why, size_t len, char *fit,
+                         size_t flen, sf__err *e)
+{
+  size_t free_b = 0, total = 0;
+  sf__err q;
+  sf__err_clear(&q);
+  sf__cudart_mem_info(&free_b, &total, &q);
+  node_info me = {s->rank, device, s->bytes, (uint64_t)free_b};
+  const int rc = MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all,
+                               (int)sizeof me, MPI_BYTE, s->node);
+  if (rc != MPI_SUCCESS) {
+    sf__fail_mpi(e, rc, "MPI_Allgather (residency: the node's GPUs)");
+    return 0;
+  }
+  uint64_t share = 0, free_min = UINT64_MAX;
+  int sharing = 0;
+  for (int k = 0; k < s->node_size; k++)
+    if (all[k].device == device) {
+      share += (uint64_t)all[k].bytes;
+      free_min = all[k].free_b < free_min ? all[k].free_b : free_min;
+      sharing++;
+    }
+  const uint64_t budget =
+      cfg->pub.device_memory > 0 ? cfg->pub.device_memory : free_min / 2;
+  snprintf(fit, flen,
+           "GPU %d holds %.2f GB of slabs of %d rank%s, budget %.2f GB (%s)",
+           device, (double)share / 1e9, sharing, sharing == 1 ? "" : "s",
+           (double)budget / 1e9,
+           cfg->pub.device_memory > 0 ? "device_memory"
+                                      : "half of its free memory");
+  if (q.status != SLABFEED_OK) {
+    snprintf(why, len, "rank %d cannot read GPU %d's free memory: %.96s",
+             s->rank, device, q.msg);
+    return 0;
+  }
+  if (share > budget) {
+    snprintf(why, len,
+             "rank %d: GPU %d would hold %.2f GB of slabs (%d rank%s), over "
+             "its budget of %.2f GB (%s; --device-memory sets it)",
+             s->rank, device, (double)share / 1e9, sharing,
+             sharing == 1 ? "" : "s", (double)budget / 1e9,
+             cfg->pub.device_memory > 0 ? "device_memory"
+                                        : "half of its free memory");
+    return 0;
+  }
+  for (int k = 0; k < s->node_size; k++)
+    if (!sf__cudart_can_access_peer(device, all[k].device)) {
+      snprintf(why, len,
+               "rank %d: GPU %d has no peer access to GPU %d of rank %d on "
+               "the same node (crops would need a bounce through host "
+               "memory)",
+               s->rank, device, all[k].device, all[k].rank);
+      return 0;
+    }
+  return 1;
+}
+
+/* Every rank's verdict: 1 when all are 1; else 0, and the first refusing
+ * rank's reason in why on every rank. */
+static int agree_verdict(const sf__store *s, int ok, char *why, size_t len,
+                         sf__err *e)
+{
+  struct {
+    int ok, rank;
+  } in = {ok, s->rank}, out = {1, 0};
+  int rc = MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, s->comm);
+  if (rc == MPI_SUCCESS && !out.ok)
+    rc = MPI_Bcast(why, (int)len, MPI_CHAR, out.rank, s->comm);
+  if (rc != MPI_SUCCESS) {
+    sf__fail_mpi(e, rc, "residency: the ranks' verdicts");
+    return 0;
+  }
+  return out.ok;
+}
+
+/* Copies this rank's segment into device memory (own), through the copy
+ * stream from the segment registered for the copy (a pageable copy where
+ * registration fails). */
+static slabfeed_status fill(sf__resident *r, const sf__store *s,
+                            cudaStream_t copy, sf__err *e)
+{
+  r->bytes = (uint64_t)s->bytes;
+  if (r->bytes == 0)
+    return SLABFEED_OK;
+  const double t0 = sf__now();
+  if (sf__cudart_malloc((void **)&r->own, (size_t)r->bytes, e))
+    return e->status;
+  sf__err reg;
+  sf__err_clear(&reg);
+  const int pinned =
+      sf__cudart_host_register(s->base, (size_t)r->bytes, &reg) == SLABFEED_OK;
+  if (sf__cudart_copy(r->own, s->base, (size_t)r->bytes, cudaMemcpyHostToDevice,
+                      copy, e) == SLABFEED_OK)
+    sf__cudart_stream_sync(copy, e);
+  if (pinned)
+    sf__cudart_host_unregister(s->base);
+  r->fill_s = sf__now() - t0;
+  if (e->status == SLABFEED_OK && sf__inject("device.fill", s->rank))
+    sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'device.fill'");
+  return e->status;
+}
+
+/* Exchanges the node's IPC handles and opens the others' copies (all:
+ * [node_size] exchange buffer, ranks: [node_size]). */
+static slabfeed_status map_node(sf__resident *r, sf__store *s, int device,
+                                ipc_info *all, int *ranks, sf__err *e)
+{
+  ipc_info me;
+  memset(&me, 0, sizeof me);
+  me.device = device;
+  if (r->own != NULL && sf__cudart_ipc_get(&me.h, r->own, e) == SLABFEED_OK)
+    me.has = 1;
+  /* Both exchanges run on every rank; a rank that failed sends has 0. */
+  int rc = MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me,
+                         MPI_BYTE, s->node);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Allgather(&s->rank, 1, MPI_INT, ranks, 1, MPI_INT, s->node);
+  if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
+    sf__fail_mpi(e, rc, "MPI_Allgather (residency: IPC handles)");
+  for (int k = 0; k < s->node_size && e->status == SLABFEED_OK; k++) {
+    if (k == s->node_rank || !all[k].has)
+      continue;
+    if (sf__cudart_enable_peer(all[k].device, e) ||
+        sf__cudart_ipc_open(&r->mapped[k], all[k].h, e))
+      break;
+    r->nmapped++;
+    r->dpeer[ranks[k]] = r->mapped[k];
+  }
+  if (e->status == SLABFEED_OK && sf__inject("device.ipc", s->rank))
+    sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'device.ipc'");
+  if (e->status != SLABFEED_OK) {
+    char cause[SF_ERRLEN];
+    snprintf(cause, sizeof cause, "%s", e->msg);
+    sf__fail(e, e->status,
+             "rank %d: mapping the node's slabs in GPU memory over CUDA "
+             "IPC: %s",
+             s->rank, cause);
+  }
+  return e->status;
+}
+
+slabfeed_status sf__resident_open(sf__resident *r, const sf__config *cfg,
+                                  sf__store *s, int device, cudaStream_t copy,
+                                  sf__err *e)
+{
+  r->resided = 1;
+  const slabfeed_residency want = cfg->pub.residency;
+  const char *name = want == SLABFEED_RESIDENCY_DEVICE ? "device" : "auto";
+  if (want == SLABFEED_RESIDENCY_HOST) {
+    snprintf(r->how, sizeof r->how,
+             "host shared memory (residency host), crops over the "
+             "host-to-device link");
+    return SLABFEED_OK;
+  }
+  node_info *all = calloc((size_t)s->node_size, sizeof *all);
+  if (all == NULL)
+    sf__fail(e, SLABFEED_ERR_NOMEM, "residency: the node's GPU table");
+  if (sf__agree(s->comm, e) != SLABFEED_OK) {
+    free(all);
+    return e->status;
+  }
+  char why[224] = "", fit[160] = "";
+  const int ok =
+      local_verdict(cfg, s, device, all, why, sizeof why, fit, sizeof fit, e);
+  free(all);
+  if (sf__agree(s->comm, e) != SLABFEED_OK)
+    return e->status;
+  if (!agree_verdict(s, ok, why, sizeof why, e)) {
+    if (e->status != SLABFEED_OK)
+      return e->status;
+    if (want == SLABFEED_RESIDENCY_DEVICE)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "residency device: the slabs cannot be held in GPU "
+                      "memory: %s",
+                      why);
+    snprintf(r->how, sizeof r->how, "host shared memory (residency auto: %s)",
+             why);
+    return SLABFEED_OK;
+  }
+  /* Device, on every rank: the copy, then the node's mappings, each
+   * agreed (close is collective over the node from here on). */
+  r->chosen = 1;
+  const size_t n = (size_t)s->node_size;
+  r->dpeer = calloc((size_t)s->size, sizeof *r->dpeer);
+  r->mapped = calloc(n, sizeof *r->mapped);
+  ipc_info *ipc = calloc(n, sizeof *ipc);
+  int *ranks = calloc(n, sizeof *ranks);
+  if (r->dpeer == NULL || r->mapped == NULL || ipc == NULL || ranks == NULL)
+    sf__fail(e, SLABFEED_ERR_NOMEM, "residency: the device segment tables");
+  else
+    fill(r, s, copy, e);
+  if (sf__agree(s->comm, e) == SLABFEED_OK) {
+    r->dpeer[s->rank] = r->own;
+    if (s->node_size > 1)
+      map_node(r, s, device, ipc, ranks, e);
+    sf__agree(s->comm, e);
+  }
+  free(ipc);
+  free(ranks);
+  if (e->status != SLABFEED_OK)
+    return e->status;
+  s->dpeer = r->dpeer;
+  r->on = 1;
+  const double gb = (double)r->bytes / 1e9;
+  snprintf(r->how, sizeof r->how,
+           "GPU memory (residency %s: %s; this rank's %.2f GB filled in "
+           "%.2f s = %.2f GB/s; %d of the node's other slabs mapped over "
+           "CUDA IPC)",
+           name, fit, gb, r->fill_s, r->fill_s > 0 ? gb / r->fill_s : 0.0,
+           r->nmapped);
+  return SLABFEED_OK;
+}
+
+void sf__resident_close(sf__resident *r, sf__store *s)
+{
+  if (!r->resided)
+    return;
+  if (s->dpeer == r->dpeer)
+    s->dpeer = NULL;
+  for (int k = 0; r->mapped != NULL && k < s->node_size; k++)
+    sf__cudart_ipc_close(r->mapped[k]);
+  /* The node's ranks may read this rank's copy until they have closed
+   * theirs: every rank's streams drained before it came here. */
+  if (r->chosen && s->node_size > 1)
+    MPI_Barrier(s->node);
+  sf__cudart_free(r->own);
+  free(r->mapped);
+  free(r->dpeer);
+  memset(r, 0, sizeof *r);
+}
