@@ -315,6 +315,17 @@ static int print_plan(const char *prog, const info_args *a, const ctx *c)
   printf("whole %s %.3f GB as float32 in the store; per rank about %.3f GB\n",
          c->nvol > 1 ? "dataset" : "volume", c->bytes_f32 / 1e9,
          c->bytes_f32 / 1e9 / (double)gs);
+  /* The residency rule of device batches (slabfeed.h, slabfeed_residency),
+   * with this plan's figures: GPU memory is not queried here. */
+  const double rank_gb =
+      per_plane * (double)((c->shape[0] + gs - 1) / gs + 2 * halo) / 1e9;
+  printf("device batches, --residency auto: each rank's slab (up to %.3f GB "
+         "here) is also held in its GPU's memory when the slabs of the ranks "
+         "sharing that GPU fit its budget (--device-memory; default: half of "
+         "the GPU's free memory at open, e.g. %.3f GB of slabs for one rank "
+         "per GPU needs %.3f GB free) and the node's GPUs have peer access; "
+         "else crops cross the host-to-device link\n",
+         rank_gb, rank_gb, 2 * rank_gb);
   return 0;
 }
 
