@@ -263,7 +263,7 @@ bench)
   ;;
 predict)
   out=$dir/pred.h5
-  pass=(--file "$vol" --input Nbody --input-vector 1,2,3 --tile 6 --pad 2
+  pass=(--file "$vol" --input Nbody --input-vector "1,2,3" --tile 6 --pad 2
     --batch 2 --out "$out" --overwrite)
   run - "$predict" "${pass[@]}" --verify
   expect_rc 0
