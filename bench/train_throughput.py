@@ -172,6 +172,9 @@ def main() -> None:
     p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
                    help="slabfeed batch dtype (the original pipeline is f32)")
     p.add_argument("--prefetch", type=int, default=3, help="slabfeed ring depth")
+    p.add_argument("--residency", default="auto", choices=["auto", "host", "device"],
+                   help="slabfeed: where the slabs are read from (GPU memory or "
+                   "the node's shared memory)")
     p.add_argument("--workers", type=int, nargs="+", default=[8],
                    help="DataLoader worker counts to try (original pipeline)")
     args = p.parse_args()
@@ -196,12 +199,15 @@ def main() -> None:
             with TorchLoader(MPI.COMM_WORLD, device=dev, path=args.file, input="Nbody",
                              target="Hydro", crop=args.crop, batch=args.batch, dtype=args.dtype,
                              prefetch=args.prefetch, input_vectors=[(1, 2, 3)],
-                             target_vectors=[(1, 2, 3)], seed=1) as L:
-                res = run(args, f"slabfeed {args.dtype}", lambda: L.next()[:2], ddp, opt, dev)
+                             target_vectors=[(1, 2, 3)], seed=1,
+                             residency=args.residency) as L:
+                res = run(args, f"slabfeed {args.dtype} residency {args.residency}",
+                          lambda: L.next()[:2], ddp, opt, dev)
                 st = L.stats()
                 if env["rank"] == 0 and res:
                     print(f"  slabfeed rank 0: t_wait {1e3 * st['t_wait'] / max(st['batches'], 1):.2f} "
-                          f"ms/batch, loader thread {st['loader_thread']}", flush=True)
+                          f"ms/batch, loader thread {st['loader_thread']}, slab in GPU "
+                          f"memory {st['device_slab_bytes'] / 1e9:.2f} GB", flush=True)
         else:
             peer = load("peer_dataloader", ROOT / "bench" / "peer_dataloader.py")
             t = time.perf_counter()

@@ -26,7 +26,10 @@
 #                                              # host batches, tiny file
 #   jobs/node-curve.sh --report OUT            # tables and plot again
 #
-# Options: --gpus N (default: nvidia-smi -L | wc -l), --ranks "R ..."
+# Options: --residency auto|host|device (where the loader reads the slabs
+# from, for steps a, b and d: GPU memory, the node's GPUs sharing theirs
+# over CUDA IPC, or the node's shared memory; default auto), --gpus N
+# (default: nvidia-smi -L | wc -l), --ranks "R ..."
 # (default 1 2 4 8 up to N, and N), --size 1024|512|EDGE (default: by
 # memory), --file F (default /tmp/box$SIZE.h5, generated when missing, as
 # jobs/bench-h200.sh does), --out DIR (default node-curve-out), --steps S
@@ -83,7 +86,7 @@ usage() { sed -n '2,/^# Test knobs/p' "$SELF" | sed 's/^# \{0,1\}//'; }
 die() { echo "node-curve: $*" >&2; exit 2; }
 
 GPUS='' RANKS='' SIZE='' FILE='' OUT=node-curve-out STEPS=30 TRAIN_STEPS=30
-WORKERS='' ONLY=a,b,c,d BIND='' DRY=0 HOST=0 REPORT_ONLY=
+WORKERS='' ONLY=a,b,c,d BIND='' DRY=0 HOST=0 REPORT_ONLY='' RESIDENCY=auto
 while [ $# -gt 0 ]; do
   case $1 in
     --gpus) GPUS=${2:?}; shift ;;
@@ -96,6 +99,7 @@ while [ $# -gt 0 ]; do
     --workers) WORKERS=${2:?}; shift ;;
     --only) ONLY=${2:?}; shift ;;
     --bind) BIND=${2:?}; shift ;;
+    --residency) RESIDENCY=${2:?}; shift ;;
     --dry-run) DRY=1 ;;
     --host) HOST=1 ;;
     --report) REPORT_ONLY=${2:?}; shift ;;
@@ -105,6 +109,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 case ${BIND:-auto} in auto | gpu | launcher | none) ;; *) die "--bind gpu|launcher|none" ;; esac
+case $RESIDENCY in auto | host | device) ;; *) die "--residency auto|host|device" ;; esac
+[ "$HOST" = 1 ] && [ "$RESIDENCY" = device ] && die "--residency device needs GPUs (not --host)"
 for v in STEPS TRAIN_STEPS ${GPUS:+GPUS} ${SIZE:+SIZE}; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a number, not '${!v}'"
 done
@@ -531,6 +537,7 @@ dev=local
 # shellcheck disable=SC2054 # 1,2,3 is one argument
 L=(--file "$FILE" --input Nbody --target Hydro --input-vector 1,2,3 --target-vector 1,2,3
   --device "$dev" --step-ms 0 --topology)
+[ "$HOST" = 1 ] || L+=(--residency "$RESIDENCY")
 if [ "$HOST" = 1 ]; then
   crops=("16 2 f32" "8 4 bf16")
 else
@@ -563,7 +570,7 @@ for R in "${RANK_LIST[@]}"; do
   fi
   if [[ ,$ONLY, = *,b,* ]]; then
     step train "$R" "$PY" -m mpi4py "$ROOT/bench/train_throughput.py" "${T[@]}" \
-      --loader slabfeed --dtype bf16
+      --loader slabfeed --dtype bf16 --residency "$RESIDENCY"
   fi
   if [[ ,$ONLY, = *,c,* ]]; then
     # Every process holds the whole volume; the page cache holds the file.

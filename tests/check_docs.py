@@ -43,9 +43,8 @@ NOT_APPS = {"slabfeed-partial"}
 # assignments may come first.
 BARE_PY_RE = re.compile(r"^(?:\w+=\S*\s+)*(?:(?:srun|mpirun|mpiexec(?:\.\w+)?|sfrun)"
                         r"\s[^;|&#`]*?)?(?<![\w/.$-])python3\s")
-# Documents whose bare python3 commands are not yet checked (being edited
-# elsewhere; remove the entry once converted).
-BARE_PY_ALLOWED = {"docs/PERFORMANCE.md"}
+# Documents whose bare python3 commands are not checked (none).
+BARE_PY_ALLOWED: set = set()
 
 
 def lines_of(path):

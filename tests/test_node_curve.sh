@@ -49,6 +49,18 @@ for r in 1 2 4 8; do
     no "no original pipeline on $r ranks"
 done
 grep -q -- "--exec-bound --" <<<"$out" || no "no binding wrapper"
+# The residency reaches the loader and the training (default auto).
+grep -q -- "slabfeed-bench .*--residency auto" <<<"$out" || no "the loader runs name no residency"
+out_dev=$(SF_NC_GPU_NUMA="0 0 0 0 1 1 1 1" bash "$script" --dry-run --gpus 8 \
+  --size 512 --file "$work/box.h5" --out "$work/dry-dev" --residency device 2>&1) ||
+  no "dry run with --residency device failed: $out_dev"
+[ "$(grep -c -- "slabfeed-bench .*--residency device" <<<"$out_dev")" -ge 8 ] ||
+  no "--residency device not on every loader run"
+grep -q -- "train_throughput.py .*--residency device" <<<"$out_dev" ||
+  no "--residency device not passed to the training"
+if bash "$script" --dry-run --gpus 8 --residency nowhere >/dev/null 2>&1; then
+  no "--residency nowhere accepted"
+fi
 grep -q -- "-x NCCL_NVLS_ENABLE\|-genvlist NCCL_NVLS_ENABLE" <<<"$out" ||
   no "NCCL_NVLS_ENABLE not passed to the ranks"
 grep -q "rank 4: GPU 4 on NUMA 1" <<<"$out" || no "rank 4's GPU not on NUMA 1"
