@@ -33,7 +33,7 @@ static const char *prog = "slabfeed-predict";
 
 typedef struct predict_args {
   slabfeed_writer_config w;
-  int centre, verify, write_ceiling;
+  int centre, verify, write_ceiling, no_read_ceiling;
 } predict_args;
 
 static const cli_choice layouts[] = {
@@ -102,6 +102,11 @@ static const cli_option options[] = {
      .help = "after the pass, time a plain pwrite + fsync of the output's "
              "bytes by the same ranks into a file beside it (removed "
              "afterwards) and print close against it"},
+    {.name = "--no-read-ceiling",
+     .kind = CLI_FLAG,
+     .at = offsetof(predict_args, no_read_ceiling),
+     .help = "skip the open's read ceiling (a pread of the input's bytes "
+             "after the pass), e.g. to time the whole run"},
     {.name = NULL}};
 
 /* The centre T^3 of every slot of a host batch tensor (NCDHW or NDHWC) as
@@ -201,6 +206,10 @@ int main(int argc, char **argv)
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  /* The timeline of the run: seconds since this process started at the
+   * end of each step (the slowest rank's, printed at the end). */
+  enum { AGE_INIT, AGE_OPEN, AGE_WOPEN, AGE_PASS, AGE_CLOSE, AGES };
+  double age[AGES] = {cli_process_age()};
   if (cfg.tile <= 0)
     cli_usage_fail(&app, "--tile is required: the writer needs a tiled pass");
   if (a.centre && cfg.device != -1)
@@ -211,6 +220,7 @@ int main(int argc, char **argv)
   slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, &cfg, &l, err, sizeof err);
   if (st != SLABFEED_OK)
     cli_fail_agreed(prog, st, err);
+  age[AGE_OPEN] = cli_process_age();
   /* The one volume of the pass (the library refuses several). */
   char input[4200];
   slabfeed_volume_info(l, 0, input, sizeof input, NULL);
@@ -218,6 +228,7 @@ int main(int argc, char **argv)
   const double tw0 = MPI_Wtime();
   st = slabfeed_writer_open(l, &a.w, &w, err, sizeof err);
   const double t_wopen = MPI_Wtime() - tw0;
+  age[AGE_WOPEN] = cli_process_age();
   if (st != SLABFEED_OK) {
     slabfeed_close(l);
     cli_fail_agreed(prog, st, err);
@@ -272,11 +283,13 @@ int main(int argc, char **argv)
     cli_progress(prog, (int)cfg.progress, rank, "pass step", (double)steps,
                  (double)steps, &shown); /* ends the line */
   const double t_pass = MPI_Wtime() - t0;
+  age[AGE_PASS] = cli_process_age();
   char io_how[128];
   snprintf(io_how, sizeof io_how, "%s", slabfeed_writer_io(w));
   const double tc0 = MPI_Wtime();
   slabfeed_status cs = slabfeed_writer_close(w, err, sizeof err);
   const double t_close = MPI_Wtime() - tc0;
+  age[AGE_CLOSE] = cli_process_age(); /* the file is in place */
   slabfeed_stats stats = SLABFEED_STATS_INIT;
   slabfeed_stats_get(l, &stats);
   slabfeed_close(l);
@@ -313,7 +326,10 @@ int main(int argc, char **argv)
    * request the close's write ceiling. */
   read_ceiling ceil;
   const int have_ceiling =
+      !a.no_read_ceiling &&
       read_ceiling_measure(input, cfg.input, cfg.target, cfg.layout, &ceil);
+  double age_max[AGES];
+  MPI_Reduce(age, age_max, AGES, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   write_ceiling wceil = {0, 0};
   const double es_out = a.w.dtype == SLABFEED_DTYPE_F16 ? 2.0 : 4.0;
   const int have_wceil =
@@ -364,10 +380,21 @@ int main(int argc, char **argv)
              "fresh private memory: %.2f GB/s)\n",
              prog, ceil.bytes / 1e9, input, ceil.bytes / max[2] / 1e9,
              ceil.bytes / max[2] / 1e9 / ceil.pread_gbs, size, ceil.pread_gbs);
+    else if (a.no_read_ceiling)
+      printf("%s: open: read ceiling not measured (--no-read-ceiling)\n", prog);
     else
       printf("%s: open: read ceiling n/a (a chunked dataset or fields: their "
              "bytes are not at known offsets)\n",
              prog);
+    if (age_max[AGE_INIT] >= 0)
+      printf("%s: timeline (seconds since the process started, slowest "
+             "rank): MPI up %.2f, loader open %.2f (+%.2f), writer open %.2f "
+             "(+%.2f), pass %.2f (+%.2f), output in place %.2f (+%.2f)\n",
+             prog, age_max[AGE_INIT], age_max[AGE_OPEN],
+             age_max[AGE_OPEN] - age_max[AGE_INIT], age_max[AGE_WOPEN],
+             age_max[AGE_WOPEN] - age_max[AGE_OPEN], age_max[AGE_PASS],
+             age_max[AGE_PASS] - age_max[AGE_WOPEN], age_max[AGE_CLOSE],
+             age_max[AGE_CLOSE] - age_max[AGE_PASS]);
     if (a.verify)
       printf("%s: verify: %s (%.0f voxels differ)\n", prog,
              sum[5] == 0 ? "OK, bit for bit" : "FAILED", sum[5]);

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A whole tiled prediction pass, side by side on the same box in the same
+# run (docs/PERFORMANCE.md, "A whole prediction pass"): the original path
+# (bench/original_predict.py: h5py read in one process, a DataLoader of
+# wrapped tiles in forked workers with pin_memory, the identity on the
+# GPU, stitched, h5py write) against slabfeed-predict on each rank count,
+# each timed from its command's start to its file renamed in place (the
+# command's exit). Prints every step, slabfeed's open and close against
+# the read and write ceilings of the same run, and the wall-time ratios.
+#   FILE=/dev/shm/box512.h5 RANKS="1 4" bench/predict_vs_original.sh
+# Environment: FILE (made with slabfeed-gen --shape ${SIZE:-512} when
+# missing), TILE (128), PAD (16), WORKERS (8), RANKS ("1 4"), DEVICE (0;
+# -1 without a GPU), OUTDIR (the file's directory), PYTHON (the
+# interpreter jobs/env.sh finds), OUT (a folder for the log and JSON).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. jobs/mpi.sh
+. jobs/env.sh
+B=$(sf_build_dir)/apps
+sf_launcher "$B/.."
+SIZE=${SIZE:-512}
+FILE=${FILE:-/dev/shm/box$SIZE.h5}
+TILE=${TILE:-128} PAD=${PAD:-16} WORKERS=${WORKERS:-8} RANKS=${RANKS:-"1 4"}
+DEVICE=${DEVICE:-0}
+OUTDIR=${OUTDIR:-$(dirname "$FILE")}
+OUT=${OUT:-bench-out}
+mkdir -p "$OUT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export HDF5_USE_FILE_LOCKING=FALSE OMPI_MCA_osc_sm_backing_directory=/dev/shm
+log() { tee -a "$OUT/predict_vs_original.log"; }
+now() { date +%s.%N; }
+[ -f "$FILE" ] || "${SF_MPIRUN[@]}" -n 8 "$B/slabfeed-gen" --file "$FILE" \
+  --shape "$SIZE" --content field | log
+
+t0=$(now)
+"${PYTHON:-$SF_PY}" bench/original_predict.py --file "$FILE" --input Nbody \
+  --tile "$TILE" --pad "$PAD" --workers "$WORKERS" \
+  --out "$OUTDIR/original.h5" --overwrite | log
+t_orig=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
+rm -f "$OUTDIR/original.h5"
+echo "original: wall $t_orig s (command start to the file renamed)" | log
+
+for n in $RANKS; do
+  # Timed as a user runs it (no ceilings measured inside), then again for
+  # the read and write ceilings of the same ranks and file.
+  t0=$(now)
+  "${SF_MPIRUN[@]}" -n "$n" "$B/slabfeed-predict" --file "$FILE" --input Nbody \
+    --tile "$TILE" --pad "$PAD" --device "$DEVICE" \
+    --out "$OUTDIR/slabfeed.h5" --overwrite --no-read-ceiling | log
+  t_sf=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
+  rm -f "$OUTDIR/slabfeed.h5"
+  "${SF_MPIRUN[@]}" -n "$n" "$B/slabfeed-predict" --file "$FILE" --input Nbody \
+    --tile "$TILE" --pad "$PAD" --device "$DEVICE" \
+    --out "$OUTDIR/slabfeed.h5" --overwrite --write-ceiling | grep -E "ceiling" | log
+  rm -f "$OUTDIR/slabfeed.h5"
+  ratio=$(awk -v a="$t_sf" -v b="$t_orig" 'BEGIN { printf "%.3f", a / b }')
+  echo "slabfeed-predict, $n ranks: wall $t_sf s = $ratio x the original's $t_orig s" | log
+  echo "JSON {\"bench\": \"predict_vs_original\", \"file\": \"$FILE\", \"ranks\": $n, \"tile\": $TILE, \"pad\": $PAD, \"wall_slabfeed\": $t_sf, \"wall_original\": $t_orig, \"ratio\": $ratio}" | log
+done
+grep '^JSON' "$OUT/predict_vs_original.log" | sed 's/^JSON //' > "$OUT/predict_vs_original.jsonl"
