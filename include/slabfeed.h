@@ -166,8 +166,9 @@ typedef enum {
  * ranks of the node are read from their GPUs' memory through CUDA IPC
  * (peer access), pieces from other nodes keep the MPI path. AUTO: device
  * when every rank's slab fits its share of device_memory and every pair
- * of the node's GPUs has peer access, else host; slabfeed_placement says
- * which and why. Host batches (device -1) always keep HOST. */
+ * of the node's GPUs has peer access, else host (and host for a tiled
+ * pass, which reads each voxel about once); slabfeed_placement says which
+ * and why. Host batches (device -1) always keep HOST. */
 typedef enum {
   SLABFEED_RESIDENCY_AUTO = 0,
   SLABFEED_RESIDENCY_HOST = 1,

@@ -185,6 +185,16 @@ slabfeed_status sf__resident_open(sf__resident *r, const sf__config *cfg,
              "host-to-device link");
     return SLABFEED_OK;
   }
+  /* A tiled pass reads each voxel about once (((T + 2P) / T)^3 times):
+   * copying the slab to the GPU first moves as many bytes, slower than
+   * the crops' own copies (docs/DECISIONS.md). The same on every rank. */
+  if (want == SLABFEED_RESIDENCY_AUTO && cfg->pub.tile > 0) {
+    snprintf(r->how, sizeof r->how,
+             "host shared memory (residency auto: a tiled pass reads each "
+             "voxel about once, so copying the slabs to the GPU first would "
+             "cost more than it saves; --residency device forces it)");
+    return SLABFEED_OK;
+  }
   node_info *all = calloc((size_t)s->node_size, sizeof *all);
   if (all == NULL)
     sf__fail(e, SLABFEED_ERR_NOMEM, "residency: the node's GPU table");

@@ -455,7 +455,8 @@ const sf__option sf__options[] = {
               "rank's slab in its GPU's memory too (crops gathered there, the "
               "node's other slabs read over CUDA IPC), host in the node's "
               "shared memory; auto device when every slab fits its share of "
-              "--device-memory and the node's GPUs have peer access"},
+              "--device-memory and the node's GPUs have peer access (host for "
+              "tiled passes)"},
      FIELD(residency)},
     {{.name = "device_memory",
       .flag = "device-memory",
