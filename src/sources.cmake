@@ -10,7 +10,7 @@ set(SLABFEED_SOURCES
   src/source/fetch.c src/source/source.c src/source/window.c
   src/source/landed.c src/source/gather.c               # piece sources
   src/plan/batch.c src/plan/placement.c src/plan/sampler.c
-  src/plan/tiles.c                                      # plans
+  src/plan/tiles.c src/plan/residency.c                 # plans
   src/store/store.c                                     # slab store (windows)
   src/io/volume.c src/io/suite.c src/io/slab.c src/io/h5.c src/io/aside.c # file access
   src/config/config.c src/config/options.c              # options

@@ -11,14 +11,7 @@
 #include "common/inject.h"
 #include "common/sys.h"
 #include "cuda/cudart.h"
-
-/* What each rank of the node tells the others before the choice. */
-typedef struct node_info {
-  int rank;        /* in s->comm */
-  int device;      /* its CUDA device */
-  int64_t bytes;   /* its segment */
-  uint64_t free_b; /* its device's free memory, as it saw it */
-} node_info;
+#include "plan/residency.h"
 
 /* What each rank of the node tells the others after the fill. */
 typedef struct ipc_info {
@@ -31,30 +24,25 @@ typedef struct ipc_info {
  * its GPU) fits that GPU's budget and its GPU reaches every other GPU of
  * the node; else 0 with the reason in why. Fills the node table. */
 static int local_verdict(const sf__config *cfg, const sf__store *s, int device,
-                         node_info *all, char *why, size_t len, char *fit,
+                         sf__gpu_share *all, char *why, size_t len, char *fit,
                          size_t flen, sf__err *e)
 {
   size_t free_b = 0, total = 0;
   sf__err q;
   sf__err_clear(&q);
   sf__cudart_mem_info(&free_b, &total, &q);
-  node_info me = {s->rank, device, s->bytes, (uint64_t)free_b};
+  sf__gpu_share me = {s->rank, device, s->bytes, (uint64_t)free_b};
   const int rc = MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all,
                                (int)sizeof me, MPI_BYTE, s->node);
   if (rc != MPI_SUCCESS) {
     sf__fail_mpi(e, rc, "MPI_Allgather (residency: the node's GPUs)");
     return 0;
   }
-  uint64_t share = 0, free_min = UINT64_MAX;
+  uint64_t share = 0, budget = 0;
   int sharing = 0;
-  for (int k = 0; k < s->node_size; k++)
-    if (all[k].device == device) {
-      share += (uint64_t)all[k].bytes;
-      free_min = all[k].free_b < free_min ? all[k].free_b : free_min;
-      sharing++;
-    }
-  const uint64_t budget =
-      cfg->pub.device_memory > 0 ? cfg->pub.device_memory : free_min / 2;
+  const int fits =
+      sf__residency_fits(all, s->node_size, device, cfg->pub.device_memory,
+                         &share, &sharing, &budget);
   snprintf(fit, flen,
            "GPU %d holds %.2f GB of slabs of %d rank%s, budget %.2f GB (%s)",
            device, (double)share / 1e9, sharing, sharing == 1 ? "" : "s",
@@ -66,7 +54,7 @@ static int local_verdict(const sf__config *cfg, const sf__store *s, int device,
              s->rank, device, q.msg);
     return 0;
   }
-  if (share > budget) {
+  if (!fits) {
     snprintf(why, len,
              "rank %d: GPU %d would hold %.2f GB of slabs (%d rank%s), over "
              "its budget of %.2f GB (%s; --device-memory sets it)",
@@ -195,7 +183,7 @@ slabfeed_status sf__resident_open(sf__resident *r, const sf__config *cfg,
              "cost more than it saves; --residency device forces it)");
     return SLABFEED_OK;
   }
-  node_info *all = calloc((size_t)s->node_size, sizeof *all);
+  sf__gpu_share *all = calloc((size_t)s->node_size, sizeof *all);
   if (all == NULL)
     sf__fail(e, SLABFEED_ERR_NOMEM, "residency: the node's GPU table");
   if (sf__agree(s->comm, e) != SLABFEED_OK) {
