@@ -517,6 +517,91 @@ static slabfeed_status gather_device(sf__backend *g, int n, int st,
   return t.n > 0 ? sf__cudart_launched("piece gather kernel", e) : SLABFEED_OK;
 }
 
+/* ---- Large crops in one pass ---------------------------------------------
+ * A crop of at least SF_DIRECT_VOXELS voxels whose pieces are all in
+ * device memory skips staging: the fused transform runs once per piece
+ * and dataset, reading the piece in place and writing its part of the
+ * sample (sf__kparams_part). A crop is gathered once instead of twice
+ * (gather, then transform: two passes over HBM); the launches per crop
+ * (up to 8 pieces per dataset on one rank) cost little beside a large
+ * crop's bytes. Small crops keep the one-launch gather, whose staging
+ * stays in L2. SLABFEED_TEST_DIRECT=1 takes this path for every crop
+ * (tests). */
+#define SF_DIRECT_VOXELS ((int64_t)96 * 96 * 96)
+
+static int direct_wanted(const sf__batch_plan *p)
+{
+  const char *v = getenv("SLABFEED_TEST_DIRECT");
+  if (v != NULL && v[0] == '1')
+    return 1;
+  return p->crop[0] * p->crop[1] * p->crop[2] >= SF_DIRECT_VOXELS;
+}
+
+/* Sample i of slot `slot` (its n pieces planned) transformed piece by
+ * piece on the compute stream straight from device memory: 1 when done
+ * (or failed, with e set), 0 when a piece is not in device memory or an
+ * offset would not fit the kernel (then nothing was launched). */
+static int transform_direct(sf__backend *g, int slot, int i, int n,
+                            slabfeed_stats *delta, sf__err *e)
+{
+  sf__batch_plan *p = g->ctx.plan;
+  sf__store *s = g->ctx.store;
+  for (int k = 0; k < n; k++) {
+    const sf__source *src = sf__source_of(s, &p->pieces[k]);
+    if (src != &sf__source_dev_own && src != &sf__source_dev_node)
+      return 0;
+  }
+  /* Every launch's parameters first: all or none of them. */
+  const int32_t sym = sf__batch_symmetry(p, slot, i);
+  for (int d = 0; d < p->ndsets; d++)
+    for (int k = 0; k < n; k++) {
+      const sf__piece *pc = &p->pieces[k];
+      sf__piece part;
+      sf__view v;
+      slabfeed_stats none = {.batches = 0};
+      if (!sf__backend_part(p, s, sf__source_of(s, pc), d, pc, NULL, &part, &v,
+                            &none))
+        continue;
+      sf__kparams kp;
+      int64_t at;
+      if (sf__kparams_part(&p->xf[d], sym, part.d, part.n, v.cstride,
+                           v.rows * v.cols, v.cols, &kp, &at) < 0)
+        return 0;
+    }
+  const double t = sf__now();
+  for (int d = 0; d < p->ndsets && e->status == SLABFEED_OK; d++) {
+    const float *aug = sf__batch_aug(p, slot, i, d);
+    const size_t es = slabfeed_dtype_size(p->xf[d].dtype);
+    const int64_t per_voxel =
+        p->xf[d].layout == SLABFEED_OUT_NDHWC ? (int64_t)p->xf[d].channels : 1;
+    char *out = (char *)g->slot[slot][d] +
+                (size_t)i * (size_t)sf__batch_sample_bytes(p, d);
+    for (int k = 0; k < n && e->status == SLABFEED_OK; k++) {
+      const sf__piece *pc = &p->pieces[k];
+      sf__piece part;
+      sf__view v;
+      if (!sf__backend_part(p, s, sf__source_of(s, pc), d, pc, NULL, &part, &v,
+                            delta))
+        continue;
+      sf__kparams kp;
+      int64_t at;
+      if (sf__kparams_part(&p->xf[d], sym, part.d, part.n, v.cstride,
+                           v.rows * v.cols, v.cols, &kp, &at) != 1)
+        continue; /* trimmed away */
+      sf__kparams_set_aug(&kp, &p->xf[d], aug);
+      const cudaError_t rc =
+          sf__transform_launch(&kp, sf__view_row(&v, 0, 0, 0),
+                               out + (size_t)(at * per_voxel) * es, g->compute);
+      if (rc != cudaSuccess)
+        sf__cudart_fail(e, rc, "transform kernel launch (in place)");
+      else
+        sf__cudart_launched("transform kernel", e);
+    }
+  }
+  delta->t_transform += sf__now() - t;
+  return 1;
+}
+
 /* Stages sample i of slot `slot` into device staging st, ready for the
  * compute stream (which waits for staged[st]) when this returns; remote
  * pieces come from landing slot `land` (batch n lands in n % K). */
@@ -605,7 +690,11 @@ static slabfeed_status produce(sf__backend *g, uint64_t n, sf__err *e)
       return e->status;
     g->release_pending[slot] = 0;
   }
+  const int direct = g->res.on && direct_wanted(p);
   for (int i = 0; i < p->B && e->status == SLABFEED_OK; i++) {
+    if (direct &&
+        transform_direct(g, slot, i, sf__batch_pieces(p, slot, i), &delta, e))
+      continue;
     const int st = g->stage;
     g->stage = (g->stage + 1) % SF_STAGES;
     /* Staging st (and its box) is free once the transform that last read

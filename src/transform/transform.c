@@ -192,6 +192,49 @@ void sf__kparams_make(const sf__xform *x, int g, sf__kparams *k)
   for (int c = 0; c < 64; c++)
     k->norm[c] = c < k->nnorm ? x->norm[k->src[c]] : identity_norm;
   sf__kparams_set_aug(k, x, NULL);
+  k->os[0] = k->os[1] = k->os[2] = 0;
+}
+
+int sf__kparams_part(const sf__xform *x, int g, const int64_t d[3],
+                     const int64_t n[3], int64_t cs, int64_t zs, int64_t ys,
+                     sf__kparams *k, int64_t *out_at)
+{
+  sf__kparams_make(x, g, k);
+  const int64_t E[3] = {k->e[0], k->e[1], k->e[2]}; /* the sample's */
+  const int *perm = sf__sym_perm(g);
+  const int f = sf__sym_flips(g);
+  const int64_t s_in[3] = {zs, ys, 1};
+  int64_t lo[3], start = 0, reach = 0;
+  for (int a = 0; a < 3; a++) {
+    /* Output axis a reads input axis ia, reversed where flipped; output
+     * index i is the untrimmed index i + trim. */
+    const int ia = perm[a];
+    const int flip = f >> a & 1;
+    const int64_t X = x->ext[ia], t = x->trim;
+    const int64_t j0 = flip ? X - d[ia] - n[ia] : d[ia];
+    int64_t i0 = j0 - t, i1 = j0 + n[ia] - t;
+    i0 = i0 < 0 ? 0 : i0;
+    i1 = i1 > E[a] ? E[a] : i1;
+    if (i1 <= i0)
+      return 0;
+    lo[a] = i0;
+    k->e[a] = i1 - i0;
+    const int64_t u = flip ? X - 1 - (i0 + t) : i0 + t; /* staged index */
+    start += (u - d[ia]) * s_in[ia];
+    k->step[a] = flip ? -s_in[ia] : s_in[ia];
+    reach += (n[ia] + 1) * s_in[ia];
+  }
+  k->start = start;
+  k->vol = cs;
+  k->os[0] = E[1] * E[2];
+  k->os[1] = E[2];
+  k->os[2] = 1;
+  *out_at = (lo[0] * E[1] + lo[1]) * E[2] + lo[2];
+  /* The kernel's offsets are 32-bit: the last channel's farthest voxel. */
+  if ((int64_t)(x->channels - 1) * cs + reach >= ((int64_t)1 << 31) ||
+      zs >= ((int64_t)1 << 31) || cs >= ((int64_t)1 << 31))
+    return -1;
+  return 1;
 }
 
 void sf__kparams_set_aug(sf__kparams *k, const sf__xform *x, const float *aug)

@@ -273,7 +273,8 @@ __global__ void __launch_bounds__(kTile *kRows, kMinBlocksCl)
 
 Geo make_geo(const sf__kparams *k)
 {
-  const int64_t os[3] = {k->e[1] * k->e[2], k->e[2], 1};
+  const int64_t os[3] = {k->os[0] ? k->os[0] : k->e[1] * k->e[2],
+                         k->os[0] ? k->os[1] : k->e[2], 1};
   Geo g;
   g.e1 = (int)k->e[k->t1];
   g.e2 = (int)k->e[2];

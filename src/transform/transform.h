@@ -59,6 +59,19 @@ void sf__kparams_make(const sf__xform *x, int g, struct sf__kparams *k);
  * sf__transform_aug; NULL: none). */
 void sf__kparams_set_aug(struct sf__kparams *k, const sf__xform *x,
                          const float *aug);
+/* The launch parameters for the part of x's crop that the box [d, d + n)
+ * of the staged crop covers, read in place from a source whose strides in
+ * floats are cs (channel), zs (plane) and ys (row), 1 along x, with the
+ * part's first voxel at the launch's input pointer (0.8: slabs resident
+ * in GPU memory, one pass without staging): *k as sf__kparams_make's for
+ * symmetry g narrowed to the part's output box, whose first voxel's offset
+ * in the sample (voxels) goes to *out_at; the output strides stay the
+ * sample's. Returns 1, 0 when the part has no output voxel (trimmed
+ * away), -1 when an offset of the launch would not fit the kernel's 32-bit
+ * offsets (the caller stages the crop instead). */
+int sf__kparams_part(const sf__xform *x, int g, const int64_t d[3],
+                     const int64_t n[3], int64_t cs, int64_t zs, int64_t ys,
+                     struct sf__kparams *k, int64_t *out_at);
 #endif
 
 #endif

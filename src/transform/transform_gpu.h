@@ -50,6 +50,10 @@ typedef struct sf__kparams {
    * is 0, so either alone takes the same path. */
   int naug;
   float mul[64], add[64];
+  /* Output strides in voxels of axes 0-2 (0.8): 0 for those of e (the
+   * launch writes a whole sample), else the sample's while e is the part
+   * a launch writes (sf__kparams_part). */
+  int64_t os[3];
 } sf__kparams;
 
 /* Enqueues the transform of one staged crop `in` (device, [C][e..] floats
