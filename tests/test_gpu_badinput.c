@@ -9,6 +9,20 @@
 
 static int rank, size;
 
+/* slabfeed_open of c on every rank; *same: whether every rank got the
+ * same status (errors at open are agreed). */
+static slabfeed_status open_all(const slabfeed_config *c, slabfeed_loader **l,
+                                char *err, size_t len, int *same)
+{
+  *l = NULL;
+  const slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, c, l, err, len);
+  int lo = st, hi = st;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  *same = lo == hi;
+  return st;
+}
+
 /* base_config (testutil.h) with this test's crop and seed. */
 static void config_of(slabfeed_config *c, const char *path)
 {
@@ -23,12 +37,9 @@ static void device_out_of_range(const char *path, int n)
   c.device = n;
   char err[1024] = "";
   slabfeed_loader *l = NULL;
-  const slabfeed_status st =
-      slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
-  int lo = st, hi = st;
-  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  CHECK_EQ(lo, hi, "device %d: ranks disagree on the status", n);
+  int same = 0;
+  const slabfeed_status st = open_all(&c, &l, err, sizeof err, &same);
+  CHECK(same, "device %d: ranks disagree on the status", n);
   CHECK(st == SLABFEED_ERR_CUDA && l == NULL, "device %d: status %s, loader %p",
         n, slabfeed_strerror(st), (void *)l);
   char want[64];
@@ -60,14 +71,11 @@ static void one_rank_fails(const char *path, const char *stage,
   snprintf(v, sizeof v, "%s@%d", stage, size - 1);
   setenv("SLABFEED_TEST_FAIL", v, 1);
   slabfeed_loader *l = NULL;
-  const slabfeed_status st =
-      slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
+  int same = 0;
+  const slabfeed_status st = open_all(&c, &l, err, sizeof err, &same);
   unsetenv("SLABFEED_TEST_FAIL");
-  int lo = st, hi = st;
-  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   snprintf(want, sizeof want, "rank %d:", size - 1);
-  CHECK(lo == hi && st == SLABFEED_ERR_CUDA && l == NULL &&
+  CHECK(same && st == SLABFEED_ERR_CUDA && l == NULL &&
             strstr(err, want) != NULL && strstr(err, stage) != NULL,
         "%s fails on rank %d only: status %s, '%s'", stage, size - 1,
         slabfeed_strerror(st), err);
@@ -92,12 +100,9 @@ static void budget_too_small(const char *path)
   c.device_memory = 4096;
   char err[1024] = "";
   slabfeed_loader *l = NULL;
-  const slabfeed_status st =
-      slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
-  int lo = st, hi = st;
-  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  CHECK(lo == hi && st == SLABFEED_ERR_ARG && l == NULL &&
+  int same = 0;
+  const slabfeed_status st = open_all(&c, &l, err, sizeof err, &same);
+  CHECK(same && st == SLABFEED_ERR_ARG && l == NULL &&
             strstr(err, "residency device") != NULL &&
             strstr(err, "over its budget of 0.00 GB") != NULL &&
             strstr(err, "--device-memory") != NULL,
