@@ -67,6 +67,7 @@ struct sf__backend {
   cudaStream_t last_stream; /* the stream that received batch next - 1 */
   int have_last;
   sf__resident res; /* slabs in device memory (residency, 0.8) */
+  int direct;       /* large crops transformed in place (decided at reside) */
 };
 
 static int slot_free(void *arg, int slot, int block);
@@ -526,7 +527,7 @@ static slabfeed_status gather_device(sf__backend *g, int n, int st,
  * (up to 8 pieces per dataset on one rank) cost little beside a large
  * crop's bytes. Small crops keep the one-launch gather, whose staging
  * stays in L2. SLABFEED_TEST_DIRECT=1 takes this path for every crop
- * (tests). */
+ * (tests; read once, at open). */
 #define SF_DIRECT_VOXELS ((int64_t)96 * 96 * 96)
 
 static int direct_wanted(const sf__batch_plan *p)
@@ -690,9 +691,8 @@ static slabfeed_status produce(sf__backend *g, uint64_t n, sf__err *e)
       return e->status;
     g->release_pending[slot] = 0;
   }
-  const int direct = g->res.on && direct_wanted(p);
   for (int i = 0; i < p->B && e->status == SLABFEED_OK; i++) {
-    if (direct &&
+    if (g->direct &&
         transform_direct(g, slot, i, sf__batch_pieces(p, slot, i), &delta, e))
       continue;
     const int st = g->stage;
@@ -1012,6 +1012,8 @@ static slabfeed_status gpu_reside(sf__backend *g, char *how, size_t len,
       sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'register'");
     sf__cudart_set_device(caller, e->status == SLABFEED_OK ? e : &local);
   }
+  /* Decided once, here: the producer reads no environment. */
+  g->direct = g->res.on && direct_wanted(g->ctx.plan);
   snprintf(how, len, "%s", g->res.how);
   const slabfeed_stats held = {.device_slab_bytes =
                                    g->res.on ? g->res.bytes : 0};
