@@ -38,9 +38,9 @@ int sf__touch_threads(int option, int node_ranks)
 #endif
 
 typedef struct populate_job {
-  char *a;          /* page-aligned start of this thread's pages */
-  size_t n;         /* their bytes */
-  const char *lo;   /* the caller's bytes: touches stay inside them */
+  char *a;        /* page-aligned start of this thread's pages */
+  size_t n;       /* their bytes */
+  const char *lo; /* the caller's bytes: touches stay inside them */
   const char *hi;
   int advised; /* out: madvise populated the range */
 } populate_job;
