@@ -44,6 +44,8 @@ typedef struct check_run {
   void *got[2], *want[2]; /* a batch from the loader, one reference sample */
   int64_t in_edge[3];     /* the input crop's edge of this step */
   uint64_t checked, mismatched, first_bad;
+  double first_batch_age; /* seconds since the process started when the
+                             first slabfeed_next returned; -1 before */
   double bytes_out, t_loader;
 } check_run;
 
@@ -103,6 +105,8 @@ static void check_step(check_run *c, slabfeed_status *st, char *msg, size_t len)
     cli_note(st, msg, len, s, "%s", slabfeed_last_error(c->l));
     return;
   }
+  if (c->first_batch_age < 0)
+    c->first_batch_age = cli_process_age();
   for (int d = 0; d < c->nd; d++) {
     const slabfeed_tensor *t = d == 0 ? &b.input : &b.target;
     const size_t sample = (size_t)t->strides[0] * c->es;
@@ -230,11 +234,13 @@ int main(int argc, char **argv)
                  .nd = cfg.target ? 2 : 1,
                  .names = {cfg.input, cfg.target},
                  .es = slabfeed_dtype_size(cfg.dtype),
-                 .first_bad = UINT64_MAX};
+                 .first_bad = UINT64_MAX,
+                 .first_batch_age = -1};
   slabfeed_status st =
       slabfeed_open(MPI_COMM_WORLD, &cfg, &c.l, err, sizeof err);
   if (st != SLABFEED_OK) /* agreed by slabfeed_open */
     cli_fail_agreed(prog, st, err);
+  const double open_age = cli_process_age();
   /* The reference takes the options as the loader resolved them (vector
    * groups and normalisations given by field, by channel). */
   slabfeed_config run;
@@ -307,6 +313,10 @@ int main(int argc, char **argv)
   uint64_t bad_all = 0;
   MPI_Reduce(&mismatched, &bad_all, 1, MPI_UINT64_T, MPI_SUM, 0,
              MPI_COMM_WORLD);
+  /* The start-up, the slowest rank's (-1 where /proc is not there). */
+  const double ages[2] = {open_age, c.first_batch_age};
+  double ages_max[2] = {-1, -1};
+  MPI_Reduce(ages, ages_max, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank == 0) {
     char what[4300];
     if (c.nvol > 1)
@@ -343,6 +353,12 @@ int main(int argc, char **argv)
            "loader delivered %.1f MB/s on %d ranks\n",
            prog, slab_sum / 1e6, read_max, slab_sum / read_max / 1e9,
            out_sum / 1e6, size);
+    if (ages_max[0] >= 0 && ages_max[1] >= 0)
+      printf("%s: start-up: first batch %.2f s after the process started "
+             "(MPI up and the loader open at %.2f s; slowest rank)\n",
+             prog, ages_max[1], ages_max[0]);
+    else
+      printf("%s: start-up: n/a (no /proc/self/stat)\n", prog);
     printf("%s: %s: %llu samples checked, %llu mismatches in %.2f s\n", prog,
            bad_all ? "FAILED" : "OK",
            (unsigned long long)(checked / (uint64_t)nd * (uint64_t)size),
