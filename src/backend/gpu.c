@@ -463,16 +463,19 @@ static slabfeed_status stage_box(sf__backend *g, int n, const int64_t lo[3],
 
 /* 1 when every piece of the crop (n of them) is read in place from device
  * memory and the table holds them all. */
-static int device_gatherable(const sf__store *s, const sf__batch_plan *p, int n)
+static int all_on_device(const sf__store *s, const sf__batch_plan *p, int n)
 {
-  if (n * p->ndsets > SF_PIECES_MAX)
-    return 0;
   for (int k = 0; k < n; k++) {
     const sf__source *src = sf__source_of(s, &p->pieces[k]);
     if (src != &sf__source_dev_own && src != &sf__source_dev_node)
       return 0;
   }
   return 1;
+}
+
+static int device_gatherable(const sf__store *s, const sf__batch_plan *p, int n)
+{
+  return n * p->ndsets <= SF_PIECES_MAX && all_on_device(s, p, n);
 }
 
 /* The n pieces of the crop into staging st with one launch on the copy
@@ -547,11 +550,8 @@ static int transform_direct(sf__backend *g, int slot, int i, int n,
 {
   sf__batch_plan *p = g->ctx.plan;
   sf__store *s = g->ctx.store;
-  for (int k = 0; k < n; k++) {
-    const sf__source *src = sf__source_of(s, &p->pieces[k]);
-    if (src != &sf__source_dev_own && src != &sf__source_dev_node)
-      return 0;
-  }
+  if (!all_on_device(s, p, n))
+    return 0;
   /* Every launch's parameters first: all or none of them. */
   const int32_t sym = sf__batch_symmetry(p, slot, i);
   for (int d = 0; d < p->ndsets; d++)
@@ -603,18 +603,16 @@ static int transform_direct(sf__backend *g, int slot, int i, int n,
   return 1;
 }
 
-/* Stages sample i of slot `slot` into device staging st, ready for the
- * compute stream (which waits for staged[st]) when this returns; remote
- * pieces come from landing slot `land` (batch n lands in n % K). */
-static slabfeed_status stage_crop(sf__backend *g, int slot, int i, int st,
+/* Stages the crop whose n pieces the plan holds (sf__batch_pieces) into
+ * device staging st, ready for the compute stream (which waits for
+ * staged[st]) when this returns; remote pieces come from landing slot
+ * `land` (batch b lands in b % K). */
+static slabfeed_status stage_crop(sf__backend *g, int n, int st,
                                   const float *land, slabfeed_stats *delta,
                                   sf__err *e)
 {
   sf__batch_plan *p = g->ctx.plan;
   sf__store *s = g->ctx.store;
-  SF_RANGE_PUSH("plan");
-  const int n = sf__batch_pieces(p, slot, i);
-  SF_RANGE_POP();
   SF_RANGE_PUSH("h2d");
   const double t0 = sf__now();
   int64_t lo[3];
@@ -692,15 +690,18 @@ static slabfeed_status produce(sf__backend *g, uint64_t n, sf__err *e)
     g->release_pending[slot] = 0;
   }
   for (int i = 0; i < p->B && e->status == SLABFEED_OK; i++) {
-    if (g->direct &&
-        transform_direct(g, slot, i, sf__batch_pieces(p, slot, i), &delta, e))
+    /* The crop's pieces, planned once for either path. */
+    SF_RANGE_PUSH("plan");
+    const int pieces = sf__batch_pieces(p, slot, i);
+    SF_RANGE_POP();
+    if (g->direct && transform_direct(g, slot, i, pieces, &delta, e))
       continue;
     const int st = g->stage;
     g->stage = (g->stage + 1) % SF_STAGES;
     /* Staging st (and its box) is free once the transform that last read
      * it is done. */
     if (sf__cudart_wait(g->copy, g->consumed[st], e) ||
-        stage_crop(g, slot, i, st, g->landing[land], &delta, e))
+        stage_crop(g, pieces, st, g->landing[land], &delta, e))
       break;
     SF_RANGE_PUSH("transform");
     t = sf__now();
