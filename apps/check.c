@@ -4,7 +4,8 @@
  * dataset of several volumes, each sample is read from the file of its
  * volume (slabfeed_batch.volume) at its origin in that volume. Every
  * loader option is checked: training pads and tiled passes (each crop at
- * its documented place), a target on a finer grid (scale_factor), the
+ * its documented place), a target on a finer or coarser grid
+ * (scale_factor, coarsen_factor), the
  * normalisation, and the amplitude augmentation with the factors each
  * batch reports (whether those follow the documented stream is mpi.aug's
  * test; here, that every voxel is the file's value under them). */
@@ -75,19 +76,23 @@ static slabfeed_reader *reader_of(check_run *c, int v, slabfeed_status *st,
 }
 
 /* The origin of dataset d's crop of a sample whose input crop is at o
- * (coarse voxels) in a volume whose input box is `box`: the input's is o;
+ * (input voxels) in a volume whose input box is `box`: the input's is o;
  * the target's crop of edge `edge` is centred on the input's (edge
- * in_edge): at (o + (in_edge - edge / f) / 2) mod box, times the scale
- * factor f on the target's finer grid (docs/CONVENTIONS.md, "The
- * alignment rule"; training pads and tiled passes alike). */
+ * in_edge): on the input's grid it spans edge x g / f voxels, so it starts
+ * at (o + (in_edge - edge x g / f) / 2) mod box, which times f / g is its
+ * origin on the target's grid (a finer one: scale_factor f; a coarser
+ * one: coarsen_factor g, whose origins make that a multiple of g)
+ * (docs/CONVENTIONS.md, "The alignment rule"; training pads and tiled
+ * passes alike). */
 static void sample_origin(const slabfeed_config *cfg, const int64_t o[3], int d,
                           const int64_t in_edge[3], const int64_t edge[3],
                           const int64_t box[3], int64_t out[3])
 {
   const int64_t f = d == 1 && cfg->scale_factor > 1 ? cfg->scale_factor : 1;
+  const int64_t g = d == 1 && cfg->coarsen_factor > 1 ? cfg->coarsen_factor : 1;
   for (int a = 0; a < 3; a++) {
-    const int64_t off = d == 0 ? 0 : (in_edge[a] - edge[a] / f) / 2;
-    out[a] = f * (((o[a] + off) % box[a] + box[a]) % box[a]);
+    const int64_t off = d == 0 ? 0 : (in_edge[a] - edge[a] * g / f) / 2;
+    out[a] = f * (((o[a] + off) % box[a] + box[a]) % box[a]) / g;
   }
 }
 
@@ -289,10 +294,14 @@ int main(int argc, char **argv)
     slabfeed_dataset_info in = SLABFEED_DATASET_INFO_INIT;
     if (slabfeed_describe(first, names[d], cfg.layout, &in, err, sizeof err) ==
         SLABFEED_OK)
-      volume += (double)in.channels * voxels * 4.0 *
-                (d == 1 && cfg.scale_factor > 1
-                     ? cfg.scale_factor * cfg.scale_factor * cfg.scale_factor
-                     : 1);
+      volume +=
+          (double)in.channels * voxels * 4.0 *
+          (d == 1 && cfg.scale_factor > 1
+               ? cfg.scale_factor * cfg.scale_factor * cfg.scale_factor
+               : 1) /
+          (d == 1 && cfg.coarsen_factor > 1
+               ? cfg.coarsen_factor * cfg.coarsen_factor * cfg.coarsen_factor
+               : 1);
   }
   const uint64_t rss = cli_peak_rss();
   uint64_t anon, shmem;

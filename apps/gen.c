@@ -226,6 +226,15 @@ static const cli_option options[] = {
      .help = "a super-resolution pair: the target on a grid F times finer "
              "on every axis (F x --shape), the same field sampled F times "
              "finer; read with the loader's --scale-factor F"},
+    {.name = "--coarsen-factor",
+     .kind = CLI_INT,
+     .at = GEN(coarsen_factor),
+     .min = 1,
+     .max = 16,
+     .metavar = "G",
+     .help = "a coarser target: on a grid G times coarser on every axis "
+             "(--shape / G), the same field sampled every G voxels; read "
+             "with the loader's --coarsen-factor G"},
     {.name = "--overwrite",
      .kind = CLI_FLAG,
      .at = GEN(overwrite),
@@ -364,7 +373,9 @@ int main(int argc, char **argv)
     const double vox =
         (double)g->shape[0] * (double)g->shape[1] * (double)g->shape[2];
     const double f3 = (double)g->scale_factor * g->scale_factor *
-                      g->scale_factor; /* the target's grid */
+                      g->scale_factor /
+                      ((double)g->coarsen_factor * g->coarsen_factor *
+                       g->coarsen_factor); /* the target's grid */
     const double bytes =
         vox * (g->float16 ? 2 : 4) *
         (g->input_channels + (g->target ? g->target_channels * f3 : 0));
@@ -385,6 +396,11 @@ int main(int argc, char **argv)
                g->target_channels, (long long)g->shape[0] * g->scale_factor,
                (long long)g->shape[1] * g->scale_factor,
                (long long)g->shape[2] * g->scale_factor, g->scale_factor);
+      if (g->target && g->coarsen_factor > 1)
+        printf(", target %dx%lldx%lldx%lld (coarsen factor %d)",
+               g->target_channels, (long long)g->shape[0] / g->coarsen_factor,
+               (long long)g->shape[1] / g->coarsen_factor,
+               (long long)g->shape[2] / g->coarsen_factor, g->coarsen_factor);
       if (nv > 1)
         printf(", volume %d of %d, seed %llu", i, nv,
                (unsigned long long)g->seed);

@@ -310,12 +310,16 @@ int main(int argc, char **argv)
   if (a.verify) {
     slabfeed_dataset_info info = SLABFEED_DATASET_INFO_INIT;
     const char *like = like_target ? cfg.target : cfg.input;
+    /* The output's grid over the input's: f / g (a finer target's
+     * scale_factor, a coarser one's coarsen_factor). */
     const int64_t f = like_target ? cfg.scale_factor : 1;
+    const int64_t g =
+        like_target && cfg.coarsen_factor > 1 ? cfg.coarsen_factor : 1;
     if (slabfeed_describe(input, like, cfg.layout, &info, err, sizeof err) !=
         SLABFEED_OK)
       cli_note(&st, msg, sizeof msg, SLABFEED_ERR_IO, "%s", err);
     for (int a2 = 0; a2 < 3; a2++)
-      R[a2] = f * (cfg.n_region ? cfg.region[0][a2] : 0);
+      R[a2] = f * (cfg.n_region ? cfg.region[0][a2] : 0) / g;
     R[6] = info.shape[0];
     if (st == SLABFEED_OK)
       bad = verify(&cfg, input, like, &a.w, R, C, z0, z1, &st, msg, sizeof msg);

@@ -385,6 +385,15 @@ typedef struct slabfeed_config {
    * take there, bytes (residency auto and device); 0: half of that GPU's
    * free memory at open, leaving the rest to training. */
   uint64_t device_memory; /* default 0 */
+  /* Added in 0.9: a target on a coarser grid (emulation of a smoothed
+   * field): the input's grid is coarsen_factor g times the target's on
+   * every axis (1, the default: one grid; not with scale_factor above 1).
+   * Crops, pads, tiles and regions stay in input voxels, with the crop
+   * (without its pad), the tile and the region multiples of g; the
+   * target of the input crop at origin o of edge c + 2 pad is the crop of
+   * edge c / g at (o + pad) / g of the target's grid, and every origin o
+   * has o + pad a multiple of g (docs/CONVENTIONS.md). */
+  int coarsen_factor; /* default 1 */
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the

@@ -234,6 +234,16 @@ typedef struct slabfeed_gen_config {
    * F x shape must then stay below 65536). Read with the loader's
    * `scale_factor = F`. */
   int scale_factor;
+  /* Added in 0.9: a target on a coarser grid. 1 (the default): the
+   * target on the input's grid. G in 2..16 (not with scale_factor above
+   * 1; every extent of shape a multiple of G): the target is stored on a
+   * grid G times coarser on every axis (shape / G), its value at coarse
+   * cell (Z,Y,X) that of the target's function at the input's position
+   * (G Z, G Y, G X): the same smooth field sampled G times coarser
+   * (SLABFEED_CONTENT_FIELD), or slabfeed_index_value at the coarse
+   * coordinates (SLABFEED_CONTENT_INDEX). Read with the loader's
+   * `coarsen_factor = G`. */
+  int coarsen_factor;
 } slabfeed_gen_config;
 
 /* slabfeed_gen_config_init_sized - fills the first `size` bytes of *cfg with

@@ -115,6 +115,7 @@ class Loader:
                  target_aug_mul: Union[str, float, Sequence[float], None] = ...,
                  aug_share: Optional[bool] = ...,
                  scale_factor: Optional[int] = ...,
+                 coarsen_factor: Optional[int] = ...,
                  input_vector_fields: Optional[str] = ...,
                  target_vector_fields: Optional[str] = ...,
                  progress: Optional[str] = ...,

@@ -29,7 +29,7 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
              overwrite: bool = False,
              input_fields: Optional[str] = None,
              target_fields: Optional[str] = None,
-             scale_factor: int = 1) -> None:
+             scale_factor: int = 1, coarsen_factor: int = 1) -> None:
     """Write a synthetic volume (``slabfeed_generate``), collective over comm.
 
     content ``'index'`` stores exact integers that tests recompute
@@ -48,6 +48,9 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
     ``scale_factor`` F > 1 writes a super-resolution pair: the target on
     a grid F times finer on every axis (F x shape), the same field
     sampled F times finer, read with the loader's ``scale_factor=F``.
+    ``coarsen_factor`` G > 1 writes a coarser target: on a grid G times
+    coarser (shape / G, shape a multiple of G), the same field sampled
+    every G voxels, read with the loader's ``coarsen_factor=G``.
     """
     text = None
     if attrs:
@@ -60,7 +63,8 @@ def generate(comm: "Optional[MPI.Intracomm]", path: PathLike, *,
                        content=content, seed=seed, progress=progress,
                        attrs=text, overwrite=overwrite,
                        input_fields=input_fields, target_fields=target_fields,
-                       scale_factor=scale_factor)
+                       scale_factor=scale_factor,
+                       coarsen_factor=coarsen_factor)
 
 
 def describe(path: PathLike, dataset: str, layout: str = "auto") -> Dict[str, Any]:

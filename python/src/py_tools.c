@@ -25,28 +25,44 @@ static const char *const content_names[] = {"index", "field", NULL};
  * input_channels=4, target_channels=5, layout='cf', chunked=False,
  * chunk=None, float16=False, content='index', seed=0, progress=False,
  * attrs=None ("NAME=VALUE,..."), overwrite=False, input_fields=None,
- * target_fields=None, scale_factor=1):
+ * target_fields=None, scale_factor=1, coarsen_factor=1):
  * slabfeed_generate, collective over the communicator, GIL released.
  * target=None writes no target (an empty string is the library default). */
 PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw)
 {
-  static char *kwlist[] = {
-      "comm",         "path",           "input",           "target",
-      "shape",        "input_channels", "target_channels", "layout",
-      "chunked",      "chunk",          "float16",         "content",
-      "seed",         "progress",       "attrs",           "overwrite",
-      "input_fields", "target_fields",  "scale_factor",    NULL};
+  static char *kwlist[] = {"comm",
+                           "path",
+                           "input",
+                           "target",
+                           "shape",
+                           "input_channels",
+                           "target_channels",
+                           "layout",
+                           "chunked",
+                           "chunk",
+                           "float16",
+                           "content",
+                           "seed",
+                           "progress",
+                           "attrs",
+                           "overwrite",
+                           "input_fields",
+                           "target_fields",
+                           "scale_factor",
+                           "coarsen_factor",
+                           NULL};
   sfpy_state *st = PyModule_GetState(module);
   PyObject *comm_o, *path = NULL, *input = NULL, *target = NULL;
   PyObject *shape = NULL, *ic = NULL, *tc = NULL, *layout = NULL;
   PyObject *chunk = NULL, *content = NULL, *seed = NULL, *attrs = NULL;
   const char *in_fields = NULL, *tg_fields = NULL;
   int chunked = 0, f16 = 0, progress = 0, overwrite = 0, scale = 1;
+  int coarsen = 1;
   if (!PyArg_ParseTupleAndKeywords(
-          args, kw, "OO&|$UOOOOOpOpOOpOpzzi:generate", kwlist, &comm_o,
+          args, kw, "OO&|$UOOOOOpOpOOpOpzzii:generate", kwlist, &comm_o,
           PyUnicode_FSConverter, &path, &input, &target, &shape, &ic, &tc,
           &layout, &chunked, &chunk, &f16, &content, &seed, &progress, &attrs,
-          &overwrite, &in_fields, &tg_fields, &scale))
+          &overwrite, &in_fields, &tg_fields, &scale, &coarsen))
     return NULL;
   PyObject *ret = NULL;
   slabfeed_gen_config g;
@@ -115,6 +131,7 @@ PyObject *sfpy_generate(PyObject *module, PyObject *args, PyObject *kw)
   g.input_fields = in_fields;
   g.target_fields = tg_fields;
   g.scale_factor = scale;
+  g.coarsen_factor = coarsen;
   MPI_Comm comm;
   if (sfpy_comm_from_fint(st, comm_o, &comm) < 0)
     goto out;

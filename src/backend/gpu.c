@@ -388,12 +388,14 @@ static int one_box(const sf__store *s, const sf__batch_plan *p, int n,
                    int64_t lo[3])
 {
   const sf__piece *pc = p->pieces;
-  /* The box is staged for every dataset as the input's pieces: not for a
-   * target that takes part of them (a core) or scales them (a finer
-   * grid). */
-  if (n < 2 || sf__source_of(s, &pc[0])->fetched || p->sub[1] ||
-      p->scale[1] > 1)
+  /* The box is staged for every dataset as the pieces themselves: not
+   * for a dataset that takes part of them (a core, a coarser target's
+   * input) or scales them (a grid finer than the planes'). */
+  if (n < 2 || sf__source_of(s, &pc[0])->fetched)
     return 0;
+  for (int d = 0; d < p->ndsets; d++)
+    if (p->sub[d] || p->scale[d] > 1)
+      return 0;
   int64_t hi[3];
   for (int k = 0; k < n; k++) {
     if (pc[k].src != pc[0].src)

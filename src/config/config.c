@@ -22,6 +22,43 @@ void slabfeed_config_init_sized(slabfeed_config *cfg, size_t size)
   sf__sized_init(cfg, size, &d, sizeof d);
 }
 
+/* The options of a target on a coarser grid (coarsen_factor g > 1): a
+ * target, no scale_factor, and the geometry in whole target voxels (the
+ * crop's core or the tile a multiple of g; a padded target's pad too). */
+static slabfeed_status check_coarsen(const slabfeed_config *c, sf__err *e)
+{
+  const int g = c->coarsen_factor;
+  if (c->target == NULL)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: coarsen_factor %d without a target dataset", g);
+  if (c->scale_factor > 1)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: scale_factor %d (a finer target) and "
+                    "coarsen_factor %d (a coarser one) together",
+                    c->scale_factor, g);
+  if (c->tile > 0 && c->tile % g != 0)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: tile %d is not a multiple of coarsen_factor %d "
+                    "(a tile's target is tile / %d voxels of the target's "
+                    "grid)",
+                    c->tile, g, g);
+  for (int a = 0; c->tile == 0 && a < 3; a++)
+    if (c->crop[a] % g != 0)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: crop %lldx%lldx%lld is not a multiple of "
+                      "coarsen_factor %d on every axis (the target's crop is "
+                      "the crop / %d on the target's grid)",
+                      (long long)c->crop[0], (long long)c->crop[1],
+                      (long long)c->crop[2], g, g);
+  if (c->target_pad && c->pad % g != 0)
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "config: target_pad with pad %d, not a multiple of "
+                    "coarsen_factor %d: the padded target would not be whole "
+                    "voxels of the target's grid",
+                    c->pad, g);
+  return SLABFEED_OK;
+}
+
 /* Checks of the options alone: each against its row of the table, then
  * what involves several options or the library's limits. */
 static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
@@ -75,6 +112,8 @@ static slabfeed_status check_options(const slabfeed_config *c, sf__err *e)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: scale_factor %d without a target dataset",
                     c->scale_factor);
+  if (c->coarsen_factor > 1 && check_coarsen(c, e) != SLABFEED_OK)
+    return e->status;
   if (c->tile > 0 && c->locality)
     return sf__fail(e, SLABFEED_ERR_ARG,
                     "config: a tiled pass (tile %d) and locality together "
@@ -465,6 +504,28 @@ void sf__config_region(const sf__config *c, const int64_t shape[3],
   memcpy(box, out[0], sizeof out[0]);
 }
 
+int64_t sf__config_coarsen(const sf__config *c)
+{
+  return c->pub.coarsen_factor > 1 ? c->pub.coarsen_factor : 1;
+}
+
+int64_t sf__config_planes_pad(const sf__config *c)
+{
+  const int64_t g = sf__config_coarsen(c);
+  return ((int64_t)c->pub.pad + g - 1) / g;
+}
+
+void sf__config_planes_crop(const sf__config *c, int64_t crop[3])
+{
+  const int64_t g = sf__config_coarsen(c);
+  /* A pass's core is the tile (its crop, tile + 2 pad, was set at
+   * resolve); random crops keep their core in c->core. */
+  for (int a = 0; a < 3; a++) {
+    const int64_t core = c->pub.tile > 0 ? c->pub.tile : c->core[a];
+    crop[a] = g == 1 ? c->pub.crop[a] : core / g + 2 * sf__config_planes_pad(c);
+  }
+}
+
 const char *sf__config_dataset(const sf__config *c, int d)
 {
   return d == 0 ? c->input : c->target;
@@ -661,6 +722,40 @@ static slabfeed_status check_tiles(const sf__config *c, const int64_t shape[3],
   return SLABFEED_OK;
 }
 
+/* A coarser target (coarsen_factor g > 1) over an input box `shape`: the
+ * pass region in whole target voxels, and the crop on the target's grid
+ * (the core / g with ceil(pad / g) target voxels of context on each side:
+ * the planes the store gathers, sf__config_planes) inside the box. */
+static slabfeed_status check_coarse_geometry(const sf__config *c,
+                                             const int64_t shape[3], sf__err *e)
+{
+  const slabfeed_config *p = &c->pub;
+  const int64_t g = p->coarsen_factor;
+  int64_t R[6], pc[3];
+  sf__config_region(c, shape, R);
+  for (int a = 0; p->tile > 0 && a < 6; a++)
+    if (R[a] % g != 0)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: pass region %lld,%lld,%lld+%lldx%lldx%lld is "
+                      "not in whole voxels of the target's grid: its origin "
+                      "and extents must be multiples of coarsen_factor %lld",
+                      (long long)R[0], (long long)R[1], (long long)R[2],
+                      (long long)R[3], (long long)R[4], (long long)R[5],
+                      (long long)g);
+  sf__config_planes_crop(c, pc);
+  for (int a = 0; a < 3; a++)
+    if (pc[a] * g > shape[a])
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "config: crop %lld + 2 x pad %d on axis %c needs %lld "
+                      "voxels of the target's grid (the core / %lld and "
+                      "ceil(pad / %lld) on each side), more than the box's "
+                      "%lld in '%s'",
+                      (long long)c->core[a], p->pad, axis_name[a],
+                      (long long)pc[a], (long long)g, (long long)g,
+                      (long long)(shape[a] / g), c->path);
+  return SLABFEED_OK;
+}
+
 /* Dataset d's augmentation lists against its C channels: one entry or C;
  * the channels of a vector group take no offset and one factor's
  * deviation (a scalar times a vector commutes with rotation, an offset
@@ -704,12 +799,14 @@ slabfeed_status sf__config_check_data(const sf__config *c,
 {
   const slabfeed_config *p = &c->pub;
   const int64_t f = p->scale_factor > 1 ? p->scale_factor : 1;
+  const int64_t g = p->coarsen_factor > 1 ? p->coarsen_factor : 1;
   if (c->ndsets == 2)
     for (int a = 0; a < 3; a++)
-      if (f * info[0].shape[a] != info[1].shape[a]) {
-        char want[160] = "both must cover the same box";
+      if (f * info[0].shape[a] != g * info[1].shape[a]) {
+        char want[200] = "both must cover the same box";
         const int64_t r = info[1].shape[0] / info[0].shape[0];
-        if (f == 1 && r > 1 && r <= 16 &&
+        const int64_t q = info[0].shape[0] / info[1].shape[0];
+        if (f == 1 && g == 1 && r > 1 && r <= 16 &&
             r * info[0].shape[0] == info[1].shape[0] &&
             r * info[0].shape[1] == info[1].shape[1] &&
             r * info[0].shape[2] == info[1].shape[2])
@@ -718,12 +815,33 @@ slabfeed_status sf__config_check_data(const sf__config *c,
                    "input's on every axis: for a super-resolution pair set "
                    "scale_factor %lld, --scale-factor %lld)",
                    (long long)r, (long long)r, (long long)r);
+        else if (f == 1 && g == 1 && q > 1 && q <= 16 &&
+                 q * info[1].shape[0] == info[0].shape[0] &&
+                 q * info[1].shape[1] == info[0].shape[1] &&
+                 q * info[1].shape[2] == info[0].shape[2])
+          snprintf(want, sizeof want,
+                   "both must cover the same box (the input is %lld x the "
+                   "target's on every axis: for a coarser target set "
+                   "coarsen_factor %lld, --coarsen-factor %lld)",
+                   (long long)q, (long long)q, (long long)q);
         else if (f > 1)
           snprintf(want, sizeof want,
                    "scale_factor %lld needs a target of %lldx%lldx%lld",
                    (long long)f, (long long)(f * info[0].shape[0]),
                    (long long)(f * info[0].shape[1]),
                    (long long)(f * info[0].shape[2]));
+        else if (info[0].shape[0] % g != 0 || info[0].shape[1] % g != 0 ||
+                 info[0].shape[2] % g != 0)
+          snprintf(want, sizeof want,
+                   "coarsen_factor %lld needs an input box that is a "
+                   "multiple of %lld on every axis",
+                   (long long)g, (long long)g);
+        else
+          snprintf(want, sizeof want,
+                   "coarsen_factor %lld needs a target of %lldx%lldx%lld",
+                   (long long)g, (long long)(info[0].shape[0] / g),
+                   (long long)(info[0].shape[1] / g),
+                   (long long)(info[0].shape[2] / g));
         return sf__fail(
             e, SLABFEED_ERR_FORMAT,
             "input '%s' has box %lldx%lldx%lld but target '%s' has "
@@ -765,6 +883,8 @@ slabfeed_status sf__config_check_data(const sf__config *c,
   for (int r = 0; r < p->n_holdout; r++)
     if (check_box(c, "holdout region", r, p->holdout[r], info[0].shape, e))
       return e->status;
+  if (g > 1 && check_coarse_geometry(c, info[0].shape, e) != SLABFEED_OK)
+    return e->status;
   if (check_vectors("input", p->n_input_vectors,
                     (const int(*)[3])p->input_vectors, info[0].channels,
                     e) != SLABFEED_OK ||

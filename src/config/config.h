@@ -119,6 +119,17 @@ slabfeed_status sf__config_resolve_fields(
 void sf__config_holdout(const sf__config *c, const int64_t shape[3],
                         int64_t boxes[][6]);
 
+/* Grids of different resolution. The placement's planes are on the
+ * coarsest grid: the input's, or with a coarser target (coarsen_factor
+ * g > 1) the target's, g times coarser than the input's. The factor g (1
+ * without a coarser target); the context pad on the planes' grid,
+ * ceil(pad / g); and the crop the store gathers on the planes' grid: the
+ * input crop itself at g 1, else the core / g with that pad on each side
+ * (the input crop is g x it, cut down to core + 2 pad around its centre). */
+int64_t sf__config_coarsen(const sf__config *c);
+int64_t sf__config_planes_pad(const sf__config *c);
+void sf__config_planes_crop(const sf__config *c, int64_t crop[3]);
+
 /* The region of a tiled pass, resolved (the whole box when none). */
 void sf__config_region(const sf__config *c, const int64_t shape[3],
                        int64_t box[6]);

@@ -361,7 +361,12 @@ slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
     one_close(&o);
     if (sf__agree(comm, e) != SLABFEED_OK)
       break;
-    memcpy(v->suite.shape[i], o.info[0].shape, sizeof v->suite.shape[i]);
+    /* The suite's boxes are on the planes' grid (sf__config_planes_crop):
+     * the input's, or a coarser target's (the input's / g, whole: checked
+     * with the data). */
+    const int64_t g = sf__config_coarsen(c);
+    for (int a = 0; a < 3; a++)
+      v->suite.shape[i][a] = o.info[0].shape[a] / g;
   }
   if (e->status == SLABFEED_OK)
     sf__volume_stack(v, NULL);

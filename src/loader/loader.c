@@ -183,18 +183,23 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
 {
   const int64_t ch[2] = {info[0].channels, info[1].channels};
   const slabfeed_config *p = &l->cfg.pub;
+  /* The store's planes are on the coarsest grid (sf__config_planes_crop):
+   * a coarser target's makes the input's scale g. */
+  const int64_t g = sf__config_coarsen(&l->cfg);
+  int64_t pcrop[3];
+  sf__config_planes_crop(&l->cfg, pcrop);
   sf__store_opts o = {l->cfg.rank_per_node,
                       l->cfg.group_nodes,
                       p->node_memory,
                       p->locality,
-                      p->halo,
-                      p->crop[0],
+                      (p->halo + g - 1) / g, /* on the planes' grid */
+                      pcrop[0],
                       0,
                       NULL,
                       v->suite.n,
                       v->suite.z0,
                       (const int64_t(*)[3])v->suite.shape,
-                      {1, p->scale_factor}, /* the target's grid */
+                      {g, p->scale_factor}, /* each dataset's grid */
                       (int)p->shared_window};
   /* Locality over several volumes keeps each volume on one node. */
   int64_t *cuts = NULL;
@@ -410,8 +415,9 @@ slabfeed_status slabfeed_volume_info(const slabfeed_loader *l, int i,
     return SLABFEED_ERR_ARG;
   if (path != NULL && len > 0)
     snprintf(path, len, "%s", l->suite.path[i]);
-  if (shape != NULL)
-    memcpy(shape, l->suite.shape[i], 3 * sizeof *shape);
+  /* The suite's boxes are on the planes' grid; the input's is g x. */
+  for (int a = 0; shape != NULL && a < 3; a++)
+    shape[a] = sf__config_coarsen(&l->cfg) * l->suite.shape[i][a];
   return SLABFEED_OK;
 }
 

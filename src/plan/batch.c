@@ -157,6 +157,24 @@ static slabfeed_status init_volumes(sf__batch_plan *b, const sf__config *c,
   return e->status;
 }
 
+/* The held-out regions (options in input voxels) for volumes of planes'
+ * box vshape, on the planes' grid: with a coarser target each box grows
+ * out to whole planes' voxels, so no crop that reaches into it is drawn. */
+static void holdout_planes(const sf__config *c, const int64_t vshape[3],
+                           int64_t boxes[][6])
+{
+  const int64_t g = sf__config_coarsen(c);
+  const int64_t in[3] = {g * vshape[0], g * vshape[1], g * vshape[2]};
+  sf__config_holdout(c, in, boxes);
+  for (int r = 0; g > 1 && r < c->pub.n_holdout; r++)
+    for (int a = 0; a < 3; a++) {
+      const int64_t lo = boxes[r][a] / g;
+      const int64_t hi = (boxes[r][a] + boxes[r][3 + a] + g - 1) / g;
+      boxes[r][a] = lo;
+      boxes[r][3 + a] = hi - lo < vshape[a] ? hi - lo : vshape[a];
+    }
+}
+
 /* The deviations of the amplitude augmentation per channel, and the
  * draws of each channel's normals: channel c of dataset d draws through
  * its key channel kc (the first of its vector group, else c itself) in
@@ -232,32 +250,38 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
   b->B = p->batch;
   b->ndsets = c->ndsets;
   b->device = p->device;
-  memcpy(b->crop, p->crop, sizeof b->crop);
+  /* The crop gathered on the planes' grid (the input's, or a coarser
+   * target's: sf__config_planes_crop), with its pad there. */
+  sf__config_planes_crop(c, b->crop);
+  const int64_t g = sf__config_coarsen(c), P = sf__config_planes_pad(c);
+  b->coarsen = g;
+  b->in_shift = g * P - p->pad;
   for (int d = 0; d < b->ndsets; d++) {
     sf__xform *x = &b->xf[d];
-    memcpy(x->ext, p->crop, sizeof x->ext);
     x->channels = (int)info[d].channels;
     x->ngroups = d == 0 ? p->n_input_vectors : p->n_target_vectors;
     memcpy(x->groups, d == 0 ? p->input_vectors : p->target_vectors,
            sizeof x->groups);
     x->dtype = p->dtype;
     x->layout = p->out_layout;
-    /* Training pads: the target gathers its core only. A target of scale
-     * f (super-resolution): all of it on its grid, f x. */
-    b->scale[d] = d == 1 && p->scale_factor > 1 ? p->scale_factor : 1;
-    /* A pass's target is the tile itself unless asked padded (on its own
-     * grid: f x the pad). */
-    x->trim = d == 1 && p->tile > 0 && !p->target_pad
-                  ? b->scale[d] * (int64_t)p->pad
-                  : 0;
-    b->sub[d] = d == 1 && c->target_core;
-    if (b->sub[d]) {
-      memcpy(x->ext, c->core, sizeof x->ext);
-      for (int a = 0; a < 3; a++)
-        b->sub_lo[d][a] = b->scale[d] * p->pad;
-    }
+    /* Dataset d's grid over the planes': a finer target's f, a coarser
+     * target's input g, else 1. */
+    b->scale[d] = d == 1 ? (p->scale_factor > 1 ? p->scale_factor : 1) : g;
+    const int64_t s = b->scale[d];
     for (int a = 0; a < 3; a++)
-      x->ext[a] *= b->scale[d];
+      x->ext[a] = s * b->crop[a];
+    /* A pass's target is the tile itself unless asked padded (on its own
+     * grid: s x the pad on the planes' grid). */
+    x->trim = d == 1 && p->tile > 0 && !p->target_pad ? s * P : 0;
+    /* Training pads: the target gathers its core only (s x the core on
+     * the planes' grid, s x their pad in). The input of a coarser target
+     * gathers its crop, core + 2 pad, out of the planes' crop, g x P - pad
+     * in on every side. */
+    b->sub[d] = (d == 1 && c->target_core) || (d == 0 && b->in_shift > 0);
+    for (int a = 0; b->sub[d] && a < 3; a++) {
+      b->sub_lo[d][a] = d == 1 ? s * P : b->in_shift;
+      x->ext[a] = d == 1 ? s * (c->core[a] / g) : p->crop[a];
+    }
   }
   init_aug(b, c);
   sf__sampler_init(&b->sampler, info[0].shape, p->seed, p->symmetries);
@@ -268,12 +292,12 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
   const int many = suite != NULL && suite->n > 1;
   const int64_t *vshape = many ? suite->shape[0] : info[0].shape;
   int64_t boxes[SLABFEED_MAX_REGIONS][6];
-  sf__config_holdout(c, vshape, boxes);
+  holdout_planes(c, vshape, boxes);
   /* A pass draws no random origins: its hold-out (the training
    * loader's options, often passed on unchanged) has nothing to keep out. */
   b->sampler.shape[0] = vshape[0];
   const slabfeed_status hs =
-      p->tile == 0 ? sf__sampler_holdout(&b->sampler, p->crop, p->n_holdout,
+      p->tile == 0 ? sf__sampler_holdout(&b->sampler, b->crop, p->n_holdout,
                                          (const int64_t(*)[6])boxes, e)
                    : SLABFEED_OK;
   b->sampler.shape[0] = info[0].shape[0];
@@ -286,9 +310,13 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
   b->pass = p->tile > 0;
   if (b->pass) {
     /* One epoch is one pass: every tile once, in global batches. */
-    int64_t R[6];
-    sf__config_region(c, info[0].shape, R);
-    sf__tiles_init(&b->tiles, info[0].shape, R, p->tile, p->pad);
+    int64_t R[6], in[3];
+    for (int a = 0; a < 3; a++)
+      in[a] = g * info[0].shape[a];
+    sf__config_region(c, in, R);
+    for (int a = 0; a < 6; a++)
+      R[a] /= g; /* whole target voxels (config) */
+    sf__tiles_init(&b->tiles, info[0].shape, R, p->tile / g, P);
     b->pass_symmetry = p->pass_symmetry;
     const uint64_t per = (uint64_t)b->size * (uint64_t)b->B;
     b->steps_per_epoch = (b->tiles.count + per - 1) / per;
@@ -302,8 +330,9 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
         box += (double)n[0] * (double)n[1] * (double)n[2];
     }
     /* Crops of the core (the crop asked for, without its pad). */
-    const double per_step = (double)c->core[0] * (double)c->core[1] *
-                            (double)c->core[2] * b->size * b->B;
+    const double per_step = (double)(c->core[0] / g) *
+                            (double)(c->core[1] / g) *
+                            (double)(c->core[2] / g) * b->size * b->B;
     const double s = box / per_step;
     b->steps_per_epoch = s < 1.0 ? 1 : (uint64_t)(s + 0.999999);
   }
@@ -410,10 +439,17 @@ void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
     memcpy(&b->origin_out[3 * k], &b->origin[3 * k], 3 * sizeof *b->origin);
     if (v > 0)
       b->origin_out[3 * k] -= b->suite->z0[v];
+    /* On the input's grid: the planes' crop starts in_shift input voxels
+     * before the input crop (within [0, N): in_shift < g). */
+    for (int a = 0; b->coarsen > 1 && a < 3; a++)
+      b->origin_out[3 * k + a] =
+          b->coarsen * b->origin_out[3 * k + a] + b->in_shift;
     if (!b->pass)
       continue;
     const int real = g < b->tiles.count;
     sf__tiles_at(&b->tiles, real ? g : b->tiles.count - 1, &b->tile[9 * k]);
+    for (int a = 0; b->coarsen > 1 && a < 9; a++)
+      b->tile[9 * k + a] *= b->coarsen;
     if (!real) {
       b->sample[k] = -1;
       b->valid[slot]--;

@@ -26,7 +26,7 @@ typedef struct sf__batch_plan {
   int K, B;        /* ring slots, samples per batch */
   int ndsets;      /* 1 or 2 */
   int device;      /* -1 host batches, else the CUDA device */
-  int64_t crop[3]; /* crop extents (z,y,x) */
+  int64_t crop[3]; /* crop extents (z,y,x) on the planes' grid */
   uint64_t steps_per_epoch;
   sf__sampler sampler;
   int locality; /* z origins from the z-range of the rank's node */
@@ -40,6 +40,13 @@ typedef struct sf__batch_plan {
   int sub[SF_MAX_DSETS];
   int64_t sub_lo[SF_MAX_DSETS][3]; /* on dataset d's grid */
   int64_t scale[SF_MAX_DSETS];     /* dataset d's grid over the planes' */
+  /* A coarser target (coarsen_factor): the planes are on its grid, the
+   * input's is coarsen (g) x theirs; in_shift = g x ceil(pad / g) - pad
+   * input voxels from the planes' crop to the input crop on every axis.
+   * Origins and tiles in the plan are on the planes' grid; the caller's
+   * (slabfeed_batch.origin, .tile) on the input's. g 1: both the same. */
+  int64_t coarsen;
+  int64_t in_shift;
   const sf__suite *suite; /* the volumes (the loader's); NULL or n == 1:
                              one volume */
   int64_t *origin;        /* [K][B][3] in the stacked box */

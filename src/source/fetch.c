@@ -564,10 +564,13 @@ static sf__piece probe_piece(const sf__store *s, int h)
   sf__piece p = {.src = h};
   int64_t yx[2] = {0, 0};
   const int64_t run = planes > 0 ? sf__store_pitch(s, h, 0, yx) : 0;
-  p.n[0] = run < 4 ? run : 4;
+  /* The same floats at most on an input grid finer than the planes'. */
+  const int64_t f = s->scale[0], mz = 4 / f > 1 ? 4 / f : 1,
+                myx = 32 / f > 1 ? 32 / f : 1;
+  p.n[0] = run < mz ? run : mz;
   for (int a = 1; a < 3; a++) {
     const int64_t N = yx[a - 1];
-    p.n[a] = N <= 1 ? N : N - 1 < 32 ? N - 1 : 32;
+    p.n[a] = N <= 1 ? N : N - 1 < myx ? N - 1 : myx;
   }
   p.q = run > p.n[0] ? 1 : 0;
   p.y = yx[0] > p.n[1] ? 1 : 0;
@@ -597,19 +600,22 @@ static int probe_holder(const sf__store *s, int r)
 }
 
 /* Writes this rank's probe pattern into its own segment (in place, in the
- * segment's layout: store.h). */
+ * segment's layout: store.h; the input's grid is scale[0] x the planes',
+ * a coarser target's input, as sf__gather_type reads it). */
 static void probe_fill(sf__store *s)
 {
-  const sf__piece p = probe_piece(s, s->rank);
+  const sf__piece q = probe_piece(s, s->rank);
+  const int64_t f = s->scale[0];
+  const sf__piece p = sf__piece_scale(&q, f);
   int64_t yx[2];
   sf__store_pitch(s, s->rank, 0, yx);
   const sf__view at = {
       (const float *)(s->base + sf__store_offset(s, s->rank, 0)),
       SF__MEM_HOST,
-      sf__store_chan(s, s->rank),
-      yx[0],
-      yx[1],
-      {p.q, p.y, p.x}};
+      s->cube[0] * sf__store_chan(s, s->rank),
+      f * yx[0],
+      f * yx[1],
+      {f * q.q, f * q.y, f * q.x}};
   int64_t i = 0;
   for (int64_t c = 0; c < s->channels[0]; c++)
     for (int64_t k = 0; k < p.n[0]; k++)

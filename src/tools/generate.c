@@ -32,6 +32,7 @@ void slabfeed_gen_config_init_sized(slabfeed_gen_config *cfg, size_t size)
   d.layout = SLABFEED_LAYOUT_CF;
   d.content = SLABFEED_CONTENT_INDEX;
   d.scale_factor = 1;
+  d.coarsen_factor = 1;
   sf__sized_init(cfg, size, &d, sizeof d);
 }
 
@@ -134,8 +135,9 @@ typedef struct gen_item {
   char name[256];
   int64_t c0, C;
   int ndim;
-  int64_t s;    /* its grid is s times finer than the input's */
-  int64_t n[3]; /* its grid: s x the box */
+  int64_t s, q; /* its grid is s / q times the input's (a finer target:
+                   scale_factor / 1; a coarser one: 1 / coarsen_factor) */
+  int64_t n[3]; /* its grid: s / q x the box */
   int64_t cap;  /* planes per write run */
 } gen_item;
 
@@ -178,14 +180,15 @@ static hid_t create_dataset(hid_t file, const slabfeed_gen_config *cfg,
 }
 
 /* Fills buf with planes [z, z+n) of item it in the file's layout; on a
- * grid s times finer, cell (z,y,x) is the field at (z/s, y/s, x/s). */
+ * grid s / q times the input's, cell (z,y,x) is the field at the input's
+ * position (z q/s, y q/s, x q/s). */
 static void fill_run(const slabfeed_gen_config *cfg, const field *f,
                      const gen_item *it, int64_t z, int64_t n, float *buf)
 {
   const int d = it->d;
   const int64_t c0 = it->c0, channels = it->C;
   const int64_t Y = it->n[1], X = it->n[2];
-  const double s = (double)it->s;
+  const double s = (double)it->s / (double)it->q;
   const int cf = cfg->layout != SLABFEED_LAYOUT_CL;
   for (int64_t k = 0; k < n; k++)
     for (int64_t y = 0; y < Y; y++)
@@ -217,15 +220,15 @@ static herr_t transfer_run(hid_t dset, const slabfeed_gen_config *cfg,
                                 dxpl, mtype, write, buf);
 }
 
-/* The chunk count of one dataset of `channels` channels on a grid s times
- * the box's (0 when contiguous) and the elements of one chunk. */
+/* The chunk count of one dataset of `channels` channels on a grid s / q
+ * times the box's (0 when contiguous) and the elements of one chunk. */
 static int64_t chunk_count(const slabfeed_gen_config *cfg, int64_t channels,
-                           int64_t s, int64_t *chunk_elems)
+                           int64_t s, int64_t q, int64_t *chunk_elems)
 {
   const int cf = cfg->layout != SLABFEED_LAYOUT_CL;
   int64_t n = cf ? channels : 1, elems = cf ? 1 : channels;
   for (int a = 0; a < 3; a++) {
-    const int64_t ext = s * cfg->shape[a];
+    const int64_t ext = s * cfg->shape[a] / q;
     int64_t ch = cfg->chunk[a] > 0 ? cfg->chunk[a] : 64;
     ch = ch < ext ? ch : ext;
     n *= (ext + ch - 1) / ch;
@@ -338,8 +341,9 @@ static slabfeed_status make_items(const slabfeed_gen_config *cfg,
   for (int k = 0; k < *n; k++) {
     gen_item *it = &items[k];
     it->s = it->d == 1 ? cfg->scale_factor : 1;
+    it->q = it->d == 1 ? cfg->coarsen_factor : 1;
     for (int a = 0; a < 3; a++)
-      it->n[a] = it->s * cfg->shape[a];
+      it->n[a] = it->s * cfg->shape[a] / it->q;
   }
   return SLABFEED_OK;
 }
@@ -362,6 +366,20 @@ static slabfeed_status check_gen_config(const slabfeed_gen_config *cfg,
                     "generator: scale_factor %d: must be 1..16, and above 1 "
                     "only with a target (the finer grid's dataset)",
                     cfg->scale_factor);
+  if (cfg->coarsen_factor < 1 || cfg->coarsen_factor > 16 ||
+      (cfg->coarsen_factor > 1 &&
+       (cfg->target == NULL || cfg->scale_factor > 1)))
+    return sf__fail(e, SLABFEED_ERR_ARG,
+                    "generator: coarsen_factor %d: must be 1..16, and above "
+                    "1 only with a target (the coarser grid's dataset) and "
+                    "without scale_factor",
+                    cfg->coarsen_factor);
+  for (int a = 0; a < 3; a++)
+    if (cfg->coarsen_factor > 1 && cfg->shape[a] % cfg->coarsen_factor != 0)
+      return sf__fail(e, SLABFEED_ERR_ARG,
+                      "generator: box extent %lld on axis %d is not a "
+                      "multiple of coarsen_factor %d",
+                      (long long)cfg->shape[a], a, cfg->coarsen_factor);
   for (int a = 0; a < 3; a++)
     if (cfg->shape[a] < 1 || cfg->shape[a] > 65535 ||
         cfg->shape[a] * cfg->scale_factor > 65535)
@@ -387,9 +405,10 @@ static slabfeed_status check_gen_config(const slabfeed_gen_config *cfg,
                       "(0: min(64, shape))",
                       (long long)cfg->chunk[a], a);
   int64_t elems = 0, target_elems = 0;
-  chunk_count(cfg, cfg->input_channels, 1, &elems);
+  chunk_count(cfg, cfg->input_channels, 1, 1, &elems);
   if (cfg->target != NULL)
-    chunk_count(cfg, cfg->target_channels, cfg->scale_factor, &target_elems);
+    chunk_count(cfg, cfg->target_channels, cfg->scale_factor,
+                cfg->coarsen_factor, &target_elems);
   elems = target_elems > elems ? target_elems : elems;
   if (cfg->chunked && elems * (cfg->float16 ? 2 : 4) >= ((int64_t)1 << 32))
     return sf__fail(e, SLABFEED_ERR_ARG,
@@ -597,10 +616,12 @@ static uint64_t data_bytes(const slabfeed_gen_config *cfg)
   const uint64_t vox = (uint64_t)cfg->shape[0] * (uint64_t)cfg->shape[1] *
                        (uint64_t)cfg->shape[2];
   const uint64_t s = (uint64_t)cfg->scale_factor;
+  const uint64_t q = (uint64_t)cfg->coarsen_factor;
   const uint64_t ch =
-      (uint64_t)cfg->input_channels +
+      (uint64_t)cfg->input_channels * q * q * q +
       (cfg->target != NULL ? (uint64_t)cfg->target_channels * s * s * s : 0);
-  return vox * ch * (cfg->float16 ? 2 : 4);
+  /* vox / q^3 is whole: a coarser target's box divides by q. */
+  return vox / (q * q * q) * ch * (cfg->float16 ? 2 : 4);
 }
 
 /* What the file takes: the data, and a generous estimate of HDF5's
@@ -609,10 +630,11 @@ static uint64_t data_bytes(const slabfeed_gen_config *cfg)
  * are released at the commit. */
 static uint64_t file_bytes(const slabfeed_gen_config *cfg)
 {
-  uint64_t chunks = (uint64_t)chunk_count(cfg, cfg->input_channels, 1, NULL);
+  uint64_t chunks = (uint64_t)chunk_count(cfg, cfg->input_channels, 1, 1, NULL);
   if (cfg->target != NULL)
-    chunks += (uint64_t)chunk_count(cfg, cfg->target_channels,
-                                    cfg->scale_factor, NULL);
+    chunks +=
+        (uint64_t)chunk_count(cfg, cfg->target_channels, cfg->scale_factor,
+                              cfg->coarsen_factor, NULL);
   return data_bytes(cfg) + ((uint64_t)256 << 10) + 256 * chunks;
 }
 

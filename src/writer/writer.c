@@ -47,9 +47,10 @@ struct slabfeed_writer {
   /* The pass. */
   int64_t shape[3], region[6]; /* on the output's grid */
   int64_t T, P, B;             /* on the output's grid */
-  int64_t f;                   /* the output's grid over the pass's (tiles
-                                  of the input grid; a super-resolution
-                                  target: scale_factor) */
+  int64_t fn, fd;              /* the output's grid over the pass's is
+                                  fn / fd (tiles of the input grid; a
+                                  super-resolution target: scale_factor / 1;
+                                  a coarser one: 1 / coarsen_factor) */
   sf__tiles grid;              /* the pass's tiles, on the input's grid */
   /* The output. */
   int64_t C;    /* channels */
@@ -568,7 +569,7 @@ static void tile_on_output(const slabfeed_writer *w, const int64_t t[9],
                            int64_t out[9])
 {
   for (int i = 0; i < 9; i++)
-    out[i] = w->f * t[i];
+    out[i] = t[i] * w->fn / w->fd;
 }
 
 /* The map of tile tc (slabfeed_batch.tile layout) under symmetry g. */
@@ -1012,25 +1013,34 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
              "writer: the loader makes random crops; a writer needs the "
              "loader of a tiled pass (tile > 0)");
   if (e.status == SLABFEED_OK) {
-    memcpy(w->shape, l->store.shape, sizeof w->shape);
+    /* The pass's tiles on the input's grid (the plan's planes are a
+     * coarser target's grid, g times coarser, when there is one). */
+    const int64_t g = l->plan.coarsen;
+    for (int a = 0; a < 3; a++)
+      w->shape[a] = g * l->store.shape[a];
     sf__config_region(&l->cfg, w->shape, w->region);
     w->grid = l->plan.tiles;
+    if (g > 1)
+      sf__tiles_init(&w->grid, w->shape, w->region, l->cfg.pub.tile,
+                     l->cfg.pub.pad);
     w->T = w->grid.T;
     w->P = w->grid.P;
     w->B = l->cfg.pub.batch;
     w->progress = (int)l->cfg.pub.progress;
     w->device = l->plan.device;
     import_options(w, cfg, &c, l, &e);
-    /* Outputs like a target of a finer grid are on that grid: the box,
-     * the region, the tiles and their parts f times. */
-    w->f = c.like != SLABFEED_LIKE_INPUT && l->cfg.ndsets > 1 ? l->plan.scale[1]
-                                                              : 1;
+    /* Outputs like a target of another grid are on that grid: the box,
+     * the region, the tiles and their parts f / g times (whole voxels:
+     * a coarser target's tiles and region are multiples of g, config). */
+    const int like_t = c.like != SLABFEED_LIKE_INPUT && l->cfg.ndsets > 1;
+    w->fn = like_t ? l->plan.scale[1] : 1;
+    w->fd = like_t ? g : 1;
     for (int a = 0; a < 3; a++)
-      w->shape[a] *= w->f;
+      w->shape[a] = w->shape[a] * w->fn / w->fd;
     for (int a = 0; a < 6; a++)
-      w->region[a] *= w->f;
-    w->T *= w->f;
-    w->P *= w->f;
+      w->region[a] = w->region[a] * w->fn / w->fd;
+    w->T = w->T * w->fn / w->fd;
+    w->P = (w->P * w->fn + w->fd - 1) / w->fd;
   }
   if (sf__agree(w->comm, &e) == SLABFEED_OK &&
       agree_options(w, &c, &e) == SLABFEED_OK)
