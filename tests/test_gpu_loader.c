@@ -5,7 +5,9 @@
  * whose NaN and -inf come out alike, vector groups of one scale), on 1 and
  * 2 ranks, also with one rank per "node" (MPI_Get into pinned staging),
  * training pads (the target core cut out of each piece on both paths),
- * a target on a grid twice as fine (scale_factor 2, with a pad),
+ * a target on a grid twice as fine (scale_factor 2, with a pad) and
+ * one twice as coarse (coarsen_factor 2, a pad of 3, random crops and a
+ * pass),
  * also for crops as large as the box on some axes (staged as one source
  * box and rearranged on the device). Then
  * 200 steps on a training stream: the counters of the CUDA layer show no
@@ -78,10 +80,19 @@ static int open_pair(slabfeed_config *c, slabfeed_loader **cpu,
 
 /* What compare() runs: random crops, random crops with a hold-out, or a
  * tiled pass (workflow options; the same plan feeds both back ends). */
-enum { RANDOM = 0, HOLDOUT = 1, PASS = 2, PADS = 3, SR = 4 };
+enum {
+  RANDOM = 0,
+  HOLDOUT = 1,
+  PASS = 2,
+  PADS = 3,
+  SR = 4,
+  COARSE = 5,
+  COARSE_PASS = 6
+};
 
-/* SR mode: the target of a file twice as fine (scale_factor 2). */
-static char sr_target[96];
+/* SR mode: the target of a file twice as fine (scale_factor 2); COARSE
+ * modes: of a file twice as coarse (coarsen_factor 2). */
+static char sr_target[96], coarse_target[96];
 
 static void compare(const char *path, slabfeed_dtype dt,
                     slabfeed_out_layout lay, int halo, cudaStream_t s,
@@ -120,6 +131,22 @@ static void compare(const char *path, slabfeed_dtype dt,
     c.pad = 2;
     c.target = sr_target;
     c.scale_factor = 2;
+  }
+  if (mode == COARSE) { /* input crops of 10 + 2 x 3, target 5 on its grid */
+    c.crop[0] = c.crop[1] = c.crop[2] = 10;
+    c.pad = 3;
+    c.target = coarse_target;
+    c.coarsen_factor = 2;
+  }
+  if (mode == COARSE_PASS) { /* tiles of 12 + 2 x 3, target tiles of 6 */
+    c.tile = 12;
+    c.pad = 3;
+    c.pass_symmetry = 29;
+    c.target = coarse_target;
+    c.coarsen_factor = 2;
+    CHECK(slabfeed_config_set(&c, "region", "8,4,0,30,0,0", err, sizeof err) ==
+              SLABFEED_OK,
+          "region: %s", err);
   }
   if (mode == PADS) { /* input crops of 20, target cores of 14 */
     c.crop[0] = c.crop[1] = c.crop[2] = 14;
@@ -460,6 +487,10 @@ int main(int argc, char **argv)
   snprintf(hr, sizeof hr, "gpu_np%d_%d_hr.h5", size, rpn);
   make_file(hr, 96, 80, 72, SLABFEED_LAYOUT_CF, 0, 0, 1);
   snprintf(sr_target, sizeof sr_target, "Hydro@%s", hr);
+  char lo[64];
+  snprintf(lo, sizeof lo, "gpu_np%d_%d_lo.h5", size, rpn);
+  make_file(lo, 24, 20, 18, SLABFEED_LAYOUT_CF, 0, 0, 1);
+  snprintf(coarse_target, sizeof coarse_target, "Hydro@%s", lo);
   cudaStream_t s;
   CUDA_CHECK(cudaSetDevice(rank % gpu_count()));
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -478,6 +509,12 @@ int main(int argc, char **argv)
           expect_remote, SR, 2);
   compare(path, SLABFEED_DTYPE_F16, SLABFEED_OUT_NDHWC, 0, s, expect_thread,
           expect_remote, SR, 0);
+  compare(path, SLABFEED_DTYPE_BF16, SLABFEED_OUT_NCDHW, 0, s, expect_thread,
+          expect_remote, COARSE, 2);
+  compare(path, SLABFEED_DTYPE_F32, SLABFEED_OUT_NDHWC, 0, s, expect_thread,
+          expect_remote, COARSE, 1);
+  compare(path, SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW, 0, s, expect_thread,
+          expect_remote, COARSE_PASS, 1);
   compare(path, SLABFEED_DTYPE_F16, SLABFEED_OUT_NCDHW, 0, s, expect_thread,
           expect_remote, PASS, 0);
   compare(path, SLABFEED_DTYPE_F32, SLABFEED_OUT_NDHWC, 0, s, expect_thread,

@@ -146,6 +146,7 @@ static void check_range(const slabfeed_option *o)
   INT_FIELD(target_pad);
   INT_FIELD(aug_share);
   INT_FIELD(scale_factor);
+  INT_FIELD(coarsen_factor);
   INT_FIELD(touch_threads);
 #undef INT_FIELD
   CHECK(p != NULL, "%s: an integer row this test does not know", o->name);

@@ -115,7 +115,6 @@ class Loader:
                  target_aug_mul: Union[str, float, Sequence[float], None] = ...,
                  aug_share: Optional[bool] = ...,
                  scale_factor: Optional[int] = ...,
-                 coarsen_factor: Optional[int] = ...,
                  input_vector_fields: Optional[str] = ...,
                  target_vector_fields: Optional[str] = ...,
                  progress: Optional[str] = ...,
@@ -124,7 +123,8 @@ class Loader:
                  touch_threads: Optional[int] = ...,
                  residency: Optional[str] = ...,
                  # bytes, or a size text such as "40G"
-                 device_memory: Union[str, int, None] = ...) -> None: ...
+                 device_memory: Union[str, int, None] = ...,
+                 coarsen_factor: Optional[int] = ...) -> None: ...
     def next(self, stream: Any = ...) -> Batch: ...
     def _time_next(self, n: int, stream: Any = ...) -> float: ...
     def seek(self, epoch: int, step: int) -> None: ...

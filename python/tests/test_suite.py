@@ -149,3 +149,48 @@ def test_sr_pair_and_vector_fields(workdir):
                              "vector field has 3"):
         slabfeed.Loader(COMM, path=p, input="Nbody", target="Hydro", crop=3,
                         scale_factor=2, input_vector_fields="Nbody")
+
+
+def test_coarse_pair(workdir):
+    """tools.generate(coarsen_factor=2) writes the target on a grid twice
+    as coarse, the field sampled every other voxel; a loader with
+    coarsen_factor 2 and a pad of 1 gives, per sample, the reader's input
+    crop of edge c + 2 at the origin and its coarse crop of edge c / 2 at
+    (origin + 1) / 2 (same symmetry, vectors as vectors on both grids)."""
+    p = f"{workdir}/coarse.h5"
+    one = f"{workdir}/coarse1.h5"
+    slabfeed.tools.generate(COMM, p, shape=(8, 12, 10), content="field",
+                            seed=3, coarsen_factor=2, target_channels=3,
+                            overwrite=True)
+    slabfeed.tools.generate(COMM, one, shape=(8, 12, 10), content="field",
+                            seed=3, target_channels=3, overwrite=True)
+    r, r1 = Reader(p), Reader(one)
+    try:
+        # The coarse field at p is the one-grid file's at 2 p.
+        for o in [(0, 0, 0), (3, 5, 4), (1, 2, 3)]:
+            got = r.crop("Hydro", o, 1)
+            want = r1.crop("Hydro", [2 * v for v in o], 1)
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+        with slabfeed.Loader(COMM, path=p, input="Nbody", target="Hydro",
+                             crop=4, pad=1, batch=2, seed=9, coarsen_factor=2,
+                             input_vectors=[(1, 2, 3)],
+                             target_vectors=[(0, 1, 2)]) as loader:
+            for _ in range(6):
+                b = loader.next()
+                x, t = np.from_dlpack(b.input), np.from_dlpack(b.target)
+                assert x.shape[1:] == (4, 6, 6, 6) and t.shape[1:] == (3, 2, 2, 2)
+                for i, (o, g) in enumerate(zip(b.origin, b.symmetry)):
+                    assert all((int(v) + 1) % 2 == 0 for v in o)
+                    want = r.crop("Nbody", o, 6, symmetry=g, vectors=[(1, 2, 3)])
+                    assert np.array_equal(x[i].view(np.uint32), want.view(np.uint32))
+                    shape = (8, 12, 10)
+                    coarse = [((int(v) + 1) % n) // 2 for v, n in zip(o, shape)]
+                    want = r.crop("Hydro", coarse, 2, symmetry=g, vectors=[(0, 1, 2)])
+                    assert np.array_equal(t[i].view(np.uint32), want.view(np.uint32))
+    finally:
+        r.close()
+        r1.close()
+    with pytest.raises(slabfeed.ArgumentError,
+                       match="crop 3x3x3 is not a multiple of coarsen_factor 2"):
+        slabfeed.Loader(COMM, path=p, input="Nbody", target="Hydro", crop=3,
+                        coarsen_factor=2)

@@ -385,17 +385,6 @@ const sf__option sf__options[] = {
               "(super-resolution): its crop is S x the input crop at S x "
               "its origin; a pass's writer writes on that grid"},
      FIELD(scale_factor)},
-    {{.name = "coarsen_factor",
-      .flag = "coarsen-factor",
-      .kind = SLABFEED_OPTION_INT,
-      .min = 1,
-      .max = 16,
-      .default_value = "1",
-      .metavar = "G",
-      .help = "the input's grid is G times the target's on every axis (a "
-              "coarser target): its crop is the input crop's core / G at "
-              "(origin + pad) / G; crop, tile and region multiples of G"},
-     FIELD(coarsen_factor)},
     {{.name = "input_vector_fields",
       .flag = "input-vector-fields",
       .kind = SLABFEED_OPTION_STRING,
@@ -477,6 +466,17 @@ const sf__option sf__options[] = {
       .help = "GPU memory the slabs of the ranks on one GPU may take there, "
               "e.g. 40G (0: half of that GPU's free memory at open)"},
      FIELD(device_memory)},
+    {{.name = "coarsen_factor",
+      .flag = "coarsen-factor",
+      .kind = SLABFEED_OPTION_INT,
+      .min = 1,
+      .max = 16,
+      .default_value = "1",
+      .metavar = "G",
+      .help = "the input's grid is G times the target's on every axis (a "
+              "coarser target): its crop is the input crop's core / G at "
+              "(origin + pad) / G; crop, tile and region multiples of G"},
+     FIELD(coarsen_factor)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);
