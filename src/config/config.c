@@ -830,13 +830,14 @@ slabfeed_status sf__config_check_data(const sf__config *c,
                    (long long)f, (long long)(f * info[0].shape[0]),
                    (long long)(f * info[0].shape[1]),
                    (long long)(f * info[0].shape[2]));
-        else if (info[0].shape[0] % g != 0 || info[0].shape[1] % g != 0 ||
-                 info[0].shape[2] % g != 0)
+        else if (g > 1 &&
+                 (info[0].shape[0] % g != 0 || info[0].shape[1] % g != 0 ||
+                  info[0].shape[2] % g != 0))
           snprintf(want, sizeof want,
                    "coarsen_factor %lld needs an input box that is a "
                    "multiple of %lld on every axis",
                    (long long)g, (long long)g);
-        else
+        else if (g > 1)
           snprintf(want, sizeof want,
                    "coarsen_factor %lld needs a target of %lldx%lldx%lld",
                    (long long)g, (long long)(info[0].shape[0] / g),

@@ -544,9 +544,9 @@ static void *widen_range(void *p)
  * every half not read yet (below 2 lo), so a phase's floats are
  * independent and large phases go to up to SF_WIDEN_THREADS threads (a
  * thread that cannot start leaves its part to this one). */
-static void widen_halves(float *buf, size_t n)
+static void widen_halves(float *buf, size_t n, int threads)
 {
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const long cores = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
   const int T = cores < 2                  ? 1
                 : cores < SF_WIDEN_THREADS ? (int)cores
                                            : SF_WIDEN_THREADS;
@@ -578,8 +578,8 @@ static void widen_halves(float *buf, size_t n)
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
-                            int64_t cstride, int independent, sf__progress *pg,
-                            sf__err *e)
+                            int64_t cstride, int independent, int threads,
+                            sf__progress *pg, sf__err *e)
 {
   const hsize_t mdims = (hsize_t)(info->channels * cstride);
   const hid_t fspace = H5Dget_space(dset);
@@ -618,7 +618,7 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
         if (rc >= 0)
           rc = H5Dread(dset, half, hs, fspace, dxpl, at);
         if (rc >= 0)
-          widen_halves(at, (size_t)cnt);
+          widen_halves(at, (size_t)cnt, threads);
         if (hs >= 0)
           H5Sclose(hs);
       } else {

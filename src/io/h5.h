@@ -110,12 +110,16 @@ typedef struct sf__h5_run {
  * of them hang or fail in HDF5 1.10. runs == NULL: n_runs empty runs.
  * dst's channels are cstride floats apart. independent: independent I/O
  * even for a fully allocated dataset (every rank must pass the same).
- * Each run read counts its bytes (as float32) in pg (NULL: no progress). */
+ * Each run read counts its bytes (as float32) in pg (NULL: no progress).
+ * A float16 dataset is widened to float32 on up to `threads` threads of
+ * this rank (0: up to 8, the cores permitting; the caller passes the
+ * node's cores over its ranks so that a node's ranks do not oversubscribe
+ * its cores). */
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
-                            int64_t cstride, int independent, sf__progress *pg,
-                            sf__err *e);
+                            int64_t cstride, int independent, int threads,
+                            sf__progress *pg, sf__err *e);
 
 /* Local. Whether path lies on a node-local or memory filesystem (statfs:
  * tmpfs, ramfs, ext2/3/4, xfs, btrfs, overlay, zfs, f2fs), where

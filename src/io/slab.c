@@ -1,6 +1,7 @@
 #include "io/slab.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "common/geometry.h"
 #include "io/h5.h"
@@ -82,8 +83,12 @@ slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
                max_runs); /* the rest stay empty */
   float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d)) +
                c0 * s->cube[d] * sf__store_chan(s, s->rank);
+  /* float16 widening: the node's cores shared by its ranks. */
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const long share = cores / (s->node_size > 0 ? s->node_size : 1);
   sf__h5_read(dset, path, name, info, runs, max_runs, dst,
-              s->cube[d] * sf__store_chan(s, s->rank), independent, pg, e);
+              s->cube[d] * sf__store_chan(s, s->rank), independent,
+              share > 1 ? (int)share : 1, pg, e);
   free(runs);
   return e->status;
 }
