@@ -97,7 +97,8 @@ static void print_summary(const bench_ceilings *c, double step_ms,
            "included)",
            t->exposed, r0->busy_ms, 100.0 * t->exposed / r0->busy_ms,
            r0->wall_step_ms - r0->busy_ms);
-  printf("; per rank: own slab %.0f MB + private RSS %.0f MB (peak RSS %.0f "
+  printf("; per rank: own slab in host memory %.0f MB + private RSS %.0f MB "
+         "(peak RSS %.0f "
          "MB counts the node window's shared pages)",
          t->slab / 1e6, t->anon / 1e6, t->rss / 1e6);
   printf("; G %.0f node(s) per group; from other nodes %.2f MB per step per "

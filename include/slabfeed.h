@@ -612,6 +612,11 @@ typedef struct slabfeed_stats {
   /* Added in 0.8: */
   uint64_t device_slab_bytes; /* bytes of this rank's slab held in GPU
                                  memory (residency device), else 0 */
+  /* Added in 0.9: */
+  uint64_t slab_released_bytes; /* of slab_bytes, the host bytes given
+                                   back after the device fill (residency
+                                   device with no crop piece crossing
+                                   nodes: nothing reads them), else 0 */
 } slabfeed_stats;
 
 #define SLABFEED_STATS_INIT SLABFEED_SIZED_INIT(slabfeed_stats)

@@ -23,6 +23,7 @@
  * crops (one launch per piece, no staging). */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <time.h>
+#include <unistd.h> /* sysconf */
 
 #include "cuda/cudart.h"
 #include "gpu.h"
@@ -40,15 +41,33 @@ static void check_residency(slabfeed_loader *l)
   slabfeed_stats_get(l, &st);
   char line[1024];
   slabfeed_placement(l, line, sizeof line);
-  if (residency == SLABFEED_RESIDENCY_DEVICE)
+  if (residency == SLABFEED_RESIDENCY_DEVICE) {
     CHECK(st.device_slab_bytes == st.slab_bytes &&
               strstr(line, "crops read from GPU memory (residency device") !=
                   NULL,
           "residency device: %llu of %llu slab bytes on the GPU; %s",
           (unsigned long long)st.device_slab_bytes,
           (unsigned long long)st.slab_bytes, line);
-  else
-    CHECK(st.device_slab_bytes == 0 &&
+    /* No piece crosses nodes (every group within a node): the host copy
+     * goes back, all of it but the partial pages at its two ends; else
+     * it stays for the other nodes' MPI reads. */
+    const long pg = sysconf(_SC_PAGESIZE);
+    if (st.nodes <= st.groups)
+      CHECK(st.slab_released_bytes + 2 * (uint64_t)pg >= st.slab_bytes &&
+                st.slab_released_bytes <= st.slab_bytes &&
+                strstr(line, "host copy given back") != NULL,
+            "residency device, one node a group: %llu of %llu host slab "
+            "bytes given back; %s",
+            (unsigned long long)st.slab_released_bytes,
+            (unsigned long long)st.slab_bytes, line);
+    else
+      CHECK(st.slab_released_bytes == 0 &&
+                strstr(line, "host copy kept") != NULL,
+            "residency device across nodes: %llu host slab bytes given "
+            "back; %s",
+            (unsigned long long)st.slab_released_bytes, line);
+  } else
+    CHECK(st.device_slab_bytes == 0 && st.slab_released_bytes == 0 &&
               strstr(line, "crops read from host shared memory") != NULL,
           "residency host: %llu slab bytes on the GPU; %s",
           (unsigned long long)st.device_slab_bytes, line);

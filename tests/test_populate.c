@@ -4,10 +4,12 @@
  * MADV_POPULATE_WRITE and through the page touches of older kernels
  * (SLABFEED_TEST_NO_POPULATE=1): every byte keeps its value, and a rank
  * reads the other's values through the window after it populated. The
- * automatic thread count stays within [1, SF_TOUCH_AUTO_MAX]. */
+ * automatic thread count stays within [1, SF_TOUCH_AUTO_MAX]. And the
+ * release of a shared window's pages (sf__release_pages). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <mpi.h>
 
@@ -92,9 +94,104 @@ static void shared_window(void)
   MPI_Comm_free(&node);
 }
 
+/* sf__release_pages on a shared window (residency device gives the host
+ * segment back after the fill): the whole pages inside the range read
+ * zero afterwards and the count says how many bytes; the partial pages at
+ * both ends keep their bytes, as does the other rank's segment; the
+ * window stays usable. On private memory the system refuses (0 returned)
+ * and nothing changes. */
+static void release(void)
+{
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                      &node);
+  int nrank = 0, nsize = 1;
+  MPI_Comm_rank(node, &nrank);
+  MPI_Comm_size(node, &nsize);
+  const size_t n = ((size_t)3 << 20) + 4097, pg = (size_t)sysconf(_SC_PAGESIZE);
+  unsigned char *mine = NULL;
+  MPI_Win win;
+  CHECK(MPI_Win_allocate_shared((MPI_Aint)n, 1, MPI_INFO_NULL, node, &mine,
+                                &win) == MPI_SUCCESS,
+        "MPI_Win_allocate_shared");
+  MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
+  for (size_t i = 0; i < n; i++)
+    mine[i] = (unsigned char)(pattern(i + (size_t)nrank) | 1);
+  MPI_Win_sync(win);
+  MPI_Barrier(node);
+  /* From 5 bytes in to 7 before the end. */
+  const size_t a = 5, len = n - 12;
+  const uintptr_t lo = ((uintptr_t)(mine + a) + pg - 1) / pg * pg,
+                  hi = (uintptr_t)(mine + a + len) / pg * pg;
+  const uint64_t got = sf__release_pages(mine + a, len);
+  CHECK(got == (uint64_t)(hi - lo), "released %llu bytes, want %llu",
+        (unsigned long long)got, (unsigned long long)(hi - lo));
+  size_t zeros = 0, kept = 0;
+  for (size_t i = 0; i < n; i++) {
+    const uintptr_t at = (uintptr_t)(mine + i);
+    if (at >= lo && at < hi)
+      zeros += mine[i] == 0;
+    else
+      kept += mine[i] == (unsigned char)(pattern(i + (size_t)nrank) | 1);
+  }
+  CHECK(zeros == (size_t)(hi - lo) && kept == n - (size_t)(hi - lo),
+        "after the release: %zu of %zu given-back bytes read 0, %zu of %zu "
+        "others kept",
+        zeros, (size_t)(hi - lo), kept, n - (size_t)(hi - lo));
+  MPI_Win_sync(win);
+  MPI_Barrier(node);
+  MPI_Win_sync(win);
+  const int peer = (nrank + 1) % nsize;
+  MPI_Aint sz;
+  int unit;
+  unsigned char *theirs = NULL;
+  MPI_Win_shared_query(win, peer, &sz, &unit, &theirs);
+  if (nsize > 1) {
+    /* The peer's bytes outside its given-back pages are its pattern (its
+     * given-back pages read 0; the pattern has no zero byte). */
+    size_t ok = 0, nz = 0;
+    for (size_t i = 0; i < (size_t)sz; i++) {
+      nz += theirs[i] != 0;
+      ok += theirs[i] == (unsigned char)(pattern(i + (size_t)peer) | 1);
+    }
+    CHECK(ok == nz && nz > 0,
+          "rank %d: node rank %d's kept bytes: %zu of its %zu non-zero "
+          "bytes are its own",
+          rank, peer, ok, nz);
+  }
+  MPI_Barrier(node); /* the peer has read this segment */
+  /* Written again after the release, the pages hold the new bytes. */
+  memset(mine, 0x5a, n);
+  size_t back = 0;
+  for (size_t i = 0; i < n; i++)
+    back += mine[i] == 0x5a;
+  CHECK(back == n, "the window after the release: %zu of %zu bytes written",
+        back, n);
+  MPI_Win_unlock_all(win);
+  MPI_Win_free(&win);
+  MPI_Comm_free(&node);
+  unsigned char *priv = malloc(n);
+  CHECK(priv != NULL, "allocate");
+  if (priv != NULL) {
+    memset(priv, 0x33, n);
+    const uint64_t r = sf__release_pages(priv, n);
+    size_t same = 0;
+    for (size_t i = 0; i < n; i++)
+      same += priv[i] == 0x33;
+    CHECK(r == 0 && same == n,
+          "private memory: %llu bytes released, %zu of %zu kept",
+          (unsigned long long)r, same, n);
+    free(priv);
+  }
+  CHECK(sf__release_pages(NULL, 100) == 0, "NULL: nothing released");
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
+  release();
   private_memory(0);
   setenv("SLABFEED_TEST_NO_POPULATE", "1", 1);
   private_memory(1);

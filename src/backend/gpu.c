@@ -1008,8 +1008,11 @@ static slabfeed_status gpu_reside(sf__backend *g, char *how, size_t len,
       sf__cudart_set_device(g->device, e) == SLABFEED_OK) {
     sf__err local;
     sf__err_clear(&local);
+    /* Without remote pieces no rank reads another node's host segment:
+     * with the slabs on the GPU, the host copies can go. */
+    const int host_unread = !sf__fetch_needed(g->ctx.plan);
     if (sf__resident_open(&g->res, g->ctx.cfg, g->ctx.store, g->device, g->copy,
-                          e) == SLABFEED_OK &&
+                          host_unread, e) == SLABFEED_OK &&
         !g->res.on && register_window(g, e) == SLABFEED_OK &&
         sf__inject("register", g->ctx.store->rank))
       sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'register'");
@@ -1019,7 +1022,8 @@ static slabfeed_status gpu_reside(sf__backend *g, char *how, size_t len,
   g->direct = g->res.on && direct_wanted(g->ctx.plan);
   snprintf(how, len, "%s", g->res.how);
   const slabfeed_stats held = {.device_slab_bytes =
-                                   g->res.on ? g->res.bytes : 0};
+                                   g->res.on ? g->res.bytes : 0,
+                               .slab_released_bytes = g->res.released};
   sf__stats_add(g->ctx.stats, &held);
   return e->status;
 }

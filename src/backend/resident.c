@@ -162,7 +162,7 @@ static slabfeed_status map_node(sf__resident *r, sf__store *s, int device,
 
 slabfeed_status sf__resident_open(sf__resident *r, const sf__config *cfg,
                                   sf__store *s, int device, cudaStream_t copy,
-                                  sf__err *e)
+                                  int host_unread, sf__err *e)
 {
   r->resided = 1;
   const slabfeed_residency want = cfg->pub.residency;
@@ -232,13 +232,26 @@ slabfeed_status sf__resident_open(sf__resident *r, const sf__config *cfg,
     return e->status;
   s->dpeer = r->dpeer;
   r->on = 1;
+  /* Every piece of the node is read from device memory now (the device
+   * sources come first: source.h), and no other node reads this segment:
+   * its host pages go back to the system. Each rank its own; the copies
+   * were agreed above, so no rank reads a host segment any more. */
+  if (host_unread)
+    r->released = sf__release_pages(s->base, (uint64_t)s->bytes);
+  char host[96];
+  if (host_unread)
+    snprintf(host, sizeof host, "; host copy given back: %.2f GB",
+             (double)r->released / 1e9);
+  else
+    snprintf(host, sizeof host,
+             "; host copy kept: other nodes read it over MPI");
   const double gb = (double)r->bytes / 1e9;
   snprintf(r->how, sizeof r->how,
            "GPU memory (residency %s: %s; this rank's %.2f GB filled in "
            "%.2f s = %.2f GB/s; %d of the node's other slabs mapped over "
-           "CUDA IPC)",
+           "CUDA IPC%s)",
            name, fit, gb, r->fill_s, r->fill_s > 0 ? gb / r->fill_s : 0.0,
-           r->nmapped);
+           r->nmapped, host);
   return SLABFEED_OK;
 }
 

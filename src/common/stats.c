@@ -35,6 +35,7 @@ void sf__stats_add(sf__stats *s, const slabfeed_stats *d)
   t->remote_gets += d->remote_gets;
   t->remote_runs += d->remote_runs;
   t->device_slab_bytes += d->device_slab_bytes;
+  t->slab_released_bytes += d->slab_released_bytes;
   if (d->loader_thread)
     t->loader_thread = d->loader_thread;
   /* The placement is set once, at open. */

@@ -74,6 +74,21 @@ static void *populate_range(void *arg)
   return NULL;
 }
 
+uint64_t sf__release_pages(void *p, uint64_t bytes)
+{
+  const long pg = sysconf(_SC_PAGESIZE);
+  if (p == NULL || pg <= 0)
+    return 0;
+  const uintptr_t page = (uintptr_t)pg, a = (uintptr_t)p;
+  const uintptr_t lo = (a + page - 1) / page * page;
+  const uintptr_t hi = (a + (uintptr_t)bytes) / page * page;
+  if (hi <= lo)
+    return 0;
+  if (madvise((void *)lo, (size_t)(hi - lo), MADV_REMOVE) != 0)
+    return 0;
+  return (uint64_t)(hi - lo);
+}
+
 int sf__populate(void *p, size_t bytes, int threads)
 {
   enum { MAX = 64 };

@@ -34,4 +34,12 @@ int sf__touch_threads(int option, int node_ranks);
  * touched instead. Local; no MPI; the memory must stay mapped. */
 int sf__populate(void *p, size_t bytes, int threads);
 
+/* Gives the pages of [p, p + bytes) back to the system, backing store
+ * included (madvise MADV_REMOVE: shared memory and files that can punch
+ * holes), whole pages inside the range only. Reading them afterwards
+ * gives zeros: only for memory nothing will read again. Returns the bytes
+ * given back, 0 where the system refused (the memory is then unchanged).
+ * Local; no MPI. */
+uint64_t sf__release_pages(void *p, uint64_t bytes);
+
 #endif
