@@ -1,6 +1,7 @@
 #define _DEFAULT_SOURCE /* madvise(2) */
 #include "common/sys.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,9 +85,16 @@ uint64_t sf__release_pages(void *p, uint64_t bytes)
   const uintptr_t hi = (a + (uintptr_t)bytes) / page * page;
   if (hi <= lo)
     return 0;
-  if (madvise((void *)lo, (size_t)(hi - lo), MADV_REMOVE) != 0)
-    return 0;
-  return (uint64_t)(hi - lo);
+  /* Shared memory: MADV_REMOVE frees the backing store. Private memory
+   * (an MPI library may allocate a node window of one process so) refuses
+   * it with EINVAL: MADV_DONTNEED frees private pages. A shared mapping
+   * whose file cannot punch holes refuses with another errno: kept. */
+  if (madvise((void *)lo, (size_t)(hi - lo), MADV_REMOVE) == 0)
+    return (uint64_t)(hi - lo);
+  if (errno == EINVAL &&
+      madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED) == 0)
+    return (uint64_t)(hi - lo);
+  return 0;
 }
 
 int sf__populate(void *p, size_t bytes, int threads)

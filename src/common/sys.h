@@ -36,10 +36,11 @@ int sf__populate(void *p, size_t bytes, int threads);
 
 /* Gives the pages of [p, p + bytes) back to the system, backing store
  * included (madvise MADV_REMOVE: shared memory and files that can punch
- * holes), whole pages inside the range only. Reading them afterwards
- * gives zeros: only for memory nothing will read again. Returns the bytes
- * given back, 0 where the system refused (the memory is then unchanged).
- * Local; no MPI. */
+ * holes; MADV_DONTNEED: private memory), whole pages inside the range
+ * only. Reading them afterwards gives zeros (private memory of a file:
+ * the file's bytes): only for memory nothing will read again. Returns the
+ * bytes given back, 0 where the system refused (the memory is then
+ * unchanged). Local; no MPI. */
 uint64_t sf__release_pages(void *p, uint64_t bytes);
 
 #endif

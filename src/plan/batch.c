@@ -136,17 +136,21 @@ static slabfeed_status init_volumes(sf__batch_plan *b, const sf__config *c,
                       c->path);
     return SLABFEED_OK;
   }
+  /* The suite's boxes are on the planes' grid; the caller's (the
+   * input's) are g x. */
+  const int64_t g = sf__config_coarsen(c);
   if (p->n_holdout > 0)
     for (int i = 1; i < s->n; i++)
       if (memcmp(s->shape[i], s->shape[0], sizeof s->shape[0]) != 0)
-        return sf__fail(e, SLABFEED_ERR_ARG,
-                        "config: held-out regions apply inside every volume, "
-                        "which needs volumes of one shape; volume %d '%s' is "
-                        "%lldx%lldx%lld, volume 0 '%s' %lldx%lldx%lld",
-                        i, s->path[i], (long long)s->shape[i][0],
-                        (long long)s->shape[i][1], (long long)s->shape[i][2],
-                        s->path[0], (long long)s->shape[0][0],
-                        (long long)s->shape[0][1], (long long)s->shape[0][2]);
+        return sf__fail(
+            e, SLABFEED_ERR_ARG,
+            "config: held-out regions apply inside every volume, "
+            "which needs volumes of one shape; volume %d '%s' is "
+            "%lldx%lldx%lld, volume 0 '%s' %lldx%lldx%lld",
+            i, s->path[i], (long long)(g * s->shape[i][0]),
+            (long long)(g * s->shape[i][1]), (long long)(g * s->shape[i][2]),
+            s->path[0], (long long)(g * s->shape[0][0]),
+            (long long)(g * s->shape[0][1]), (long long)(g * s->shape[0][2]));
   uint64_t *w = malloc((size_t)s->n * sizeof *w);
   if (w == NULL)
     return sf__fail(e, SLABFEED_ERR_NOMEM, "volume weights");
@@ -301,6 +305,23 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
                                          (const int64_t(*)[6])boxes, e)
                    : SLABFEED_OK;
   b->sampler.shape[0] = info[0].shape[0];
+  if (hs == SLABFEED_ERR_ARG && g > 1 && b->sampler.hold != NULL &&
+      b->sampler.hold->allowed == 0) {
+    /* The sampler says it on the planes' grid: say it in the caller's
+     * input voxels. */
+    sf__err_clear(e);
+    sf__fail(e, SLABFEED_ERR_ARG,
+             "holdout: the %d held-out region%s leave%s no crop origin: "
+             "every %lldx%lldx%lld crop of the %lldx%lldx%lld box would "
+             "contain a held-out voxel (each region widened to whole voxels "
+             "of the target's grid, coarsen_factor %lld; smaller regions or "
+             "crop)",
+             p->n_holdout, p->n_holdout == 1 ? "" : "s",
+             p->n_holdout == 1 ? "s" : "", (long long)p->crop[0],
+             (long long)p->crop[1], (long long)p->crop[2],
+             (long long)(g * vshape[0]), (long long)(g * vshape[1]),
+             (long long)(g * vshape[2]), (long long)g);
+  }
   if (hs != SLABFEED_OK)
     return e->status;
   /* Locality mode draws z origins in the z-range of the rank's node. */
