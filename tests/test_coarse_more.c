@@ -29,9 +29,10 @@
  *    ends; a loader of one rank with batch P x B (MPI_COMM_SELF) gives
  *    global sample s P B + r B + i the same origin, symmetry, volume and
  *    bits as rank r's sample i.
- *  - The documented stream: the origin is (g q - P) mod N with q the
- *    coarse voxel the counter-based stream draws on each axis
- *    (docs/CONVENTIONS.md, "A target on a coarser grid").
+ *  - The documented stream: the origin is (g q - P) mod N with
+ *    q = p + ceil(P / g), p the coarse cover's first voxel the
+ *    counter-based stream draws on each axis (docs/CONVENTIONS.md, "A
+ *    target on a coarser grid").
  *  - Refused alike on every rank, in the caller's input voxels: a suite
  *    whose volume 1 has a coarse target of another shape (a manifest of
  *    target files); hold-out regions over volumes of different shapes
