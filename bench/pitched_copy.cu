@@ -91,8 +91,8 @@ int main(int argc, char **argv)
   const double link = (double)crop * reps / now_s(t0, t1) / 1e9;
   printf("pitched_copy: box %zux%zux%zu x %zu ch (%.2f GB registered, %s), "
          "crop %zu^3 x %zu (%.1f MB); contiguous %.2f GB/s\n",
-         Z, W, W, C, box / 1e9, huge ? "huge pages asked" : "4 KiB pages", E,
-         C, crop / 1e6, link);
+         Z, W, W, C, box / 1e9, huge ? "huge pages asked" : "4 KiB pages", E, C,
+         crop / 1e6, link);
   srand(7);
   for (int S = 1; S <= 4; S *= 2) {
     /* Warm-up crop, then reps timed on stream 0's clock: every crop's
@@ -115,8 +115,8 @@ int main(int argc, char **argv)
           p.srcPtr = make_cudaPitchedPtr(host + c * Z * W * W,
                                          W * sizeof(float), W, W);
           p.srcPos = make_cudaPos(x * sizeof(float), y, z + k0);
-          p.dstPtr = make_cudaPitchedPtr(dev + c * E * E * E,
-                                         E * sizeof(float), E, E);
+          p.dstPtr =
+              make_cudaPitchedPtr(dev + c * E * E * E, E * sizeof(float), E, E);
           p.dstPos = make_cudaPos(0, 0, k0);
           p.extent = make_cudaExtent(E * sizeof(float), E, k1 - k0);
           p.kind = cudaMemcpyHostToDevice;
