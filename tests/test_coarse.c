@@ -35,32 +35,6 @@
 static int rank, size;
 static const int vg[1][3] = {{1, 2, 3}};
 
-static uint32_t bits(float v)
-{
-  uint32_t u;
-  memcpy(&u, &v, sizeof u);
-  return u;
-}
-
-/* (4, n0, n1, n2) float32 of distinct values (seed k) as `name`. */
-static void put4(hid_t f, const char *name, const int64_t n[3], int k)
-{
-  const hsize_t dims[4] = {4, (hsize_t)n[0], (hsize_t)n[1], (hsize_t)n[2]};
-  const size_t count = 4 * (size_t)(n[0] * n[1] * n[2]);
-  float *b = malloc(count * sizeof *b);
-  for (size_t i = 0; i < count; i++)
-    b[i] = (float)(k * 1000000 + (int64_t)i) * 0.25f;
-  const hid_t s = H5Screate_simple(4, dims, NULL);
-  const hid_t d = H5Dcreate2(f, name, H5T_IEEE_F32LE, s, H5P_DEFAULT,
-                             H5P_DEFAULT, H5P_DEFAULT);
-  CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                           b) >= 0,
-        "write %s", name);
-  H5Dclose(d);
-  H5Sclose(s);
-  free(b);
-}
-
 static void config(slabfeed_config *c, const char *in, const char *target,
                    int g, int crop, int pad)
 {
@@ -236,7 +210,7 @@ static void check_pass(const char *in, const char *target, const whole *want,
     CHECK(got.dims[a] == want->dims[a], "output dims[%d] %lld, want %lld", a,
           (long long)got.dims[a], (long long)want->dims[a]);
   for (int64_t i = 0; got.v != NULL && i < n; i++)
-    bad += bits(got.v[i]) != bits(want->v[i]);
+    bad += f32_bits(got.v[i]) != f32_bits(want->v[i]);
   CHECK(bad == 0, "g %d pass like %s: %lld of %lld written voxels differ", g,
         like == 0 ? "input" : "target", (long long)bad, (long long)n);
   if (rank == 0)
@@ -245,26 +219,6 @@ static void check_pass(const char *in, const char *target, const whole *want,
            g, T, P, like == 0 ? "input" : "target", (long long)n,
            (long long)bad);
   whole_free(&got);
-}
-
-/* Writes a generated pair: input "fine" (4 channels on n), target
- * "coarse" (4 channels on n / g), content index or field, seed 5. */
-static void gen_pair(const char *path, const int64_t n[3], int g, int field)
-{
-  slabfeed_gen_config gc;
-  slabfeed_gen_config_init(&gc);
-  gc.path = path;
-  gc.input = "fine";
-  gc.target = "coarse";
-  memcpy(gc.shape, n, sizeof gc.shape);
-  gc.input_channels = gc.target_channels = 4;
-  gc.content = field ? SLABFEED_CONTENT_FIELD : SLABFEED_CONTENT_INDEX;
-  gc.seed = 5;
-  gc.coarsen_factor = g;
-  gc.overwrite = 1;
-  char err[1024];
-  CHECK(slabfeed_generate(MPI_COMM_WORLD, &gc, err, sizeof err) == SLABFEED_OK,
-        "generate %s (coarsen factor %d): %s", path, g, err);
 }
 
 /* The generator's coarse pairs, read back with plain HDF5, then cropped. */
@@ -276,9 +230,9 @@ static void check_generated(const char *tag, int remote)
   snprintf(idx, sizeof idx, "coarse_%s_%d_gen_index.h5", tag, size);
   snprintf(fld, sizeof fld, "coarse_%s_%d_gen_field.h5", tag, size);
   snprintf(one, sizeof one, "coarse_%s_%d_gen_field1.h5", tag, size);
-  gen_pair(idx, N, g, 0);
-  gen_pair(fld, N, g, 1);
-  gen_pair(one, N, 1, 1);
+  generate_pair(idx, N, "fine", "coarse", 1, g, 0);
+  generate_pair(fld, N, "fine", "coarse", 1, g, 1);
+  generate_pair(one, N, "fine", "coarse", 1, 1, 1);
   whole w[2], fw[2], ow[2];
   CHECK(whole_read(idx, "fine", 0, &w[0]) == 0 &&
             whole_read(idx, "coarse", 0, &w[1]) == 0 &&
@@ -301,12 +255,12 @@ static void check_generated(const char *tag, int remote)
       for (int64_t z = 0; z < N[0] / s; z++)
         for (int64_t y = 0; y < N[1] / s; y++)
           for (int64_t x = 0; x < N[2] / s; x++) {
-            bad += bits(whole_at(&w[d], c, z, y, x)) !=
-                   bits(slabfeed_index_value(d, (int)c, z, y, x));
+            bad += f32_bits(whole_at(&w[d], c, z, y, x)) !=
+                   f32_bits(slabfeed_index_value(d, (int)c, z, y, x));
             /* The coarse field at p is the field of the plain file at
              * g p; the input is the plain file's. */
-            bad += bits(whole_at(&fw[d], c, z, y, x)) !=
-                   bits(whole_at(&ow[d], c, s * z, s * y, s * x));
+            bad += f32_bits(whole_at(&fw[d], c, z, y, x)) !=
+                   f32_bits(whole_at(&ow[d], c, s * z, s * y, s * x));
           }
   }
   CHECK(bad == 0,
@@ -340,10 +294,10 @@ int main(int argc, char **argv)
     if (rank == 0) {
       const int64_t C[3] = {N[k][0] / gs[k], N[k][1] / gs[k], N[k][2] / gs[k]};
       hid_t f = H5Fcreate(in[k], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-      put4(f, "fine", N[k], 1 + k);
+      put_f32x4(f, "fine", N[k], 1 + k, 0.25f);
       H5Fclose(f);
       f = H5Fcreate(co[k], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-      put4(f, "coarse", C, 3 + k);
+      put_f32x4(f, "coarse", C, 3 + k, 0.25f);
       H5Fclose(f);
     }
   }

@@ -48,25 +48,6 @@ static const int vg[1][3] = {{1, 2, 3}};
 
 #define MAXB 16 /* samples of the largest batch recorded */
 
-/* (4, n0, n1, n2) float32 of distinct values (seed k) as `name`. */
-static void put4(hid_t f, const char *name, const int64_t n[3], int k)
-{
-  const hsize_t dims[4] = {4, (hsize_t)n[0], (hsize_t)n[1], (hsize_t)n[2]};
-  const size_t count = 4 * (size_t)(n[0] * n[1] * n[2]);
-  float *b = malloc(count * sizeof *b);
-  for (size_t i = 0; i < count; i++)
-    b[i] = (float)(k * 1000000 + (int64_t)i) * 0.25f;
-  const hid_t s = H5Screate_simple(4, dims, NULL);
-  const hid_t d = H5Dcreate2(f, name, H5T_IEEE_F32LE, s, H5P_DEFAULT,
-                             H5P_DEFAULT, H5P_DEFAULT);
-  CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                           b) >= 0,
-        "write %s", name);
-  H5Dclose(d);
-  H5Sclose(s);
-  free(b);
-}
-
 /* One volume: its input file ("fine", box N), the file of its coarse
  * target ("coarse", box N / g; the same file or one of its own), both
  * read whole with plain HDF5. */
@@ -89,15 +70,15 @@ static void vol_write(vol *v, const char *in, const char *co,
   const int64_t C[3] = {N[0] / g, N[1] / g, N[2] / g};
   hid_t f = H5Fcreate(v->in, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   CHECK(f >= 0, "create %s", v->in);
-  put4(f, "fine", N, k);
+  put_f32x4(f, "fine", N, k, 0.25f);
   if (co == NULL)
-    put4(f, "coarse", C, 50 + k);
+    put_f32x4(f, "coarse", C, 50 + k, 0.25f);
   H5Fclose(f);
   if (co == NULL)
     return;
   f = H5Fcreate(v->co, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   CHECK(f >= 0, "create %s", v->co);
-  put4(f, "coarse", C, 50 + k);
+  put_f32x4(f, "coarse", C, 50 + k, 0.25f);
   H5Fclose(f);
 }
 

@@ -27,32 +27,6 @@
 static int rank, size;
 static const int vg[1][3] = {{1, 2, 3}};
 
-static uint32_t bits(float v)
-{
-  uint32_t u;
-  memcpy(&u, &v, sizeof u);
-  return u;
-}
-
-/* (4, n0, n1, n2) float32 of distinct values (seed k) as `name`. */
-static void put4(hid_t f, const char *name, const int64_t n[3], int k)
-{
-  const hsize_t dims[4] = {4, (hsize_t)n[0], (hsize_t)n[1], (hsize_t)n[2]};
-  const size_t count = 4 * (size_t)(n[0] * n[1] * n[2]);
-  float *b = malloc(count * sizeof *b);
-  for (size_t i = 0; i < count; i++)
-    b[i] = (float)(k * 1000000 + (int64_t)i) * 0.5f;
-  const hid_t s = H5Screate_simple(4, dims, NULL);
-  const hid_t d = H5Dcreate2(f, name, H5T_IEEE_F32LE, s, H5P_DEFAULT,
-                             H5P_DEFAULT, H5P_DEFAULT);
-  CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                           b) >= 0,
-        "write %s", name);
-  H5Dclose(d);
-  H5Sclose(s);
-  free(b);
-}
-
 static void config(slabfeed_config *c, const char *lr, const char *target,
                    int f, int crop, int pad)
 {
@@ -195,7 +169,7 @@ static void check_pass(const char *lr, const char *target, const whole *hr,
     CHECK(got.dims[a] == hr->dims[a], "output dims[%d] %lld, want %lld", a,
           (long long)got.dims[a], (long long)hr->dims[a]);
   for (int64_t i = 0; got.v != NULL && i < n; i++)
-    bad += bits(got.v[i]) != bits(hr->v[i]);
+    bad += f32_bits(got.v[i]) != f32_bits(hr->v[i]);
   CHECK(bad == 0,
         "f %d pass: %lld of %lld written voxels differ from the "
         "fine target",
@@ -207,26 +181,6 @@ static void check_pass(const char *lr, const char *target, const whole *hr,
   whole_free(&got);
 }
 
-/* Writes a generated pair: input "lr" (4 channels on n), target "hr"
- * (4 channels on f x n), content index or field, seed 5. */
-static void gen_pair(const char *path, const int64_t n[3], int f, int field)
-{
-  slabfeed_gen_config g;
-  slabfeed_gen_config_init(&g);
-  g.path = path;
-  g.input = "lr";
-  g.target = "hr";
-  memcpy(g.shape, n, sizeof g.shape);
-  g.input_channels = g.target_channels = 4;
-  g.content = field ? SLABFEED_CONTENT_FIELD : SLABFEED_CONTENT_INDEX;
-  g.seed = 5;
-  g.scale_factor = f;
-  g.overwrite = 1;
-  char err[1024];
-  CHECK(slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err) == SLABFEED_OK,
-        "generate %s (scale factor %d): %s", path, f, err);
-}
-
 /* The generator's pairs, read back with plain HDF5, then cropped. */
 static void check_generated(const char *tag, int remote)
 {
@@ -236,9 +190,9 @@ static void check_generated(const char *tag, int remote)
   snprintf(idx, sizeof idx, "sr_%s_%d_gen_index.h5", tag, size);
   snprintf(fld, sizeof fld, "sr_%s_%d_gen_field.h5", tag, size);
   snprintf(one, sizeof one, "sr_%s_%d_gen_field1.h5", tag, size);
-  gen_pair(idx, N, f, 0);
-  gen_pair(fld, N, f, 1);
-  gen_pair(one, N, 1, 1);
+  generate_pair(idx, N, "lr", "hr", f, 1, 0);
+  generate_pair(fld, N, "lr", "hr", f, 1, 1);
+  generate_pair(one, N, "lr", "hr", 1, 1, 1);
   whole w[2], fw[2], ow[2];
   CHECK(whole_read(idx, "lr", 0, &w[0]) == 0 &&
             whole_read(idx, "hr", 0, &w[1]) == 0 &&
@@ -261,12 +215,12 @@ static void check_generated(const char *tag, int remote)
       for (int64_t z = 0; z < s * N[0]; z++)
         for (int64_t y = 0; y < s * N[1]; y++)
           for (int64_t x = 0; x < s * N[2]; x++) {
-            bad += bits(whole_at(&w[d], c, z, y, x)) !=
-                   bits(slabfeed_index_value(d, (int)c, z, y, x));
+            bad += f32_bits(whole_at(&w[d], c, z, y, x)) !=
+                   f32_bits(slabfeed_index_value(d, (int)c, z, y, x));
             /* The fine field at f p is the field of the plain file at p. */
             if (z % s == 0 && y % s == 0 && x % s == 0)
-              bad += bits(whole_at(&fw[d], c, z, y, x)) !=
-                     bits(whole_at(&ow[d], c, z / s, y / s, x / s));
+              bad += f32_bits(whole_at(&fw[d], c, z, y, x)) !=
+                     f32_bits(whole_at(&ow[d], c, z / s, y / s, x / s));
           }
   }
   CHECK(bad == 0,
@@ -299,10 +253,10 @@ int main(int argc, char **argv)
     if (rank == 0) {
       const int64_t F[3] = {fs[k] * N[k][0], fs[k] * N[k][1], fs[k] * N[k][2]};
       hid_t f = H5Fcreate(lr[k], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-      put4(f, "lr", N[k], 1 + k);
+      put_f32x4(f, "lr", N[k], 1 + k, 0.5f);
       H5Fclose(f);
       f = H5Fcreate(hr[k], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-      put4(f, "hr", F, 3 + k);
+      put_f32x4(f, "hr", F, 3 + k, 0.5f);
       H5Fclose(f);
     }
   }

@@ -126,6 +126,64 @@ static inline int64_t crop_mismatches(const slabfeed_tensor *t, int i, int C,
   return bad;
 }
 
+/* The bits of a float (bit-for-bit comparisons that tell -0 from 0 and
+ * compare NaNs). */
+static inline uint32_t f32_bits(float v)
+{
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  return u;
+}
+
+/* Writes `name` into the open file f with the plain HDF5 API: (4, n0, n1,
+ * n2) float32, value i (in C order) (k * 1000000 + i) * scale: distinct
+ * values per seed k, exact in float32 for the tests' boxes. */
+static inline void put_f32x4(hid_t f, const char *name, const int64_t n[3],
+                             int k, float scale)
+{
+  const hsize_t dims[4] = {4, (hsize_t)n[0], (hsize_t)n[1], (hsize_t)n[2]};
+  const size_t count = 4 * (size_t)(n[0] * n[1] * n[2]);
+  float *b = malloc(count * sizeof *b);
+  CHECK(b != NULL, "allocate %zu floats for %s", count, name);
+  if (b == NULL)
+    return;
+  for (size_t i = 0; i < count; i++)
+    b[i] = (float)(k * 1000000 + (int64_t)i) * scale;
+  const hid_t s = H5Screate_simple(4, dims, NULL);
+  const hid_t d = H5Dcreate2(f, name, H5T_IEEE_F32LE, s, H5P_DEFAULT,
+                             H5P_DEFAULT, H5P_DEFAULT);
+  CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                           b) >= 0,
+        "write %s", name);
+  H5Dclose(d);
+  H5Sclose(s);
+  free(b);
+}
+
+/* Generates a pair of grids (collectively, replacing an earlier file):
+ * input `in` (4 channels on box n) and target `tg` (4 channels on n x
+ * scale / coarsen), content index or field, seed 5. */
+static inline void generate_pair(const char *path, const int64_t n[3],
+                                 const char *in, const char *tg, int scale,
+                                 int coarsen, int field)
+{
+  slabfeed_gen_config g;
+  slabfeed_gen_config_init(&g);
+  g.path = path;
+  g.input = in;
+  g.target = tg;
+  memcpy(g.shape, n, sizeof g.shape);
+  g.input_channels = g.target_channels = 4;
+  g.content = field ? SLABFEED_CONTENT_FIELD : SLABFEED_CONTENT_INDEX;
+  g.seed = 5;
+  g.scale_factor = scale;
+  g.coarsen_factor = coarsen;
+  g.overwrite = 1;
+  char err[1024];
+  CHECK(slabfeed_generate(MPI_COMM_WORLD, &g, err, sizeof err) == SLABFEED_OK,
+        "generate %s (scale %d, coarsen %d): %s", path, scale, coarsen, err);
+}
+
 static inline void whole_free(whole *w)
 {
   free(w->v);
