@@ -82,6 +82,16 @@ typedef struct sf__backend_ops {
    * end that reads them where the store holds them. The facade agrees on
    * the outcome. */
   slabfeed_status (*reside)(sf__backend *b, char *how, size_t len, sf__err *e);
+  /* Start-up work that can run beside the open's read (0.9: the CUDA
+   * context of the rank's device), begun on a thread of its own at the
+   * start of open: cfg the options, node_rank the rank's place among its
+   * node's ranks (device local). Returns a handle for warm_join, or NULL
+   * (nothing begun). Local; no MPI; failures are left to open to meet and
+   * report. NULL: no such work. */
+  void *(*warm)(const sf__config *cfg, int node_rank);
+  /* Waits for the work warm began and releases the handle (NULL: no-op).
+   * Called on every path out of open that follows warm. */
+  void (*warm_join)(void *handle);
 } sf__backend_ops;
 
 /* Host batches: gathered and transformed on the calling thread (host.c). */

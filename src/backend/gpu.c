@@ -1036,7 +1036,58 @@ static uint64_t gpu_host_bytes(const sf__context *ctx)
   return 0;
 }
 
+/* ---- Start-up beside the read ----------------------------------------------
+ * The CUDA context of the rank's device is made on a thread of its own
+ * while the open reads the slabs (cudaSetDevice creates the primary
+ * context, CUDA 12 on); gpu_open then finds it made. */
+typedef struct gpu_warm_t {
+  pthread_t th;
+  int device;    /* or SLABFEED_DEVICE_LOCAL */
+  int node_rank; /* for device local */
+} gpu_warm_t;
+
+static void *warm_main(void *arg)
+{
+  gpu_warm_t *w = arg;
+  int count = 0;
+  sf__cudart_device_count(&count);
+  const int device = w->device == SLABFEED_DEVICE_LOCAL && count > 0
+                         ? w->node_rank % count
+                         : w->device;
+  sf__err ignored; /* open meets and reports any failure itself */
+  sf__err_clear(&ignored);
+  if (device >= 0 && device < count)
+    sf__cudart_set_device(device, &ignored);
+  return NULL;
+}
+
+static void *gpu_warm(const sf__config *cfg, int node_rank)
+{
+  if (cfg->pub.device < 0 && cfg->pub.device != SLABFEED_DEVICE_LOCAL)
+    return NULL;
+  gpu_warm_t *w = calloc(1, sizeof *w);
+  if (w == NULL)
+    return NULL;
+  w->device = cfg->pub.device;
+  w->node_rank = node_rank;
+  if (pthread_create(&w->th, NULL, warm_main, w) != 0) {
+    free(w);
+    return NULL;
+  }
+  return w;
+}
+
+static void gpu_warm_join(void *handle)
+{
+  gpu_warm_t *w = handle;
+  if (w == NULL)
+    return;
+  pthread_join(w->th, NULL);
+  free(w);
+}
+
 const sf__backend_ops sf__gpu_backend = {
     "gpu",    gpu_host_bytes,   gpu_open,  gpu_start,
     gpu_next, gpu_copy_to_host, gpu_close, gpu_reside,
+    gpu_warm, gpu_warm_join,
 };

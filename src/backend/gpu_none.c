@@ -13,5 +13,14 @@ static slabfeed_status none_open(const sf__context *ctx, sf__backend **out,
 }
 
 const sf__backend_ops sf__gpu_backend = {
-    "gpu (not built)", NULL, none_open, NULL, NULL, NULL, NULL, NULL,
+    "gpu (not built)",
+    NULL,
+    none_open,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };

@@ -233,6 +233,6 @@ static slabfeed_status host_copy_to_host(sf__backend *h,
 }
 
 const sf__backend_ops sf__host_backend = {
-    "host",    host_bytes,        host_open,  host_start,
-    host_next, host_copy_to_host, host_close, NULL,
+    "host",     host_bytes, host_open, host_start, host_next, host_copy_to_host,
+    host_close, NULL,       NULL,      NULL,
 };

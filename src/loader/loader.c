@@ -220,8 +220,25 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
   free(cuts);
 }
 
-/* Store, slabs, plan and back end, each stage agreed on by all ranks. */
-static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
+/* The rank's place among the ranks of its node in l->comm (device local);
+ * collective over l->comm, called by every rank whatever its device. */
+static int node_rank_of(const slabfeed_loader *l)
+{
+  MPI_Comm node = MPI_COMM_NULL;
+  int r = 0;
+  if (MPI_Comm_split_type(l->comm, MPI_COMM_TYPE_SHARED, l->rank, MPI_INFO_NULL,
+                          &node) == MPI_SUCCESS &&
+      node != MPI_COMM_NULL) {
+    MPI_Comm_rank(node, &r);
+    MPI_Comm_free(&node);
+  }
+  return r;
+}
+
+/* The stages of open_stages (below) after its start-up work began: warm
+ * is joined on every path before the back end opens (or the open ends). */
+static slabfeed_status open_read_and_back_end(slabfeed_loader *l, void *warm,
+                                              sf__err *e)
 {
   sf__volume v;
   slabfeed_dataset_info info[2];
@@ -236,12 +253,16 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
     open_store(l, &v, info, e);
   }
   sf__volume_close(&v);
-  if (e->status != SLABFEED_OK)
+  if (e->status != SLABFEED_OK) {
+    if (l->ops->warm_join != NULL)
+      l->ops->warm_join(warm);
     return e->status;
+  }
 
   sf__batch_init(&l->plan, &l->cfg, info, &l->suite, &l->store, e);
   injected(l, "plan", e);
-  l->ops = l->cfg.pub.device != -1 ? &sf__gpu_backend : &sf__host_backend;
+  if (l->ops->warm_join != NULL)
+    l->ops->warm_join(warm);
   const sf__context ctx = {&l->cfg, &l->store, &l->plan, &l->stats,
                            l->thread_level};
   if (sf__agree(l->comm, e) == SLABFEED_OK &&
@@ -255,6 +276,16 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
   if (e->status == SLABFEED_OK)
     l->ops->start(l->backend, 0, 0, e);
   return sf__agree(l->comm, e);
+}
+
+/* Store, slabs, plan and back end, each stage agreed on by all ranks. The
+ * back end's start-up work (warm) runs beside the volume's open and read. */
+static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
+{
+  l->ops = l->cfg.pub.device != -1 ? &sf__gpu_backend : &sf__host_backend;
+  const int node_rank = node_rank_of(l);
+  void *warm = l->ops->warm != NULL ? l->ops->warm(&l->cfg, node_rank) : NULL;
+  return open_read_and_back_end(l, warm, e);
 }
 
 /* Releases what open took; safe on a partly opened loader. */
