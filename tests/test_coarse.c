@@ -221,6 +221,53 @@ static void check_pass(const char *in, const char *target, const whole *want,
   whole_free(&got);
 }
 
+/* A writer like the coarse target checks its chunk against the coarse
+ * output (region / g), not the input's region: an edge of the input's
+ * box but past the coarse box is refused naming the output, one within it
+ * is taken. */
+static void check_writer_chunk(const char *in, const char *target, int g,
+                               const int64_t N[3], const char *out)
+{
+  slabfeed_config c;
+  config(&c, in, target, g, g, 0);
+  c.tile = 2 * g;
+  c.pad = 1;
+  c.batch = 2;
+  slabfeed_loader *l = NULL;
+  char err[1024];
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
+        "open pass (g %d): %s", g, err);
+  if (l == NULL)
+    return;
+  for (int k = 0; k < 2; k++) {
+    slabfeed_writer_config wc;
+    slabfeed_writer_config_init(&wc);
+    wc.path = out;
+    wc.overwrite = 1;
+    wc.like = SLABFEED_LIKE_TARGET;
+    /* k 0: the coarse box's y extent + 1 (within the input's); k 1: the
+     * coarse box itself. */
+    for (int a = 0; a < 3; a++)
+      wc.chunk[a] = k == 0 ? N[1] / g + 1 : N[a] / g;
+    slabfeed_writer *w = NULL;
+    const slabfeed_status st =
+        slabfeed_writer_open(l, &wc, &w, err, sizeof err);
+    char want[160];
+    snprintf(want, sizeof want, "within the output %lldx%lldx%lld",
+             (long long)(N[0] / g), (long long)(N[1] / g),
+             (long long)(N[2] / g));
+    if (k == 0)
+      CHECK(st == SLABFEED_ERR_ARG && strstr(err, want) != NULL,
+            "writer chunk past the coarse box: status %d, '%s' (want '%s')",
+            (int)st, err, want);
+    else
+      CHECK(st == SLABFEED_OK, "writer chunk of the coarse box: %s", err);
+    if (w != NULL)
+      slabfeed_writer_abort(w);
+  }
+  slabfeed_close(l);
+}
+
 /* The generator's coarse pairs, read back with plain HDF5, then cropped. */
 static void check_generated(const char *tag, int remote)
 {
@@ -318,6 +365,7 @@ int main(int argc, char **argv)
     snprintf(out, sizeof out, "coarse_%s_%d_out%d.h5", tag, size, g);
     check_pass(in[k], tgt[k], &w[1], N[k], g, 2 * g, 1, 1, out);
     check_pass(in[k], tgt[k], &w[0], N[k], g, g, g - 1, 0, out);
+    check_writer_chunk(in[k], tgt[k], g, N[k], out);
     whole_free(&w[0]);
     whole_free(&w[1]);
   }

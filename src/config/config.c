@@ -750,9 +750,9 @@ static slabfeed_status check_coarse_geometry(const sf__config *c,
                       "voxels of the target's grid (the core / %lld and "
                       "ceil(pad / %lld) on each side), more than the box's "
                       "%lld in '%s'",
-                      (long long)c->core[a], p->pad, axis_name[a],
-                      (long long)pc[a], (long long)g, (long long)g,
-                      (long long)(shape[a] / g), c->path);
+                      (long long)(p->tile > 0 ? p->tile : c->core[a]), p->pad,
+                      axis_name[a], (long long)pc[a], (long long)g,
+                      (long long)g, (long long)(shape[a] / g), c->path);
   return SLABFEED_OK;
 }
 

@@ -210,7 +210,18 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
   o.cuts = cuts;
   if (sf__agree(l->comm, e) == SLABFEED_OK &&
       sf__store_open(&l->store, l->comm, l->cfg.ndsets, ch, info[0].shape, &o,
-                     e) == SLABFEED_OK) {
+                     e) != SLABFEED_OK &&
+      e->status == SLABFEED_ERR_ARG && g > 1) {
+    /* The placement counts planes of the coarse grid: say so. */
+    char why[SF_ERRLEN];
+    snprintf(why, sizeof why, "%s", e->msg);
+    sf__err_clear(e);
+    sf__fail(e, SLABFEED_ERR_ARG,
+             "%.640s (planes of the target's grid: coarsen_factor %lld; the "
+             "input has %lld x as many)",
+             why, (long long)g, (long long)g);
+  }
+  if (e->status == SLABFEED_OK) {
     sf__fetch_selfcheck(&l->store,
                         l->cfg.remote_get ? SF__FETCH_GET : SF__FETCH_SEND,
                         p->locality, e);
@@ -232,7 +243,9 @@ static int node_rank_of(const slabfeed_loader *l)
     MPI_Comm_rank(node, &r);
     MPI_Comm_free(&node);
   }
-  return r;
+  /* Every rank its own node (rank_per_node): the store's node is the
+   * rank alone, so device local is device 0 there (gpu_open). */
+  return l->cfg.rank_per_node ? 0 : r;
 }
 
 /* The stages of open_stages (below) after its start-up work began: warm

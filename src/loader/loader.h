@@ -20,7 +20,8 @@ struct slabfeed_loader {
   volatile int forked;
   char last_error[SF_ERRLEN];
   char read_how[96];    /* how the open's slab reads went (io/volume.h) */
-  char reside_how[256]; /* device batches: where crops are read from */
+  char reside_how[384]; /* device batches: where crops are read from
+                           (as long as sf__resident.how) */
   struct slabfeed_loader *next_live; /* registry for the fork handler */
 };
 

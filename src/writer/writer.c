@@ -185,6 +185,20 @@ static slabfeed_status import_options(slabfeed_writer *w,
   }
   w->cl = c->layout == SLABFEED_LAYOUT_CL;
   w->f16 = c->dtype == SLABFEED_DTYPE_F16;
+  snprintf(w->path, sizeof w->path, "%s", c->path);
+  snprintf(w->name, sizeof w->name, "%s", c->dataset);
+  /* A pass loader has one volume (a dataset of several is refused). */
+  snprintf(w->input_path, sizeof w->input_path, "%s",
+           l->suite.n > 0 ? l->suite.path[0] : "");
+  return SLABFEED_OK;
+}
+
+/* The options that depend on the output's grid (the region and the tile
+ * on it, once scaled by fn / fd): the chunk within the output, one tile
+ * below 2^31 elements. */
+static slabfeed_status check_output(const slabfeed_writer *w,
+                                    const slabfeed_writer_config *c, sf__err *e)
+{
   for (int a = 0; a < 3; a++)
     if (c->chunk[a] < 0 || c->chunk[a] > w->region[3 + a] ||
         (c->chunk[a] == 0) != (c->chunk[0] == 0))
@@ -201,11 +215,6 @@ static slabfeed_status import_options(slabfeed_writer *w,
                     "writer: one tile of %lld channels of edge %lld exceeds "
                     "2^31 elements",
                     (long long)w->C, (long long)w->T);
-  snprintf(w->path, sizeof w->path, "%s", c->path);
-  snprintf(w->name, sizeof w->name, "%s", c->dataset);
-  /* A pass loader has one volume (a dataset of several is refused). */
-  snprintf(w->input_path, sizeof w->input_path, "%s",
-           l->suite.n > 0 ? l->suite.path[0] : "");
   return SLABFEED_OK;
 }
 
@@ -1041,6 +1050,8 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
       w->region[a] = w->region[a] * w->fn / w->fd;
     w->T = w->T * w->fn / w->fd;
     w->P = (w->P * w->fn + w->fd - 1) / w->fd;
+    if (e.status == SLABFEED_OK)
+      check_output(w, &c, &e);
   }
   if (sf__agree(w->comm, &e) == SLABFEED_OK &&
       agree_options(w, &c, &e) == SLABFEED_OK)
