@@ -38,19 +38,7 @@ static const int vg[1][3] = {{1, 2, 3}};
 static void config(slabfeed_config *c, const char *in, const char *target,
                    int g, int crop, int pad)
 {
-  slabfeed_config_init(c);
-  c->path = in;
-  c->input = "fine";
-  c->target = target;
-  c->layout = SLABFEED_LAYOUT_CF;
-  c->crop[0] = c->crop[1] = c->crop[2] = crop;
-  c->pad = pad;
-  c->coarsen_factor = g;
-  c->batch = 3;
-  c->seed = 23;
-  c->n_input_vectors = c->n_target_vectors = 1;
-  memcpy(c->input_vectors, vg, sizeof vg);
-  memcpy(c->target_vectors, vg, sizeof vg);
+  pair_config(c, in, "fine", target, 1, g, crop, pad, 3, 23);
 }
 
 /* Random crops of the pair (input box N, target N / g) for `steps` steps,
@@ -150,14 +138,10 @@ static void run(const char *in, const char *target, const whole w[2],
   slabfeed_close(l);
 }
 
-/* A tiled pass of the pair (tile T, pad P on the input's grid, pass
- * symmetry 5) written by the writer like dataset `like` (0 the input, 1
- * the target), the "model" returning the batch's own tensor of it (the
- * padded input crop, or the coarse target tile, under the symmetry): the
- * file holds that dataset, bit for bit. */
-static void check_pass(const char *in, const char *target, const whole *want,
-                       const int64_t N[3], int g, int T, int P, int like,
-                       const char *out)
+/* The loader of a tiled pass of the pair (tile T, pad P on the input's
+ * grid, pass symmetry 5, batch 2), or NULL after a failed check. */
+static slabfeed_loader *open_pass(const char *in, const char *target, int g,
+                                  int T, int P)
 {
   slabfeed_config c;
   config(&c, in, target, g, g, 0);
@@ -168,7 +152,21 @@ static void check_pass(const char *in, const char *target, const whole *want,
   slabfeed_loader *l = NULL;
   char err[1024];
   CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
-        "open pass (g %d): %s", g, err);
+        "open pass (g %d, tile %d, pad %d): %s", g, T, P, err);
+  return l;
+}
+
+/* A tiled pass of the pair (tile T, pad P on the input's grid, pass
+ * symmetry 5) written by the writer like dataset `like` (0 the input, 1
+ * the target), the "model" returning the batch's own tensor of it (the
+ * padded input crop, or the coarse target tile, under the symmetry): the
+ * file holds that dataset, bit for bit. */
+static void check_pass(const char *in, const char *target, const whole *want,
+                       const int64_t N[3], int g, int T, int P, int like,
+                       const char *out)
+{
+  slabfeed_loader *l = open_pass(in, target, g, T, P);
+  char err[1024];
   if (l == NULL)
     return;
   slabfeed_writer_config wc;
@@ -228,15 +226,8 @@ static void check_pass(const char *in, const char *target, const whole *want,
 static void check_writer_chunk(const char *in, const char *target, int g,
                                const int64_t N[3], const char *out)
 {
-  slabfeed_config c;
-  config(&c, in, target, g, g, 0);
-  c.tile = 2 * g;
-  c.pad = 1;
-  c.batch = 2;
-  slabfeed_loader *l = NULL;
+  slabfeed_loader *l = open_pass(in, target, g, 2 * g, 1);
   char err[1024];
-  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
-        "open pass (g %d): %s", g, err);
   if (l == NULL)
     return;
   for (int k = 0; k < 2; k++) {

@@ -92,19 +92,7 @@ static void vol_read(vol *v)
 static void config(slabfeed_config *c, const char *path, const char *target,
                    int g, int crop, int pad)
 {
-  slabfeed_config_init(c);
-  c->path = path;
-  c->input = "fine";
-  c->target = target;
-  c->layout = SLABFEED_LAYOUT_CF;
-  c->crop[0] = c->crop[1] = c->crop[2] = crop;
-  c->pad = pad;
-  c->coarsen_factor = g;
-  c->batch = 3;
-  c->seed = 23;
-  c->n_input_vectors = c->n_target_vectors = 1;
-  memcpy(c->input_vectors, vg, sizeof vg);
-  memcpy(c->target_vectors, vg, sizeof vg);
+  pair_config(c, path, "fine", target, 1, g, crop, pad, 3, 23);
 }
 
 static int64_t pmod(int64_t a, int64_t n)

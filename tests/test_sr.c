@@ -30,19 +30,7 @@ static const int vg[1][3] = {{1, 2, 3}};
 static void config(slabfeed_config *c, const char *lr, const char *target,
                    int f, int crop, int pad)
 {
-  slabfeed_config_init(c);
-  c->path = lr;
-  c->input = "lr";
-  c->target = target;
-  c->layout = SLABFEED_LAYOUT_CF;
-  c->crop[0] = c->crop[1] = c->crop[2] = crop;
-  c->pad = pad;
-  c->scale_factor = f;
-  c->batch = 2;
-  c->seed = 17;
-  c->n_input_vectors = c->n_target_vectors = 1;
-  memcpy(c->input_vectors, vg, sizeof vg);
-  memcpy(c->target_vectors, vg, sizeof vg);
+  pair_config(c, lr, "lr", target, f, 1, crop, pad, 2, 17);
 }
 
 static void run(const char *lr, const char *target, const whole w[2],

@@ -160,6 +160,32 @@ static inline void put_f32x4(hid_t f, const char *name, const int64_t n[3],
   free(b);
 }
 
+/* Options of a pair of grids as the pair tests use them: `input` of
+ * `path` and `target`, channels-first, a cubic crop with a pad, channels
+ * 1-3 a vector group of both, batch and seed given; scale_factor and
+ * coarsen_factor as given (1: one grid). */
+static inline void pair_config(slabfeed_config *c, const char *path,
+                               const char *input, const char *target, int scale,
+                               int coarsen, int crop, int pad, int batch,
+                               uint64_t seed)
+{
+  static const int vg[1][3] = {{1, 2, 3}};
+  slabfeed_config_init(c);
+  c->path = path;
+  c->input = input;
+  c->target = target;
+  c->layout = SLABFEED_LAYOUT_CF;
+  c->crop[0] = c->crop[1] = c->crop[2] = crop;
+  c->pad = pad;
+  c->scale_factor = scale;
+  c->coarsen_factor = coarsen;
+  c->batch = batch;
+  c->seed = seed;
+  c->n_input_vectors = c->n_target_vectors = 1;
+  memcpy(c->input_vectors, vg, sizeof vg);
+  memcpy(c->target_vectors, vg, sizeof vg);
+}
+
 /* Generates a pair of grids (collectively, replacing an earlier file):
  * input `in` (4 channels on box n) and target `tg` (4 channels on n x
  * scale / coarsen), content index or field, seed 5. */

@@ -1086,8 +1086,13 @@ static void gpu_warm_join(void *handle)
   free(w);
 }
 
-const sf__backend_ops sf__gpu_backend = {
-    "gpu",    gpu_host_bytes,   gpu_open,  gpu_start,
-    gpu_next, gpu_copy_to_host, gpu_close, gpu_reside,
-    gpu_warm, gpu_warm_join,
-};
+const sf__backend_ops sf__gpu_backend = {.name = "gpu",
+                                         .host_bytes = gpu_host_bytes,
+                                         .open = gpu_open,
+                                         .start = gpu_start,
+                                         .next = gpu_next,
+                                         .copy_to_host = gpu_copy_to_host,
+                                         .close = gpu_close,
+                                         .reside = gpu_reside,
+                                         .warm = gpu_warm,
+                                         .warm_join = gpu_warm_join};

@@ -232,7 +232,10 @@ static slabfeed_status host_copy_to_host(sf__backend *h,
                   "loader");
 }
 
-const sf__backend_ops sf__host_backend = {
-    "host",     host_bytes, host_open, host_start, host_next, host_copy_to_host,
-    host_close, NULL,       NULL,      NULL,
-};
+const sf__backend_ops sf__host_backend = {.name = "host",
+                                          .host_bytes = host_bytes,
+                                          .open = host_open,
+                                          .start = host_start,
+                                          .next = host_next,
+                                          .copy_to_host = host_copy_to_host,
+                                          .close = host_close};

@@ -236,15 +236,12 @@ slabfeed_status sf__resident_open(sf__resident *r, const sf__config *cfg,
    * sources come first: source.h), and no other node reads this segment:
    * its host pages go back to the system. Each rank its own; the copies
    * were agreed above, so no rank reads a host segment any more. */
-  if (host_unread)
+  char host[96] = "; host copy kept: other nodes read it over MPI";
+  if (host_unread) {
     r->released = sf__release_pages(s->base, (uint64_t)s->bytes);
-  char host[96];
-  if (host_unread)
     snprintf(host, sizeof host, "; host copy given back: %.2f GB",
              (double)r->released / 1e9);
-  else
-    snprintf(host, sizeof host,
-             "; host copy kept: other nodes read it over MPI");
+  }
   const double gb = (double)r->bytes / 1e9;
   snprintf(r->how, sizeof r->how,
            "GPU memory (residency %s: %s; this rank's %.2f GB filled in "

@@ -248,10 +248,9 @@ static int node_rank_of(const slabfeed_loader *l)
   return l->cfg.rank_per_node ? 0 : r;
 }
 
-/* The stages of open_stages (below) after its start-up work began: warm
- * is joined on every path before the back end opens (or the open ends). */
-static slabfeed_status open_read_and_back_end(slabfeed_loader *l, void *warm,
-                                              sf__err *e)
+/* The volume's open, its store and slabs, and the plan, each agreed on by
+ * all ranks (the outcome is every rank's). */
+static slabfeed_status read_stages(slabfeed_loader *l, sf__err *e)
 {
   sf__volume v;
   slabfeed_dataset_info info[2];
@@ -266,20 +265,20 @@ static slabfeed_status open_read_and_back_end(slabfeed_loader *l, void *warm,
     open_store(l, &v, info, e);
   }
   sf__volume_close(&v);
-  if (e->status != SLABFEED_OK) {
-    if (l->ops->warm_join != NULL)
-      l->ops->warm_join(warm);
-    return e->status;
-  }
-
+  if (e->status != SLABFEED_OK)
+    return e->status; /* agreed by the stage that failed */
   sf__batch_init(&l->plan, &l->cfg, info, &l->suite, &l->store, e);
   injected(l, "plan", e);
-  if (l->ops->warm_join != NULL)
-    l->ops->warm_join(warm);
+  return sf__agree(l->comm, e);
+}
+
+/* The back end over the plan: its open, where crops are read from, and
+ * its start, each agreed on by all ranks. */
+static slabfeed_status back_end_stages(slabfeed_loader *l, sf__err *e)
+{
   const sf__context ctx = {&l->cfg, &l->store, &l->plan, &l->stats,
                            l->thread_level};
-  if (sf__agree(l->comm, e) == SLABFEED_OK &&
-      check_host_memory(l, &ctx, e) == SLABFEED_OK)
+  if (check_host_memory(l, &ctx, e) == SLABFEED_OK)
     l->ops->open(&ctx, &l->backend, e);
   injected(l, "backend", e);
   if (sf__agree(l->comm, e) == SLABFEED_OK && l->ops->reside != NULL) {
@@ -291,14 +290,17 @@ static slabfeed_status open_read_and_back_end(slabfeed_loader *l, void *warm,
   return sf__agree(l->comm, e);
 }
 
-/* Store, slabs, plan and back end, each stage agreed on by all ranks. The
- * back end's start-up work (warm) runs beside the volume's open and read. */
+/* Store, slabs, plan and back end. The back end's start-up work (warm)
+ * runs beside the reads and is joined before the back end opens. */
 static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
 {
   l->ops = l->cfg.pub.device != -1 ? &sf__gpu_backend : &sf__host_backend;
   const int node_rank = node_rank_of(l);
   void *warm = l->ops->warm != NULL ? l->ops->warm(&l->cfg, node_rank) : NULL;
-  return open_read_and_back_end(l, warm, e);
+  const slabfeed_status read = read_stages(l, e);
+  if (l->ops->warm_join != NULL)
+    l->ops->warm_join(warm);
+  return read == SLABFEED_OK ? back_end_stages(l, e) : read;
 }
 
 /* Releases what open took; safe on a partly opened loader. */

@@ -258,7 +258,6 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
    * target's: sf__config_planes_crop), with its pad there. */
   sf__config_planes_crop(c, b->crop);
   const int64_t g = sf__config_coarsen(c), P = sf__config_planes_pad(c);
-  b->coarsen = g;
   b->in_shift = g * P - p->pad;
   for (int d = 0; d < b->ndsets; d++) {
     sf__xform *x = &b->xf[d];
@@ -305,10 +304,9 @@ slabfeed_status sf__batch_init(sf__batch_plan *b, const sf__config *c,
                                          (const int64_t(*)[6])boxes, e)
                    : SLABFEED_OK;
   b->sampler.shape[0] = info[0].shape[0];
-  if (hs == SLABFEED_ERR_ARG && g > 1 && b->sampler.hold != NULL &&
-      b->sampler.hold->allowed == 0) {
-    /* The sampler says it on the planes' grid: say it in the caller's
-     * input voxels. */
+  if (hs == SLABFEED_ERR_ARG && g > 1) {
+    /* No origin left (the sampler's one refusal), said on the planes'
+     * grid: say it in the caller's input voxels. */
     sf__err_clear(e);
     sf__fail(e, SLABFEED_ERR_ARG,
              "holdout: the %d held-out region%s leave%s no crop origin: "
@@ -441,6 +439,7 @@ void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
 {
   const uint64_t B = (uint64_t)b->B;
   const uint64_t first = step * (uint64_t)b->size * B + (uint64_t)b->rank * B;
+  const int64_t in_g = b->scale[0]; /* the input's grid over the planes' */
   b->valid[slot] = b->B;
   for (int i = 0; i < b->B; i++) {
     const size_t k = (size_t)slot * (size_t)b->B + (size_t)i;
@@ -461,16 +460,15 @@ void sf__batch_plan_slot(sf__batch_plan *b, int slot, uint64_t epoch,
     if (v > 0)
       b->origin_out[3 * k] -= b->suite->z0[v];
     /* On the input's grid: the planes' crop starts in_shift input voxels
-     * before the input crop (within [0, N): in_shift < g). */
-    for (int a = 0; b->coarsen > 1 && a < 3; a++)
-      b->origin_out[3 * k + a] =
-          b->coarsen * b->origin_out[3 * k + a] + b->in_shift;
+     * before the input crop (within [0, N): in_shift < in_g). */
+    for (int a = 0; in_g > 1 && a < 3; a++)
+      b->origin_out[3 * k + a] = in_g * b->origin_out[3 * k + a] + b->in_shift;
     if (!b->pass)
       continue;
     const int real = g < b->tiles.count;
     sf__tiles_at(&b->tiles, real ? g : b->tiles.count - 1, &b->tile[9 * k]);
-    for (int a = 0; b->coarsen > 1 && a < 9; a++)
-      b->tile[9 * k + a] *= b->coarsen;
+    for (int a = 0; in_g > 1 && a < 9; a++)
+      b->tile[9 * k + a] *= in_g;
     if (!real) {
       b->sample[k] = -1;
       b->valid[slot]--;

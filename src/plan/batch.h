@@ -41,11 +41,10 @@ typedef struct sf__batch_plan {
   int64_t sub_lo[SF_MAX_DSETS][3]; /* on dataset d's grid */
   int64_t scale[SF_MAX_DSETS];     /* dataset d's grid over the planes' */
   /* A coarser target (coarsen_factor): the planes are on its grid, the
-   * input's is coarsen (g) x theirs; in_shift = g x ceil(pad / g) - pad
+   * input's is scale[0] (g) x theirs; in_shift = g x ceil(pad / g) - pad
    * input voxels from the planes' crop to the input crop on every axis.
    * Origins and tiles in the plan are on the planes' grid; the caller's
    * (slabfeed_batch.origin, .tile) on the input's. g 1: both the same. */
-  int64_t coarsen;
   int64_t in_shift;
   const sf__suite *suite; /* the volumes (the loader's); NULL or n == 1:
                              one volume */

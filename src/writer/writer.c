@@ -1024,7 +1024,7 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
   if (e.status == SLABFEED_OK) {
     /* The pass's tiles on the input's grid (the plan's planes are a
      * coarser target's grid, g times coarser, when there is one). */
-    const int64_t g = l->plan.coarsen;
+    const int64_t g = l->plan.scale[0];
     for (int a = 0; a < 3; a++)
       w->shape[a] = g * l->store.shape[a];
     sf__config_region(&l->cfg, w->shape, w->region);
