@@ -613,10 +613,13 @@ typedef struct slabfeed_stats {
   uint64_t device_slab_bytes; /* bytes of this rank's slab held in GPU
                                  memory (residency device), else 0 */
   /* Added in 0.9: */
-  uint64_t slab_released_bytes; /* of slab_bytes, the host bytes given
-                                   back after the device fill (residency
-                                   device with no crop piece crossing
-                                   nodes: nothing reads them), else 0 */
+  uint64_t slab_released_bytes; /* of slab_bytes, the host bytes not
+                                   held after open with residency device:
+                                   all of them where the slab went from
+                                   the file to the GPU through pinned
+                                   staging (one node), those given back
+                                   after the fill where no crop piece
+                                   crosses nodes, else 0 */
 } slabfeed_stats;
 
 #define SLABFEED_STATS_INIT SLABFEED_SIZED_INIT(slabfeed_stats)

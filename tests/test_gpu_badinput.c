@@ -55,20 +55,30 @@ static void device_out_of_range(const char *path, int n)
 
 /* A failure on the last rank only at a stage of the GPU back end's open
  * (the test-only injection points): the registration of the node window
- * (residency host), the copy of the slab into device memory and the
- * mapping of the node's copies over CUDA IPC (residency device): every
- * rank gets the same status and a message naming that rank and the stage,
- * nothing hangs, and nothing leaks into the next open (a good one
- * follows). */
+ * (residency host); with residency device on one node, the staged fill's
+ * allocations, a copy from its staging in the middle of the read, and the
+ * copies of the planes other ranks read, GPU to GPU; every rank its own
+ * node in groups of one (rpn: planes come from other nodes at open), the
+ * copy of the host slab into device memory; and the mapping of the node's
+ * copies over CUDA IPC: every rank gets the same status and a message
+ * naming that rank and the stage, nothing hangs, and nothing leaks into
+ * the next open (a good one follows). */
 static void one_rank_fails(const char *path, const char *stage,
-                           slabfeed_residency res)
+                           slabfeed_residency res, int rpn)
 {
   slabfeed_config c;
   config_of(&c, path);
   c.device = rank % gpu_count();
   c.residency = res;
+  /* Halo planes, so that the staged fill's rest has copies to make. */
+  if (strcmp(stage, "device.rest") == 0)
+    c.halo = 2;
   char v[48], err[1024] = "", want[32];
   snprintf(v, sizeof v, "%s@%d", stage, size - 1);
+  if (rpn) {
+    setenv("SLABFEED_RANK_PER_NODE", "1", 1);
+    setenv("SLABFEED_GROUP_NODES", "1", 1);
+  }
   setenv("SLABFEED_TEST_FAIL", v, 1);
   slabfeed_loader *l = NULL;
   int same = 0;
@@ -86,6 +96,8 @@ static void one_rank_fails(const char *path, const char *stage,
   CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK,
         "good open after the failure at %s: %s", stage, err);
   slabfeed_close(l);
+  unsetenv("SLABFEED_RANK_PER_NODE");
+  unsetenv("SLABFEED_GROUP_NODES");
 }
 
 /* A GPU budget too small for the slabs: residency device is refused on
@@ -190,10 +202,14 @@ int main(int argc, char **argv)
   snprintf(path, sizeof path, "gpubad_np%d.h5", size);
   make_file(path, 24, 20, 18, SLABFEED_LAYOUT_CF, 0, 0, 1);
   device_out_of_range(path, n);
-  one_rank_fails(path, "register", SLABFEED_RESIDENCY_HOST);
-  one_rank_fails(path, "device.fill", SLABFEED_RESIDENCY_DEVICE);
-  if (size > 1)
-    one_rank_fails(path, "device.ipc", SLABFEED_RESIDENCY_DEVICE);
+  one_rank_fails(path, "register", SLABFEED_RESIDENCY_HOST, 0);
+  one_rank_fails(path, "device.stage", SLABFEED_RESIDENCY_DEVICE, 0);
+  one_rank_fails(path, "device.put", SLABFEED_RESIDENCY_DEVICE, 0);
+  one_rank_fails(path, "device.rest", SLABFEED_RESIDENCY_DEVICE, 0);
+  if (size > 1) {
+    one_rank_fails(path, "device.fill", SLABFEED_RESIDENCY_DEVICE, 1);
+    one_rank_fails(path, "device.ipc", SLABFEED_RESIDENCY_DEVICE, 0);
+  }
   budget_too_small(path);
   if (n >= 2)
     stream_of_other_device(path);

@@ -2,11 +2,156 @@
  * index function, for uneven splits, both layouts, float16 and chunking,
  * and for replication groups (every rank its own node, groups of 1 and 2
  * nodes, locality's extra planes): the file is read once in total and the
- * replicas arrive over MPI. */
+ * replicas arrive over MPI. Each case is read first through a sink (the
+ * path of the staged fill into GPU memory), whose copy, completed by
+ * sf__store_each_copy, must equal the published segment. */
+#define _DEFAULT_SOURCE /* mincore */
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "common/geometry.h"
 #include "io/h5.h"
 #include "testutil.h"
 #include "io/slab.h"
+
+/* A sink into host memory, as the GPU back end's staged fill is into
+ * device memory (backend/resident.c): every transfer lands in one of two
+ * small buffers and is copied from there to its place in a copy of the
+ * segment. */
+typedef struct host_sink {
+  sf__sink k;
+  float *buf[2];
+  int next;
+  char *copy;       /* laid out as the segment */
+  const char *base; /* the segment: the layout, never written */
+  int64_t bytes, floats_put, outside;
+} host_sink;
+
+static float *hs_buffer(sf__sink *k, sf__err *e)
+{
+  (void)e;
+  host_sink *h = (host_sink *)k;
+  h->next ^= 1;
+  return h->buf[h->next];
+}
+
+static slabfeed_status hs_put(sf__sink *k, float *buf, const float *at,
+                              int64_t n, sf__err *e)
+{
+  host_sink *h = (host_sink *)k;
+  const int64_t off = (const char *)at - h->base;
+  if (off < 0 || off + n * 4 > h->bytes || n > k->floats ||
+      (buf != h->buf[0] && buf != h->buf[1])) {
+    h->outside++;
+    return e->status;
+  }
+  memcpy(h->copy + off, buf, (size_t)n * 4);
+  h->floats_put += n;
+  return e->status;
+}
+
+/* The rest of the sink's copy (sf__store_each_copy) from the published
+ * segments of the node, as the GPU back end copies it between devices. */
+static slabfeed_status rest_from_peers(sf__store *s, int r, int64_t from,
+                                       int64_t to, int64_t bytes, void *arg,
+                                       sf__err *e)
+{
+  host_sink *h = arg;
+  if (s->peer[r] == NULL || to < 0 || to + bytes > h->bytes)
+    h->outside++;
+  else
+    memcpy(h->copy + to, s->peer[r] + from, (size_t)bytes);
+  return e->status;
+}
+
+/* The read through a sink (io/sink.h): the segment stays unwritten, every
+ * plane this rank reads lands at its place in the sink's copy through
+ * buffers of two planes, nothing else does; whether every plane of the
+ * segment is read on the node (sf__store_node_read) against the
+ * placement. Returns the sink (its copy to be completed after the
+ * publish), or one with copy NULL where it could not run. */
+static host_sink read_through_sink(sf__store *s, hid_t d[2], const char *path,
+                                   const char *const names[2],
+                                   const slabfeed_dataset_info info[2],
+                                   int independent, sf__err *e)
+{
+  host_sink h = {{2 * s->shape[1] * s->shape[2], hs_buffer, hs_put},
+                 {NULL, NULL},
+                 0,
+                 NULL,
+                 s->base,
+                 s->bytes,
+                 0,
+                 0};
+  const size_t bb = (size_t)h.k.floats * 4;
+  h.buf[0] = malloc(bb);
+  h.buf[1] = malloc(bb);
+  h.copy = malloc((size_t)s->bytes + 1);
+  if (h.buf[0] == NULL || h.buf[1] == NULL || h.copy == NULL) {
+    free(h.copy);
+    h.copy = NULL;
+  } else {
+    memset(h.copy, 0xA5, (size_t)s->bytes);
+    memset(s->base, 0xA5, (size_t)s->bytes);
+  }
+  /* Every rank makes the calls (a rank without memory reads nothing). */
+  double want = 0;
+  for (int k = 0; k < 2; k++) {
+    sf__slab_read(s, k, 0, d[k], path, names[k], &info[k], 0, info[k].shape[0],
+                  independent, h.copy != NULL ? &h.k : NULL, NULL, e);
+    want += sf__slab_bytes(s, k, info[k].channels, &info[k].shape[1], 0,
+                           info[k].shape[0]) /
+            4;
+  }
+  free(h.buf[0]);
+  free(h.buf[1]);
+  if (h.copy == NULL || e->status != SLABFEED_OK)
+    return h;
+  int64_t written = 0, bad = 0, extra = 0;
+  for (int64_t i = 0; i < s->bytes; i++)
+    written += (unsigned char)s->base[i] != 0xA5;
+  CHECK(written == 0 && h.outside == 0 && h.floats_put == (int64_t)want,
+        "read through a sink: %lld segment bytes written, %lld transfers "
+        "out of place, %lld of %.0f floats put",
+        (long long)written, (long long)h.outside, (long long)h.floats_put,
+        want);
+  /* Planes this rank read hold the index function, the rest the fill. */
+  const int64_t Z = s->shape[0], Y = s->shape[1], X = s->shape[2];
+  const int64_t planes = sf__store_planes(s, s->rank);
+  const int64_t first = sf__placement_first(&s->L, s->rank);
+  int here = 1;
+  for (int k = 0; k < 2; k++) {
+    const float *seg =
+        (const float *)(h.copy + sf__store_offset(s, s->rank, k));
+    for (int64_t c = 0; c < info[k].channels; c++)
+      for (int64_t p = 0; p < planes; p++) {
+        const int64_t z = sf__pmod(first + p, Z);
+        int64_t end;
+        const int r = sf__placement_reader(&s->L, z, &end);
+        const int mine = r == s->rank && z - s->L.core0[r] + s->L.lo[r] == p;
+        here &= s->L.nodeof[r] == s->L.nodeof[s->rank];
+        for (int64_t i = 0; i < Y * X; i++) {
+          const float got = seg[(c * planes + p) * Y * X + i];
+          if (mine)
+            bad += got != slabfeed_index_value(k, (int)c, z, i / X, i % X);
+          else {
+            uint32_t u;
+            memcpy(&u, &got, 4);
+            extra += u != 0xA5A5A5A5u;
+          }
+        }
+      }
+  }
+  CHECK(bad == 0 && extra == 0,
+        "read through a sink: %lld floats read differ, %lld floats of planes "
+        "read by others written",
+        (long long)bad, (long long)extra);
+  CHECK(sf__store_node_read(s) == here,
+        "every plane of rank %d's segment read on its node: %d, placement "
+        "says %d",
+        s->rank, sf__store_node_read(s), here);
+  return h;
+}
 
 static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                        slabfeed_file_layout layout, int chunked, int f16,
@@ -59,11 +204,14 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                                  info[k].shape[0]);
   int me = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  host_sink sunk = {{0, NULL, NULL}, {NULL, NULL}, 0, NULL, NULL, 0, 0, 0};
+  if (e.status == SLABFEED_OK)
+    sunk = read_through_sink(&s, d, path, names, info, independent, &e);
   sf__progress pg;
   sf__progress_begin(&pg, SLABFEED_PROGRESS_ON, 0, "test_slab", want_bytes, 1);
   for (int k = 0; k < 2 && e.status == SLABFEED_OK; k++)
     sf__slab_read(&s, k, 0, d[k], path, names[k], &info[k], 0, info[k].shape[0],
-                  independent, &pg, &e);
+                  independent, NULL, &pg, &e);
   CHECK(sf__agree(MPI_COMM_WORLD, &e) == SLABFEED_OK, "read: %s", e.msg);
   CHECK(want_bytes == 0 || pg.done == want_bytes,
         "rank %d: progress counted %.0f bytes of the %.0f read", me, pg.done,
@@ -72,14 +220,25 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
     pg.on = 0; /* one final line per case */
   sf__progress_end(&pg, 1);
   if (e.status == SLABFEED_OK)
-    sf__store_publish(&s, &e);
+    sf__store_publish(&s, 1, &e);
   H5Dclose(d[0]);
   H5Dclose(d[1]);
   H5Fclose(file);
   sf__h5_quiet_end(&q);
 
-  if (e.status != SLABFEED_OK)
+  if (e.status != SLABFEED_OK) {
+    free(sunk.copy);
     return;
+  }
+  /* The sink's copy completed as the GPU back end completes its own: the
+   * same bytes as the published segment. */
+  if (sunk.copy != NULL && sf__store_node_read(&s)) {
+    sf__store_each_copy(&s, rest_from_peers, &sunk, &e);
+    CHECK(e.status == SLABFEED_OK && sunk.outside == 0 &&
+              memcmp(sunk.copy, s.base, (size_t)s.bytes) == 0,
+          "the sink's copy and its rest equal the published segment");
+  }
+  free(sunk.copy);
   /* The placement: groups of the requested size, each holding the box. */
   const int nodes = rank_per_node ? s.size : 1;
   const int G = group_nodes > 0 ? group_nodes : nodes;
@@ -145,11 +304,49 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
   sf__store_close(&s);
 }
 
+/* The store's windows take no memory until written: the pages of a
+ * fresh segment are not resident (mincore), whatever the window kind.
+ * The staged fill into GPU memory (residency device) never writes the
+ * host segment, so it relies on this of the MPI library. */
+static void check_untouched(int window)
+{
+  sf__err e;
+  sf__err_clear(&e);
+  sf__store s;
+  memset(&s, 0, sizeof s);
+  const int64_t ch[2] = {4, 5}, shape[3] = {64, 256, 256};
+  const sf__store_opts o = {.halo = 2, .crop_z = 3, .shared_window = window};
+  CHECK(sf__store_open(&s, MPI_COMM_WORLD, 2, ch, shape, &o, &e) == SLABFEED_OK,
+        "store: %s", e.msg);
+  if (e.status != SLABFEED_OK)
+    return;
+  const long pg = sysconf(_SC_PAGESIZE);
+  char *lo = (char *)((uintptr_t)s.base & ~(uintptr_t)(pg - 1));
+  const size_t len = (size_t)(s.base + s.bytes - lo);
+  const size_t pages = (len + (size_t)pg - 1) / (size_t)pg;
+  unsigned char *vec = malloc(pages);
+  size_t resident = 0;
+  if (vec != NULL && mincore(lo, len, vec) == 0)
+    for (size_t i = 0; i < pages; i++)
+      resident += vec[i] & 1;
+  else
+    resident = pages;
+  CHECK(resident <= 2,
+        "a fresh segment of %.1f MB (window %s) has %zu of %zu pages "
+        "resident",
+        (double)s.bytes / 1e6,
+        window == SLABFEED_WINDOW_ONE ? "one" : "per rank", resident, pages);
+  free(vec);
+  sf__store_close(&s);
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
   int size;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  check_untouched(SLABFEED_WINDOW_ONE);
+  check_untouched(SLABFEED_WINDOW_PER_RANK);
   char path[64];
   snprintf(path, sizeof path, "slab_np%d_a.h5", size);
   /* uneven split */

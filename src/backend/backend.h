@@ -8,6 +8,7 @@
 
 #include "plan/batch.h"
 #include "common/stats.h"
+#include "io/sink.h"
 #include "source/source.h"
 
 /* The part of piece pc that dataset d takes (all of it, or a target
@@ -50,6 +51,7 @@ typedef struct sf__context {
   sf__batch_plan *plan;
   sf__stats *stats;
   int thread_level; /* MPI_Query_thread of the process */
+  void *early;      /* what prepare made (open takes it), or NULL */
 } sf__context;
 
 typedef struct sf__backend_ops {
@@ -92,6 +94,24 @@ typedef struct sf__backend_ops {
   /* Waits for the work warm began and releases the handle (NULL: no-op).
    * Called on every path out of open that follows warm. */
   void (*warm_join)(void *handle);
+  /* 0.9: the read into the back end's own memory. Collective over the
+   * store's communicator, on every rank once the store is open and before
+   * its slabs are read (ctx->plan is NULL then). A back end that will
+   * hold the slabs itself (residency device) may take the read over:
+   * *sink is then what the read writes through (io/sink.h), the same on
+   * every rank, else NULL (the read fills the host segments). What it made
+   * is returned in *early (also on failure), which the facade hands to
+   * open (ctx->early) and finally to drop. The facade agrees on the
+   * outcome. NULL: no such step. */
+  slabfeed_status (*prepare)(const sf__context *ctx, void **early,
+                             sf__sink **sink, sf__err *e);
+  /* Local, after the read on every rank whose prepare returned a sink,
+   * whatever the read's outcome: the sink's writes are complete and what
+   * only the read needed is released. */
+  slabfeed_status (*prepare_end)(void *early, sf__err *e);
+  /* Releases what open did not take of early (NULL: no-op); called by
+   * every rank right after close, collective as close is. */
+  void (*drop)(void *early, sf__store *s);
 } sf__backend_ops;
 
 /* Host batches: gathered and transformed on the calling thread (host.c). */

@@ -186,6 +186,31 @@ static slabfeed_status create_objects(sf__backend *g, sf__err *e)
   return SLABFEED_OK;
 }
 
+/* The rank's device: cfg device, or for device local the rank's place
+ * among its node's ranks modulo the visible devices. */
+static slabfeed_status pick_device(const sf__context *ctx, int *device,
+                                   sf__err *e)
+{
+  int count = 0;
+  sf__cudart_device_count(&count);
+  *device = ctx->cfg->pub.device;
+  if (*device == SLABFEED_DEVICE_LOCAL) {
+    int local = 0;
+    const int rc = MPI_Comm_rank(ctx->store->node, &local);
+    if (rc != MPI_SUCCESS)
+      return sf__fail_mpi(e, rc, "MPI_Comm_rank (device local)");
+    if (count == 0)
+      return sf__fail(e, SLABFEED_ERR_CUDA,
+                      "device local: no CUDA device is visible");
+    *device = local % count;
+  }
+  if (*device >= count)
+    return sf__fail(e, SLABFEED_ERR_CUDA,
+                    "device %d requested but %d CUDA device(s) are visible",
+                    *device, count);
+  return SLABFEED_OK;
+}
+
 static slabfeed_status gpu_open(const sf__context *ctx, sf__backend **out,
                                 sf__err *e)
 {
@@ -210,29 +235,19 @@ static slabfeed_status gpu_open(const sf__context *ctx, sf__backend **out,
     const slabfeed_norm *norm = sf__config_norm(ctx->cfg, d, &n);
     sf__xform_set_norm(&ctx->plan->xf[d], n, norm);
   }
-  g->device = ctx->cfg->pub.device;
   g->K = p->K;
   pthread_mutex_init(&g->mu, NULL);
   pthread_cond_init(&g->cv, NULL);
   sf__err_clear(&g->err);
-  int count = 0;
-  sf__cudart_device_count(&count);
-  if (g->device == SLABFEED_DEVICE_LOCAL) {
-    /* One GPU per rank: the rank's place among its node's ranks. */
-    int local = 0;
-    const int rc = MPI_Comm_rank(ctx->store->node, &local);
-    if (rc != MPI_SUCCESS)
-      return sf__fail_mpi(e, rc, "MPI_Comm_rank (device local)");
-    if (count == 0)
-      return sf__fail(e, SLABFEED_ERR_CUDA,
-                      "device local: no CUDA device is visible");
-    g->device = local % count;
-    ctx->plan->device = g->device; /* what the batches report */
+  if (pick_device(ctx, &g->device, e) != SLABFEED_OK)
+    return e->status;
+  ctx->plan->device = g->device; /* what the batches report */
+  /* What prepare made before the read: the residency chosen, maybe the
+   * staged copy of the segment. The handle stays the facade's (drop). */
+  if (ctx->early != NULL) {
+    g->res = *(sf__resident *)ctx->early;
+    memset(ctx->early, 0, sizeof g->res);
   }
-  if (g->device >= count)
-    return sf__fail(e, SLABFEED_ERR_CUDA,
-                    "device %d requested but %d CUDA device(s) are visible",
-                    g->device, count);
   /* The caller's current device is put back: open must not change it. */
   int caller = 0;
   if (sf__cudart_get_device(&caller, e) || sf__cudart_set_device(g->device, e))
@@ -1004,20 +1019,21 @@ static slabfeed_status gpu_reside(sf__backend *g, char *how, size_t len,
                                   sf__err *e)
 {
   int caller = 0;
-  if (sf__cudart_get_device(&caller, e) == SLABFEED_OK &&
-      sf__cudart_set_device(g->device, e) == SLABFEED_OK) {
-    sf__err local;
-    sf__err_clear(&local);
-    /* Without remote pieces no rank reads another node's host segment:
-     * with the slabs on the GPU, the host copies can go. */
-    const int host_unread = !sf__fetch_needed(g->ctx.plan);
-    if (sf__resident_open(&g->res, g->ctx.cfg, g->ctx.store, g->device, g->copy,
-                          host_unread, e) == SLABFEED_OK &&
-        !g->res.on && register_window(g, e) == SLABFEED_OK &&
-        sf__inject("register", g->ctx.store->rank))
-      sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'register'");
+  const int set = sf__cudart_get_device(&caller, e) == SLABFEED_OK &&
+                  sf__cudart_set_device(g->device, e) == SLABFEED_OK;
+  sf__err local;
+  sf__err_clear(&local);
+  /* Without remote pieces no rank reads another node's host segment:
+   * with the slabs on the GPU, the host copies can go. Reached by every
+   * rank (it agrees a failure of the lines above too). */
+  const int host_unread = !sf__fetch_needed(g->ctx.plan);
+  if (sf__resident_open(&g->res, g->ctx.store, g->device, g->copy, host_unread,
+                        e) == SLABFEED_OK &&
+      !g->res.on && register_window(g, e) == SLABFEED_OK &&
+      sf__inject("register", g->ctx.store->rank))
+    sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'register'");
+  if (set)
     sf__cudart_set_device(caller, e->status == SLABFEED_OK ? e : &local);
-  }
   /* Decided once, here: the producer reads no environment. */
   g->direct = g->res.on && direct_wanted(g->ctx.plan);
   snprintf(how, len, "%s", g->res.how);
@@ -1036,10 +1052,75 @@ static uint64_t gpu_host_bytes(const sf__context *ctx)
   return 0;
 }
 
+/* ---- Before the read: the residency, and the read into GPU memory --------
+ * The residency is chosen before the slabs are read, so that where every
+ * plane of a rank's slab is read on its node and no crop piece crosses
+ * nodes, the read goes from the file straight into the device copy
+ * through pinned staging (resident.h): host memory during the fill is the
+ * staging, not the slab (docs/DECISIONS.md). */
+static slabfeed_status gpu_prepare(const sf__context *ctx, void **early,
+                                   sf__sink **sink, sf__err *e)
+{
+  sf__store *s = ctx->store;
+  *sink = NULL;
+  sf__resident spare, *r = calloc(1, sizeof *r);
+  memset(&spare, 0, sizeof spare);
+  *early = r;
+  if (r == NULL)
+    sf__fail(e, SLABFEED_ERR_NOMEM, "residency: the device copy's state");
+  sf__resident *use = r != NULL ? r : &spare; /* for the collectives */
+  int device = 0, caller = 0;
+  sf__err local;
+  sf__err_clear(&local);
+  /* Only a verdict needs the device (its free memory): otherwise its
+   * context goes on being made on the warm thread beside the read. */
+  if (!sf__resident_may_choose_device(ctx->cfg))
+    return sf__resident_choose(use, ctx->cfg, s, device, e);
+  if (e->status == SLABFEED_OK && pick_device(ctx, &device, e) == SLABFEED_OK &&
+      sf__cudart_get_device(&caller, e) == SLABFEED_OK)
+    sf__cudart_set_device(device, e);
+  const int set = e->status == SLABFEED_OK;
+  /* Staged where no rank reads another's host segment, during the open
+   * (every plane read on the node) or after it (no crop piece crosses
+   * nodes); agreed, so that every rank makes the read's calls alike. */
+  if (sf__resident_choose(use, ctx->cfg, s, device, e) == SLABFEED_OK &&
+      use->chosen) {
+    int here =
+        (ctx->cfg->pub.locality || s->L.N == s->L.ng) && sf__store_node_read(s);
+    int all = 0;
+    const int rc = MPI_Allreduce(&here, &all, 1, MPI_INT, MPI_MIN, s->comm);
+    if (rc != MPI_SUCCESS)
+      sf__fail_mpi(e, rc, "MPI_Allreduce (residency: the staged fill)");
+    else if (all)
+      sf__resident_stage(use, s, device, sink, e);
+  }
+  if (set)
+    sf__cudart_set_device(caller, e->status == SLABFEED_OK ? e : &local);
+  return e->status;
+}
+
+static slabfeed_status gpu_prepare_end(void *early, sf__err *e)
+{
+  return early != NULL ? sf__resident_stage_end(early, e) : e->status;
+}
+
+static void gpu_drop(void *early, sf__store *s)
+{
+  if (early == NULL)
+    return;
+  sf__resident_close(early, s);
+  free(early);
+}
+
 /* ---- Start-up beside the read ----------------------------------------------
  * The CUDA context of the rank's device is made on a thread of its own
  * while the open reads the slabs (cudaSetDevice creates the primary
- * context, CUDA 12 on); gpu_open then finds it made. */
+ * context, CUDA 12 on); gpu_open then finds it made. Where residency may
+ * take device memory, its verdict (gpu_prepare, before the read) asks
+ * the device's free memory: its cudaSetDevice on the open's thread waits
+ * for the same primary context, which the warm thread began when the
+ * open began, so the context overlaps the file's open and the store's
+ * sizing instead. */
 typedef struct gpu_warm_t {
   pthread_t th;
   int device;    /* or SLABFEED_DEVICE_LOCAL */
@@ -1095,4 +1176,7 @@ const sf__backend_ops sf__gpu_backend = {.name = "gpu",
                                          .close = gpu_close,
                                          .reside = gpu_reside,
                                          .warm = gpu_warm,
-                                         .warm_join = gpu_warm_join};
+                                         .warm_join = gpu_warm_join,
+                                         .prepare = gpu_prepare,
+                                         .prepare_end = gpu_prepare_end,
+                                         .drop = gpu_drop};

@@ -4,6 +4,7 @@
  * next agreement, never past a collective. */
 #include "backend/resident.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,139 @@ static slabfeed_status fill(sf__resident *r, const sf__store *s,
   return e->status;
 }
 
+/* ---- The staged fill: the file to GPU memory through pinned staging ---- */
+
+static sf__resident *of_sink(sf__sink *k)
+{
+  return (sf__resident *)((char *)k - offsetof(sf__resident, sink));
+}
+
+/* The next staging buffer, once its last copy is done. */
+static float *stage_buffer(sf__sink *k, sf__err *e)
+{
+  sf__resident *r = of_sink(k);
+  return sf__cudart_event_sync(r->done[r->next], e) == SLABFEED_OK
+             ? r->stage[r->next]
+             : NULL;
+}
+
+/* Its transfer on the way to its place in own; the other buffer next. */
+static slabfeed_status stage_put(sf__sink *k, float *buf, const float *at,
+                                 int64_t n, sf__err *e)
+{
+  sf__resident *r = of_sink(k);
+  const int i = buf == r->stage[1];
+  const int64_t off = (const char *)at - r->base;
+  int caller = 0;
+  if (off < 0 || off + n * (int64_t)sizeof(float) > (int64_t)r->bytes)
+    return sf__fail(e, SLABFEED_ERR_STATE,
+                    "staged fill: %lld floats at byte %lld outside the "
+                    "segment of %llu bytes",
+                    (long long)n, (long long)off, (unsigned long long)r->bytes);
+  /* The test's failure comes mid-read, after a first transfer. */
+  if (r->puts > 0 && sf__inject("device.put", r->rank))
+    return sf__fail(e, SLABFEED_ERR_CUDA,
+                    "injected failure at stage 'device.put' (test)");
+  if (sf__cudart_get_device(&caller, e) || sf__cudart_set_device(r->device, e))
+    return e->status;
+  if (sf__cudart_copy(r->own + off, buf, (size_t)n * sizeof(float),
+                      cudaMemcpyHostToDevice, r->stream, e) == SLABFEED_OK)
+    sf__cudart_record(r->done[i], r->stream, e);
+  sf__err restore;
+  sf__err_clear(&restore);
+  sf__cudart_set_device(caller, e->status == SLABFEED_OK ? e : &restore);
+  r->next = !i;
+  r->puts++;
+  return e->status;
+}
+
+slabfeed_status sf__resident_stage(sf__resident *r, sf__store *s, int device,
+                                   sf__sink **sink, sf__err *e)
+{
+  *sink = NULL;
+  r->t0 = sf__now();
+  r->device = device;
+  r->rank = s->rank;
+  r->base = s->base;
+  r->bytes = (uint64_t)s->bytes;
+  /* One plane of every dataset's grid fits a buffer; the same size on
+   * every rank (the read's collective calls are counted with it). */
+  int64_t floats = SF_RESIDENT_STAGE_BYTES / (int64_t)sizeof(float);
+  for (int d = 0; d < s->ndsets; d++)
+    if (s->cube[d] * s->shape[1] * s->shape[2] > floats)
+      floats = s->cube[d] * s->shape[1] * s->shape[2];
+  r->sink = (sf__sink){floats, stage_buffer, stage_put};
+  if (r->bytes > 0 && sf__cudart_malloc((void **)&r->own, r->bytes, e))
+    return e->status;
+  if (sf__cudart_stream_create(&r->stream, e))
+    return e->status;
+  for (int i = 0; i < 2; i++)
+    if (sf__cudart_host_alloc((void **)&r->stage[i],
+                              (size_t)floats * sizeof(float), e) ||
+        sf__cudart_event_create(&r->done[i], e))
+      return e->status;
+  if (sf__inject("device.stage", s->rank))
+    return sf__fail(e, SLABFEED_ERR_CUDA,
+                    "injected failure at stage 'device.stage' (test)");
+  r->staged = 1;
+  *sink = &r->sink;
+  return SLABFEED_OK;
+}
+
+slabfeed_status sf__resident_stage_end(sf__resident *r, sf__err *e)
+{
+  sf__err local;
+  sf__err_clear(&local);
+  if (r->stream != NULL)
+    sf__cudart_stream_sync(r->stream, e->status == SLABFEED_OK ? e : &local);
+  for (int i = 0; i < 2; i++) {
+    sf__cudart_free_host(r->stage[i]);
+    sf__cudart_event_destroy(r->done[i]);
+    r->stage[i] = NULL;
+    r->done[i] = NULL;
+  }
+  sf__cudart_stream_destroy(r->stream);
+  r->stream = NULL;
+  r->fill_s = sf__now() - r->t0;
+  return e->status;
+}
+
+/* Where the rest of a staged copy is copied. */
+typedef struct rest_to {
+  const sf__resident *r;
+  cudaStream_t stream;
+} rest_to;
+
+/* A staged copy's planes that other ranks read (halos, replicas), from
+ * their copies in GPU memory (own or over IPC). */
+static slabfeed_status rest_copy(sf__store *s, int r, int64_t from, int64_t to,
+                                 int64_t bytes, void *arg, sf__err *e)
+{
+  const rest_to *t = arg;
+  const char *src = t->r->dpeer[r];
+  if (src == NULL)
+    return sf__fail(e, SLABFEED_ERR_STATE,
+                    "staged fill: rank %d's copy is not mapped on rank %d", r,
+                    s->rank);
+  return sf__cudart_copy(t->r->own + to, src + from, (size_t)bytes,
+                         cudaMemcpyDeviceToDevice, t->stream, e);
+}
+
+/* Fills the rest of a staged copy once the node's copies are mapped:
+ * every rank's staged part is complete (agreed before). */
+static slabfeed_status fill_rest(sf__resident *r, sf__store *s,
+                                 cudaStream_t copy, sf__err *e)
+{
+  const double t0 = sf__now();
+  const rest_to t = {r, copy};
+  if (sf__store_each_copy(s, rest_copy, (void *)&t, e) == SLABFEED_OK)
+    sf__cudart_stream_sync(copy, e);
+  r->rest_s = sf__now() - t0;
+  if (e->status == SLABFEED_OK && sf__inject("device.rest", s->rank))
+    sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'device.rest'");
+  return e->status;
+}
+
 /* Exchanges the node's IPC handles and opens the others' copies (all:
  * [node_size] exchange buffer, ranks: [node_size]). */
 static slabfeed_status map_node(sf__resident *r, sf__store *s, int device,
@@ -160,27 +294,31 @@ static slabfeed_status map_node(sf__resident *r, sf__store *s, int device,
   return e->status;
 }
 
-slabfeed_status sf__resident_open(sf__resident *r, const sf__config *cfg,
-                                  sf__store *s, int device, cudaStream_t copy,
-                                  int host_unread, sf__err *e)
+int sf__resident_may_choose_device(const sf__config *cfg)
 {
-  r->resided = 1;
-  const slabfeed_residency want = cfg->pub.residency;
-  const char *name = want == SLABFEED_RESIDENCY_DEVICE ? "device" : "auto";
-  if (want == SLABFEED_RESIDENCY_HOST) {
-    snprintf(r->how, sizeof r->how,
-             "host shared memory (residency host), crops over the "
-             "host-to-device link");
-    return SLABFEED_OK;
-  }
   /* A tiled pass reads each voxel about once (((T + 2P) / T)^3 times):
    * copying the slab to the GPU first moves as many bytes, slower than
    * the crops' own copies (docs/DECISIONS.md). The same on every rank. */
-  if (want == SLABFEED_RESIDENCY_AUTO && cfg->pub.tile > 0) {
-    snprintf(r->how, sizeof r->how,
-             "host shared memory (residency auto: a tiled pass reads each "
-             "voxel about once, so copying the slabs to the GPU first would "
-             "cost more than it saves; --residency device forces it)");
+  const slabfeed_residency want = cfg->pub.residency;
+  return want == SLABFEED_RESIDENCY_DEVICE ||
+         (want == SLABFEED_RESIDENCY_AUTO && cfg->pub.tile == 0);
+}
+
+slabfeed_status sf__resident_choose(sf__resident *r, const sf__config *cfg,
+                                    sf__store *s, int device, sf__err *e)
+{
+  r->resided = 1;
+  const slabfeed_residency want = cfg->pub.residency;
+  r->name = want == SLABFEED_RESIDENCY_DEVICE ? "device" : "auto";
+  if (!sf__resident_may_choose_device(cfg)) {
+    snprintf(r->how, sizeof r->how, "%s",
+             want == SLABFEED_RESIDENCY_HOST
+                 ? "host shared memory (residency host), crops over the "
+                   "host-to-device link"
+                 : "host shared memory (residency auto: a tiled pass reads "
+                   "each voxel about once, so copying the slabs to the GPU "
+                   "first would cost more than it saves; --residency device "
+                   "forces it)");
     return SLABFEED_OK;
   }
   sf__gpu_share *all = calloc((size_t)s->node_size, sizeof *all);
@@ -190,9 +328,9 @@ slabfeed_status sf__resident_open(sf__resident *r, const sf__config *cfg,
     free(all);
     return e->status;
   }
-  char why[224] = "", fit[160] = "";
-  const int ok =
-      local_verdict(cfg, s, device, all, why, sizeof why, fit, sizeof fit, e);
+  char why[224] = "";
+  const int ok = local_verdict(cfg, s, device, all, why, sizeof why, r->fit,
+                               sizeof r->fit, e);
   free(all);
   if (sf__agree(s->comm, e) != SLABFEED_OK)
     return e->status;
@@ -208,9 +346,20 @@ slabfeed_status sf__resident_open(sf__resident *r, const sf__config *cfg,
              why);
     return SLABFEED_OK;
   }
-  /* Device, on every rank: the copy, then the node's mappings, each
-   * agreed (close is collective over the node from here on). */
+  /* Device, on every rank (close is collective over the node from here
+   * on). */
   r->chosen = 1;
+  return SLABFEED_OK;
+}
+
+slabfeed_status sf__resident_open(sf__resident *r, sf__store *s, int device,
+                                  cudaStream_t copy, int host_unread,
+                                  sf__err *e)
+{
+  if (!r->chosen)
+    return SLABFEED_OK;
+  /* The copy (unless staged), then the node's mappings, then a staged
+   * copy's rest, each agreed. */
   const size_t n = (size_t)s->node_size;
   r->dpeer = calloc((size_t)s->size, sizeof *r->dpeer);
   r->mapped = calloc(n, sizeof *r->mapped);
@@ -218,13 +367,16 @@ slabfeed_status sf__resident_open(sf__resident *r, const sf__config *cfg,
   int *ranks = calloc(n, sizeof *ranks);
   if (r->dpeer == NULL || r->mapped == NULL || ipc == NULL || ranks == NULL)
     sf__fail(e, SLABFEED_ERR_NOMEM, "residency: the device segment tables");
-  else
+  else if (e->status == SLABFEED_OK && !r->staged)
     fill(r, s, copy, e);
   if (sf__agree(s->comm, e) == SLABFEED_OK) {
     r->dpeer[s->rank] = r->own;
     if (s->node_size > 1)
       map_node(r, s, device, ipc, ranks, e);
-    sf__agree(s->comm, e);
+    if (sf__agree(s->comm, e) == SLABFEED_OK && r->staged) {
+      fill_rest(r, s, copy, e);
+      sf__agree(s->comm, e);
+    }
   }
   free(ipc);
   free(ranks);
@@ -235,19 +387,27 @@ slabfeed_status sf__resident_open(sf__resident *r, const sf__config *cfg,
   /* Every piece of the node is read from device memory now (the device
    * sources come first: source.h), and no other node reads this segment:
    * its host pages go back to the system. Each rank its own; the copies
-   * were agreed above, so no rank reads a host segment any more. */
-  char host[96] = "; host copy kept: other nodes read it over MPI";
-  if (host_unread) {
+   * were agreed above, so no rank reads a host segment any more. A staged
+   * copy never had host pages. */
+  const double gb = (double)r->bytes / 1e9;
+  char host[160] = "; host copy kept: other nodes read it over MPI";
+  if (r->staged) {
+    r->released = r->bytes;
+    snprintf(host, sizeof host,
+             "; read from the file through 2 x %.0f MB of pinned staging, no "
+             "host copy; the planes read by other ranks copied GPU to GPU "
+             "in %.3f s",
+             (double)r->sink.floats * sizeof(float) / 1e6, r->rest_s);
+  } else if (host_unread) {
     r->released = sf__release_pages(s->base, (uint64_t)s->bytes);
     snprintf(host, sizeof host, "; host copy given back: %.2f GB",
              (double)r->released / 1e9);
   }
-  const double gb = (double)r->bytes / 1e9;
   snprintf(r->how, sizeof r->how,
            "GPU memory (residency %s: %s; this rank's %.2f GB filled in "
            "%.2f s = %.2f GB/s; %d of the node's other slabs mapped over "
            "CUDA IPC%s)",
-           name, fit, gb, r->fill_s, r->fill_s > 0 ? gb / r->fill_s : 0.0,
+           r->name, r->fit, gb, r->fill_s, r->fill_s > 0 ? gb / r->fill_s : 0.0,
            r->nmapped, host);
   return SLABFEED_OK;
 }
@@ -264,6 +424,10 @@ void sf__resident_close(sf__resident *r, sf__store *s)
    * theirs: every rank's streams drained before it came here. */
   if (r->chosen && s->node_size > 1)
     MPI_Barrier(s->node);
+  sf__err ignored;
+  sf__err_clear(&ignored);
+  if (r->stream != NULL) /* a staged fill left before its end */
+    sf__resident_stage_end(r, &ignored);
   sf__cudart_free(r->own);
   free(r->mapped);
   free(r->dpeer);

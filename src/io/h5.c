@@ -579,7 +579,7 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
                             int64_t cstride, int independent, int threads,
-                            sf__progress *pg, sf__err *e)
+                            sf__sink *sink, sf__progress *pg, sf__err *e)
 {
   const hsize_t mdims = (hsize_t)(info->channels * cstride);
   const hid_t fspace = H5Dget_space(dset);
@@ -603,22 +603,29 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
   for (int i = 0; i < n_runs && can_read; i++) {
     const sf__h5_run *r = runs != NULL ? &runs[i] : &none;
     for (int64_t c = 0; c < info->channels; c++) {
-      const int64_t n = e->status == SLABFEED_OK ? r->n : 0;
+      int64_t n = e->status == SLABFEED_OK ? r->n : 0;
+      /* Where the planes belong, and where they land: there, or in the
+       * sink's buffer (a rank without one transfers nothing). */
+      float *const at = dst + c * cstride + r->off;
+      float *into = at;
+      if (sink != NULL && n > 0 && (into = sink->buffer(sink, e)) == NULL)
+        n = 0;
       if (n == 0 && !collective)
         continue;
       herr_t rc = select_file(fspace, info, c, r->z, n);
-      if (half >= 0) {
-        /* The halves as stored, into the start of the planes' floats,
-         * then widened: HDF5 1.10's conversion of a user-defined half
-         * type runs at about 30 MB/s. */
-        float *at = dst + c * cstride + r->off;
-        const hsize_t cnt = (hsize_t)(n * info->shape[1] * info->shape[2]);
+      const hsize_t cnt = (hsize_t)(n * info->shape[1] * info->shape[2]);
+      if (half >= 0 || sink != NULL) {
+        /* Dense floats of their own: the halves as stored into the start
+         * of the planes' floats, then widened (HDF5 1.10's conversion of
+         * a user-defined half type runs at about 30 MB/s), or floats into
+         * the sink's buffer. */
         const hid_t hs = H5Screate_simple(1, &cnt, NULL);
         rc = rc < 0 || hs < 0 ? -1 : n == 0 ? H5Sselect_none(hs) : 0;
         if (rc >= 0)
-          rc = H5Dread(dset, half, hs, fspace, dxpl, at);
-        if (rc >= 0)
-          widen_halves(at, (size_t)cnt, threads);
+          rc = H5Dread(dset, half >= 0 ? half : H5T_NATIVE_FLOAT, hs, fspace,
+                       dxpl, into);
+        if (rc >= 0 && half >= 0)
+          widen_halves(into, (size_t)cnt, threads);
         if (hs >= 0)
           H5Sclose(hs);
       } else {
@@ -628,6 +635,8 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
         if (rc >= 0)
           rc = H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, dst);
       }
+      if (rc >= 0 && n > 0 && sink != NULL)
+        sink->put(sink, into, at, (int64_t)cnt, e);
       if (rc >= 0 && n > 0 && pg != NULL)
         sf__progress_add(pg, (double)n * (double)info->shape[1] *
                                  (double)info->shape[2] * sizeof(float));

@@ -7,6 +7,7 @@
 
 #include "common/errors.h"
 #include "common/progress.h"
+#include "io/sink.h"
 
 /* True when this build reads with parallel HDF5 (MPI-IO, collective). */
 int sf__h5_is_parallel(void);
@@ -114,12 +115,15 @@ typedef struct sf__h5_run {
  * A float16 dataset is widened to float32 on up to `threads` threads of
  * this rank (0: up to 8, the cores permitting; the caller passes the
  * node's cores over its ranks so that a node's ranks do not oversubscribe
- * its cores). */
+ * its cores). With a sink (NULL: none), every transfer of a run's channel
+ * lands in the sink's buffer instead and is handed to it with its place
+ * in dst (io/sink.h; the caller keeps each transfer within sink->floats):
+ * dst is then only the layout, never written. */
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
                             int64_t cstride, int independent, int threads,
-                            sf__progress *pg, sf__err *e);
+                            sf__sink *sink, sf__progress *pg, sf__err *e);
 
 /* Local. Whether path lies on a node-local or memory filesystem (statfs:
  * tmpfs, ramfs, ext2/3/4, xfs, btrfs, overlay, zfs, f2fs), where

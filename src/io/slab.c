@@ -56,16 +56,18 @@ double sf__slab_bytes(const sf__store *s, int d, int64_t channels,
 slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
                               const char *path, const char *name,
                               const slabfeed_dataset_info *info, int64_t z0,
-                              int64_t nz, int independent, sf__progress *pg,
-                              sf__err *e)
+                              int64_t nz, int independent, sf__sink *sink,
+                              sf__progress *pg, sf__err *e)
 {
   /* One channel's read stays below 1 GiB: large MPI-IO requests overflow
-   * int counts in some MPI-IO stacks. */
+   * int counts in some MPI-IO stacks; with a sink, within its buffer. */
   /* A dataset of scale f (its file f x the planes' grid): runs of base
    * planes read as f x the file's planes, at f^3 x the offsets. */
   const int64_t f = s->scale[d];
-  int64_t cap = ((int64_t)1 << 30) /
-                (info->shape[1] * info->shape[2] * f * (int64_t)sizeof(float));
+  const int64_t plane = info->shape[1] * info->shape[2] * f;
+  int64_t cap = ((int64_t)1 << 30) / (plane * (int64_t)sizeof(float));
+  if (sink != NULL && sink->floats / plane < cap)
+    cap = sink->floats / plane;
   if (cap < 1)
     cap = 1;
   int max_runs = 0;
@@ -88,7 +90,7 @@ slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
   const long share = cores / (s->node_size > 0 ? s->node_size : 1);
   sf__h5_read(dset, path, name, info, runs, max_runs, dst,
               s->cube[d] * sf__store_chan(s, s->rank), independent,
-              share > 1 ? (int)share : 1, pg, e);
+              share > 1 ? (int)share : 1, sink, pg, e);
   free(runs);
   return e->status;
 }

@@ -429,7 +429,8 @@ static int read_independent(sf__volume *v, const char *path, sf__err *e)
   return ind;
 }
 
-slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e)
+slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
+                                sf__err *e)
 {
   const sf__config *c = v->cfg;
   SF_RANGE_PUSH("read");
@@ -475,7 +476,8 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e)
       for (int f = 0; f < c->nfields[d]; f++) {
         const int ind = read_independent(v, field_path(v, d, f, i), e);
         sf__slab_read(s, d, c0, o.dset[d][f], field_path(v, d, f, i),
-                      c->field[d][f].name, &o.finfo[d][f], z0, nz, ind, &pg, e);
+                      c->field[d][f].name, &o.finfo[d][f], z0, nz, ind, sink,
+                      &pg, e);
         c0 += o.finfo[d][f].channels;
       }
     }

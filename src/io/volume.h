@@ -54,8 +54,11 @@ void sf__volume_stack(sf__volume *v, const uint64_t *w);
 /* Collective over comm. Reads every dataset's slab into this rank's segment
  * of s, volume by volume (every rank opens every file and takes part in
  * every read, with empty transfers after a local failure), then checks
- * that no file shrank meanwhile. Every rank returns the same status. */
-slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__err *e);
+ * that no file shrank meanwhile. Every rank returns the same status.
+ * With a sink (every rank one, or none) the slabs go through it instead
+ * of into the segments (sf__slab_read). */
+slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
+                                sf__err *e);
 
 /* Closes what open opened (any state; idempotent). Local. */
 void sf__volume_close(sf__volume *v);

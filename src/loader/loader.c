@@ -89,22 +89,55 @@ static void injected(const slabfeed_loader *l, const char *stage, sf__err *e)
              stage);
 }
 
-/* Reads every dataset's slab into the store, then publishes the store
- * (replicas and halos from their readers) and records the placement. */
-static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v, sf__err *e)
+/* Joins the back end's start-up work (once; a no-op after). */
+static void join_warm(slabfeed_loader *l)
+{
+  if (l->ops->warm_join != NULL)
+    l->ops->warm_join(l->warm);
+  l->warm = NULL;
+}
+
+/* The back end's say before the read (backend.h, prepare): into *sink
+ * where it takes the read over. Its start-up work goes on meanwhile (a
+ * GPU's context is made once, whichever thread asks first). Agreed. */
+static slabfeed_status prepare_read(slabfeed_loader *l, sf__sink **sink,
+                                    sf__err *e)
+{
+  *sink = NULL;
+  if (l->ops->prepare == NULL)
+    return SLABFEED_OK;
+  const sf__context ctx = {&l->cfg,   &l->store,       NULL,
+                           &l->stats, l->thread_level, NULL};
+  l->ops->prepare(&ctx, &l->early, sink, e);
+  return sf__agree(l->comm, e);
+}
+
+/* Reads every dataset's slab into the store (or through the back end's
+ * sink), then publishes the store (replicas and halos from their readers)
+ * and records the placement. */
+static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v,
+                                  sf__sink *sink, sf__err *e)
 {
   const double t0 = sf__now();
   /* The segment's pages first, on several threads (touch_threads): a
    * read into unfaulted shared memory takes one fault per page on the
    * reading thread, at a fraction of the read's own rate
-   * (docs/PERFORMANCE.md). Counted in the read's time. */
+   * (docs/PERFORMANCE.md). Counted in the read's time. Not where the
+   * slab goes through a sink: those pages are never touched. */
   const sf__store *ss = &l->store;
   const int touch = sf__touch_threads(l->cfg.pub.touch_threads, ss->node_size);
-  if (touch > 1 && e->status == SLABFEED_OK)
+  if (touch > 1 && sink == NULL && e->status == SLABFEED_OK)
     sf__populate(ss->base, (size_t)ss->bytes, touch);
-  if (sf__volume_read(v, &l->store, e) == SLABFEED_OK)
-    sf__store_publish(&l->store, e);
-  snprintf(l->read_how, sizeof l->read_how, "%s", v->read_how);
+  /* The read's outcome is agreed; the sink's end is local, so publish
+   * (collective) runs after an agreed read whatever it says, carrying a
+   * failure of the sink's last copies to the agreement below. */
+  const slabfeed_status got = sf__volume_read(v, &l->store, sink, e);
+  if (sink != NULL)
+    l->ops->prepare_end(l->early, e);
+  if (got == SLABFEED_OK)
+    sf__store_publish(&l->store, sink == NULL, e);
+  snprintf(l->read_how, sizeof l->read_how, "%s%s", v->read_how,
+           sink != NULL ? ", straight to GPU memory" : "");
   const sf__store *st = &l->store;
   const slabfeed_stats read = {.t_read = sf__now() - t0,
                                .slab_bytes = (uint64_t)st->bytes,
@@ -225,8 +258,10 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
     sf__fetch_selfcheck(&l->store,
                         l->cfg.remote_get ? SF__FETCH_GET : SF__FETCH_SEND,
                         p->locality, e);
-    if (sf__agree(l->comm, e) == SLABFEED_OK)
-      read_slabs(l, v, e);
+    sf__sink *sink = NULL;
+    if (sf__agree(l->comm, e) == SLABFEED_OK &&
+        prepare_read(l, &sink, e) == SLABFEED_OK)
+      read_slabs(l, v, sink, e);
   }
   free(cuts);
 }
@@ -276,8 +311,8 @@ static slabfeed_status read_stages(slabfeed_loader *l, sf__err *e)
  * its start, each agreed on by all ranks. */
 static slabfeed_status back_end_stages(slabfeed_loader *l, sf__err *e)
 {
-  const sf__context ctx = {&l->cfg, &l->store, &l->plan, &l->stats,
-                           l->thread_level};
+  const sf__context ctx = {&l->cfg,   &l->store,       &l->plan,
+                           &l->stats, l->thread_level, l->early};
   if (check_host_memory(l, &ctx, e) == SLABFEED_OK)
     l->ops->open(&ctx, &l->backend, e);
   injected(l, "backend", e);
@@ -296,10 +331,9 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
 {
   l->ops = l->cfg.pub.device != -1 ? &sf__gpu_backend : &sf__host_backend;
   const int node_rank = node_rank_of(l);
-  void *warm = l->ops->warm != NULL ? l->ops->warm(&l->cfg, node_rank) : NULL;
+  l->warm = l->ops->warm != NULL ? l->ops->warm(&l->cfg, node_rank) : NULL;
   const slabfeed_status read = read_stages(l, e);
-  if (l->ops->warm_join != NULL)
-    l->ops->warm_join(warm);
+  join_warm(l);
   return read == SLABFEED_OK ? back_end_stages(l, e) : read;
 }
 
@@ -308,6 +342,9 @@ static void free_loader(slabfeed_loader *l)
 {
   if (l->ops != NULL && l->backend != NULL)
     l->ops->close(l->backend);
+  if (l->ops != NULL && l->ops->drop != NULL)
+    l->ops->drop(l->early, &l->store);
+  l->early = NULL;
   sf__batch_free(&l->plan);
   sf__suite_free(&l->suite);
   sf__store_close(&l->store);

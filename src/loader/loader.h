@@ -19,9 +19,12 @@ struct slabfeed_loader {
   uint64_t epoch, step; /* position of the next batch */
   volatile int forked;
   char last_error[SF_ERRLEN];
-  char read_how[96];    /* how the open's slab reads went (io/volume.h) */
-  char reside_how[384]; /* device batches: where crops are read from
+  char read_how[128];   /* how the open's slab reads went (io/volume.h) */
+  char reside_how[512]; /* device batches: where crops are read from
                            (as long as sf__resident.how) */
+  void *warm;           /* the back end's start-up work beside the read,
+                           until joined (backend.h) */
+  void *early;          /* what the back end's prepare made (backend.h) */
   struct slabfeed_loader *next_live; /* registry for the fork handler */
 };
 

@@ -345,45 +345,30 @@ const float *sf__store_segment(const sf__store *s, int r, int d)
   return (const float *)(s->peer[r] + sf__store_offset(s, r, d));
 }
 
-/* Copies `len` planes of every channel of every dataset, the box's planes
- * [z, z + len), from plane qr of rank r's segment to plane q of this
- * rank's: memcpy from a segment of this node, else MPI_Get (blocks of at
- * most 1 GiB). */
-static slabfeed_status fetch_planes(sf__store *s, int r, int64_t z, int64_t qr,
-                                    int64_t q, int64_t len, sf__err *e)
+/* Hands fn the copies of `len` planes of every channel of every dataset,
+ * the box's planes [z, z + len), from plane qr of rank r's segment to
+ * plane q of this rank's: one per dataset and channel. */
+static slabfeed_status copy_planes(sf__store *s, int r, int64_t z, int64_t qr,
+                                   int64_t q, int64_t len, sf__store_copy_fn fn,
+                                   void *arg, sf__err *e)
 {
   const int64_t fb = (int64_t)sizeof(float);
   const int64_t cr = sf__store_chan(s, r), cm = sf__store_chan(s, s->rank);
   const int64_t ar = sf__store_at(s, r, qr), am = sf__store_at(s, s->rank, q);
   const int64_t span = sf__planes_span(&s->g, z, len) * fb;
-  for (int d = 0; d < s->ndsets; d++)
-    for (int64_t c = 0; c < s->channels[d]; c++) {
+  for (int d = 0; d < s->ndsets && e->status == SLABFEED_OK; d++)
+    for (int64_t c = 0; c < s->channels[d] && e->status == SLABFEED_OK; c++) {
       /* A dataset of scale f: every offset and length f^3 times. */
-      const int64_t k = s->cube[d], bytes = span * k;
-      const int64_t from = sf__store_offset(s, r, d) + (c * cr + ar) * fb * k;
-      char *to =
-          s->base + sf__store_offset(s, s->rank, d) + (c * cm + am) * fb * k;
-      if (s->peer[r] != NULL) {
-        memmove(to, s->peer[r] + from, (size_t)bytes);
-        continue;
-      }
-      for (int64_t done = 0; done < bytes;) {
-        const int64_t n =
-            bytes - done < ((int64_t)1 << 30) ? bytes - done : (int64_t)1 << 30;
-        SF_MPI_GOTO(MPI_Get(to + done, (int)n, MPI_BYTE, r,
-                            (MPI_Aint)(from + done), (int)n, MPI_BYTE,
-                            s->world_win),
-                    e, out);
-        done += n;
-        s->fill_remote += (uint64_t)n;
-      }
+      const int64_t k = s->cube[d];
+      fn(s, r, sf__store_offset(s, r, d) + (c * cr + ar) * fb * k,
+         sf__store_offset(s, s->rank, d) + (c * cm + am) * fb * k, span * k,
+         arg, e);
     }
-out:
   return e->status;
 }
 
-/* Fills every plane of this rank's segment that it did not read itself. */
-static slabfeed_status fill(sf__store *s, sf__err *e)
+slabfeed_status sf__store_each_copy(sf__store *s, sf__store_copy_fn fn,
+                                    void *arg, sf__err *e)
 {
   const sf__placement *L = &s->L;
   const int64_t Z = s->shape[0], first = sf__placement_first(L, s->rank);
@@ -397,10 +382,61 @@ static slabfeed_status fill(sf__store *s, sf__err *e)
       len = planes - q;
     const int64_t qr = z - L->core0[r] + L->lo[r];
     if (r != s->rank || qr != q)
-      fetch_planes(s, r, z, qr, q, len, e);
+      copy_planes(s, r, z, qr, q, len, fn, arg, e);
     q += len;
   }
-  if (e->status == SLABFEED_OK && s->world_win != MPI_WIN_NULL)
+  return e->status;
+}
+
+/* Clears *arg where a copy comes from another node. */
+static slabfeed_status note_remote(sf__store *s, int r, int64_t from,
+                                   int64_t to, int64_t bytes, void *arg,
+                                   sf__err *e)
+{
+  (void)from, (void)to, (void)bytes, (void)e;
+  if (s->peer[r] == NULL)
+    *(int *)arg = 0;
+  return SLABFEED_OK;
+}
+
+int sf__store_node_read(sf__store *s)
+{
+  int here = 1;
+  sf__err e;
+  sf__err_clear(&e);
+  sf__store_each_copy(s, note_remote, &here, &e);
+  return here;
+}
+
+/* The host segments' copy: memcpy from a segment of this node, else
+ * MPI_Get (blocks of at most 1 GiB). */
+static slabfeed_status host_copy(sf__store *s, int r, int64_t from, int64_t to,
+                                 int64_t bytes, void *arg, sf__err *e)
+{
+  (void)arg;
+  if (s->peer[r] != NULL) {
+    memmove(s->base + to, s->peer[r] + from, (size_t)bytes);
+    return SLABFEED_OK;
+  }
+  for (int64_t done = 0; done < bytes;) {
+    const int64_t n =
+        bytes - done < ((int64_t)1 << 30) ? bytes - done : (int64_t)1 << 30;
+    SF_MPI_GOTO(MPI_Get(s->base + to + done, (int)n, MPI_BYTE, r,
+                        (MPI_Aint)(from + done), (int)n, MPI_BYTE,
+                        s->world_win),
+                e, out);
+    done += n;
+    s->fill_remote += (uint64_t)n;
+  }
+out:
+  return e->status;
+}
+
+/* Fills every plane of this rank's segment that it did not read itself. */
+static slabfeed_status fill(sf__store *s, sf__err *e)
+{
+  if (sf__store_each_copy(s, host_copy, NULL, e) == SLABFEED_OK &&
+      s->world_win != MPI_WIN_NULL)
     SF_MPI_GOTO(MPI_Win_flush_all(s->world_win), e, out);
 out:
   return e->status;
@@ -427,7 +463,7 @@ out:
   return e->status;
 }
 
-slabfeed_status sf__store_publish(sf__store *s, sf__err *e)
+slabfeed_status sf__store_publish(sf__store *s, int fill_host, sf__err *e)
 {
   /* The collective calls are made after a local failure too; only the
    * fetches are skipped. */
@@ -444,7 +480,7 @@ slabfeed_status sf__store_publish(sf__store *s, sf__err *e)
       s->world_locked = 1;
   }
   if (e->status == SLABFEED_OK && local.status == SLABFEED_OK &&
-      s->base != NULL)
+      s->base != NULL && fill_host)
     fill(s, e);
   sf__err sync;
   sf__err_clear(&sync);

@@ -116,8 +116,30 @@ const float *sf__store_segment(const sf__store *s, int r, int d);
  * ranks read: replicas and halos) from the ranks that read them, memcpy
  * within the node and MPI_Get in large contiguous blocks across nodes,
  * and makes every segment visible to all. A rank that failed before takes
- * part with nothing to fetch. */
-slabfeed_status sf__store_publish(sf__store *s, sf__err *e);
+ * part with nothing to fetch. fill_host 0 (the same on every rank): the
+ * slabs were read elsewhere than the host segments (a sink: io/sink.h),
+ * which stay unwritten; the rest is then the sink owner's to fill
+ * (sf__store_each_copy). */
+slabfeed_status sf__store_publish(sf__store *s, int fill_host, sf__err *e);
+
+/* One copy of the rest of this rank's segment: `bytes` from byte `from`
+ * of rank r's segment to byte `to` of this rank's (segment offsets). */
+typedef slabfeed_status (*sf__store_copy_fn)(sf__store *s, int r, int64_t from,
+                                             int64_t to, int64_t bytes,
+                                             void *arg, sf__err *e);
+
+/* Local. Calls fn for every copy that fills the planes of this rank's
+ * segment it did not read itself (replicas and halos, one per plane run,
+ * dataset and channel, in the order of the segment), stopping at the
+ * first failure. sf__store_publish fills the host segments so; a copy of
+ * the segments elsewhere (GPU memory) is filled the same way. */
+slabfeed_status sf__store_each_copy(sf__store *s, sf__store_copy_fn fn,
+                                    void *arg, sf__err *e);
+
+/* Local. 1 when every plane this rank keeps is read from the file by a
+ * rank of its node (every copy of sf__store_each_copy is within the
+ * node), else 0. */
+int sf__store_node_read(sf__store *s);
 
 /* Collective. Ends the epochs and frees the windows. Safe on a zeroed, partly
  * opened or closed store. */

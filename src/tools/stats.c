@@ -203,7 +203,7 @@ static void read_slab(stats_run *s, hid_t dset, const char *path,
     const int64_t z = z0 + it * cp;
     const int64_t n = z < z1 ? (z1 - z < cp ? z1 - z : cp) : 0;
     const sf__h5_run run = {n > 0 ? z : 0, n, 0};
-    sf__h5_read(dset, path, name, info, &run, 1, buf, cp * s->plane, 0, 0,
+    sf__h5_read(dset, path, name, info, &run, 1, buf, cp * s->plane, 0, 0, NULL,
                 &s->pg, e);
     if (e->status != SLABFEED_OK)
       continue;
