@@ -136,16 +136,24 @@ typedef enum {
   SLABFEED_PROGRESS_OFF = 2
 } slabfeed_progress;
 
-/* How the open's slab reads go to MPI-IO. AUTO: on more than one rank,
- * independent reads where the file is on a node-local or memory filesystem
- * (tmpfs, ext4, xfs, btrfs, overlay, zfs, f2fs: each rank reads its own
- * planes, no aggregation), collective reads (MPI-IO's two-phase
- * aggregation, what parallel filesystems want) elsewhere and on one rank;
- * the choice is rank 0's, for all. */
+/* How the open's slab reads go to the file. AUTO: where the file is on a
+ * node-local or memory filesystem (tmpfs, ext4, xfs, btrfs, overlay, zfs,
+ * f2fs), DIRECT, falling back to independent reads on more than one rank
+ * and collective on one; collective reads (MPI-IO's two-phase
+ * aggregation, what parallel filesystems want) elsewhere; the choice is
+ * rank 0's, for all. INDEPENDENT: each rank reads its own planes through
+ * MPI-IO, no aggregation. DIRECT (0.9): each rank reads its planes with
+ * plain pread on several threads (the node's cores shared by its ranks)
+ * at the dataset's offset in the file, HDF5 giving only the metadata;
+ * for datasets stored contiguously in the file, channels first or of
+ * one channel, as IEEE float32 or binary16 little endian; any other
+ * dataset is read independently. The writer writes as with INDEPENDENT
+ * where DIRECT is asked. */
 typedef enum {
   SLABFEED_READ_AUTO = 0,
   SLABFEED_READ_COLLECTIVE = 1,
-  SLABFEED_READ_INDEPENDENT = 2
+  SLABFEED_READ_INDEPENDENT = 2,
+  SLABFEED_READ_DIRECT = 3 /* added in 0.9 */
 } slabfeed_read_mode;
 
 /* The node's shared memory that holds the slabs. PER_RANK: one MPI-3

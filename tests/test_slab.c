@@ -156,13 +156,16 @@ static host_sink read_through_sink(sf__store *s, hid_t d[2], const char *path,
 static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                        slabfeed_file_layout layout, int chunked, int f16,
                        int64_t halo, int rank_per_node, int group_nodes,
-                       int locality)
+                       int locality, int direct)
 {
   /* The cases alternate collective and independent reads (read_mode) and,
    * every other pair, one window for the node and one per rank
-   * (shared_window): every voxel is checked every way. */
+   * (shared_window): every voxel is checked every way. direct: pread
+   * where the storage allows (0.9), else independent. */
   static int ncase;
-  const int independent = ncase % 2;
+  const int independent = direct      ? SF_H5_DIRECT | SF_H5_INDEPENDENT
+                          : ncase % 2 ? SF_H5_INDEPENDENT
+                                      : 0;
   const int window =
       (ncase / 2) % 2 ? SLABFEED_WINDOW_ONE : SLABFEED_WINDOW_PER_RANK;
   ncase++;
@@ -187,6 +190,14 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
   CHECK(info[0].layout == layout && info[0].channels == 4 &&
             info[1].channels == 5,
         "layout and channels resolved from the shape");
+  /* pread serves contiguous storage of channels-first planes alone. */
+  for (int k = 0; k < 2; k++)
+    CHECK(sf__h5_direct_ok(d[k], &info[k]) ==
+              (layout == SLABFEED_LAYOUT_CF && !chunked),
+          "%s: direct reads %s for layout %s, %s", path,
+          sf__h5_direct_ok(d[k], &info[k]) ? "taken" : "refused",
+          layout == SLABFEED_LAYOUT_CF ? "cf" : "cl",
+          chunked ? "chunked" : "contiguous");
   const int64_t ch[2] = {4, 5};
   const sf__store_opts o = {.rank_per_node = rank_per_node,
                             .group_nodes = group_nodes,
@@ -350,24 +361,43 @@ int main(int argc, char **argv)
   char path[64];
   snprintf(path, sizeof path, "slab_np%d_a.h5", size);
   /* uneven split */
-  check_case(path, 13, 7, 6, SLABFEED_LAYOUT_CF, 0, 0, 0, 0, 0, 0);
+  check_case(path, 13, 7, 6, SLABFEED_LAYOUT_CF, 0, 0, 0, 0, 0, 0, 0);
   snprintf(path, sizeof path, "slab_np%d_b.h5", size);
   /* cl, chunked f16, halo */
-  check_case(path, 11, 7, 6, SLABFEED_LAYOUT_CL, 1, 1, 2, 0, 0, 0);
+  check_case(path, 11, 7, 6, SLABFEED_LAYOUT_CL, 1, 1, 2, 0, 0, 0, 0);
   snprintf(path, sizeof path, "slab_np%d_c.h5", size);
   /* halo = Z, own nodes, one group */
-  check_case(path, 9, 8, 7, SLABFEED_LAYOUT_CF, 1, 0, 9, 1, -1, 0);
+  check_case(path, 9, 8, 7, SLABFEED_LAYOUT_CF, 1, 0, 9, 1, -1, 0, 0);
   /* own nodes, groups of 1 node (every rank a full replica) and of 2,
    * with and without halo and locality planes */
   snprintf(path, sizeof path, "slab_np%d_d.h5", size);
-  check_case(path, 13, 5, 6, SLABFEED_LAYOUT_CF, 1, 0, 0, 1, 1, 0);
+  check_case(path, 13, 5, 6, SLABFEED_LAYOUT_CF, 1, 0, 0, 1, 1, 0, 0);
   snprintf(path, sizeof path, "slab_np%d_e.h5", size);
-  check_case(path, 13, 5, 6, SLABFEED_LAYOUT_CL, 0, 0, 1, 1, 1, 1);
+  check_case(path, 13, 5, 6, SLABFEED_LAYOUT_CL, 0, 0, 1, 1, 1, 1, 0);
   if (size >= 2) {
     snprintf(path, sizeof path, "slab_np%d_f.h5", size);
-    check_case(path, 14, 5, 6, SLABFEED_LAYOUT_CF, 1, 1, 1, 1, 2, 1);
+    check_case(path, 14, 5, 6, SLABFEED_LAYOUT_CF, 1, 1, 1, 1, 2, 1, 0);
     snprintf(path, sizeof path, "slab_np%d_g.h5", size);
-    check_case(path, 17, 4, 5, SLABFEED_LAYOUT_CF, 0, 0, 0, 1, 2, 0);
+    check_case(path, 17, 4, 5, SLABFEED_LAYOUT_CF, 0, 0, 0, 1, 2, 0, 0);
   }
+  /* Direct reads (pread at the dataset's offset): float32 and float16,
+   * halos, every rank its node in groups of one (replicas over MPI), and
+   * storage pread cannot serve (chunked, channels last), which falls back
+   * to independent reads. */
+  snprintf(path, sizeof path, "slab_np%d_h.h5", size);
+  check_case(path, 13, 7, 6, SLABFEED_LAYOUT_CF, 0, 0, 2, 0, 0, 0, 1);
+  snprintf(path, sizeof path, "slab_np%d_i.h5", size);
+  check_case(path, 11, 6, 5, SLABFEED_LAYOUT_CF, 0, 1, 1, 0, 0, 0, 1);
+  snprintf(path, sizeof path, "slab_np%d_j.h5", size);
+  check_case(path, 13, 5, 6, SLABFEED_LAYOUT_CF, 0, 0, 1, 1, 1, 0, 1);
+  snprintf(path, sizeof path, "slab_np%d_k.h5", size);
+  check_case(path, 11, 7, 6, SLABFEED_LAYOUT_CL, 1, 1, 2, 0, 0, 0, 1);
+  snprintf(path, sizeof path, "slab_np%d_l.h5", size);
+  check_case(path, 12, 7, 6, SLABFEED_LAYOUT_CL, 0, 0, 0, 0, 0, 0, 1);
+  /* One rank: channels of 8 MiB, so that each pread is split over the
+   * node's cores (threads of parts of at least 4 MiB). */
+  if (size == 1)
+    check_case("slab_np1_m.h5", 32, 256, 256, SLABFEED_LAYOUT_CF, 0, 0, 1, 0, 0,
+               0, 1);
   return check_finish("mpi.slab");
 }

@@ -71,7 +71,7 @@ static void pass_config(slabfeed_config *c, const pass_case *k)
   static int ncase;
   const int i = ncase++;
   slabfeed_config_init(c);
-  c->read_mode = (slabfeed_read_mode)(i % 3);
+  c->read_mode = (slabfeed_read_mode)((i + i / 4) % 4);
   c->shared_window = i % 2 ? SLABFEED_WINDOW_ONE : SLABFEED_WINDOW_PER_RANK;
   c->touch_threads = i % 4 < 2 ? 3 : 1;
   c->path = input;
@@ -206,10 +206,11 @@ static void round_trip(const pass_case *k, int affine)
     int64_t shape[4], z0, z1;
     slabfeed_writer_shape(w, shape, &z0, &z1);
     /* The write mode follows read_mode (collective on one rank with auto
-     * and for chunked outputs). */
+     * and for chunked outputs; direct reads write independently). */
     const char *how = slabfeed_writer_io(w);
     const int ind =
         !k->chunked && (c.read_mode == SLABFEED_READ_INDEPENDENT ||
+                        c.read_mode == SLABFEED_READ_DIRECT ||
                         (c.read_mode == SLABFEED_READ_AUTO && size > 1 &&
                          strstr(how, "collective") == NULL));
     CHECK(strstr(how, ind ? "independent MPI-IO" : "collective MPI-IO") != NULL,

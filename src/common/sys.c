@@ -97,6 +97,24 @@ uint64_t sf__release_pages(void *p, uint64_t bytes)
   return 0;
 }
 
+void sf__run_jobs(void *(*fn)(void *), void *jobs, size_t size, int n)
+{
+  enum { MAX = 64 };
+  pthread_t th[MAX];
+  int started[MAX] = {0};
+  n = n < 1 ? 1 : n > MAX ? MAX : n;
+  for (int t = 1; t < n; t++) {
+    void *job = (char *)jobs + (size_t)t * size;
+    started[t] = pthread_create(&th[t], NULL, fn, job) == 0;
+    if (!started[t])
+      fn(job);
+  }
+  fn(jobs);
+  for (int t = 1; t < n; t++)
+    if (started[t])
+      pthread_join(th[t], NULL);
+}
+
 int sf__populate(void *p, size_t bytes, int threads)
 {
   enum { MAX = 64 };
@@ -110,23 +128,14 @@ int sf__populate(void *p, size_t bytes, int threads)
   const size_t pages = (n + page - 1) / page;
   const size_t per = (pages + (size_t)T - 1) / (size_t)T * page;
   populate_job job[MAX];
-  pthread_t th[MAX];
-  int started[MAX] = {0};
   for (int t = 0; t < T; t++) {
     const size_t at = (size_t)t * per < n ? (size_t)t * per : n;
     job[t] = (populate_job){a + at, at + per < n ? per : n - at, p,
                             (char *)p + bytes, 0};
-    started[t] =
-        t > 0 && pthread_create(&th[t], NULL, populate_range, &job[t]) == 0;
-    if (t > 0 && !started[t])
-      populate_range(&job[t]);
   }
-  populate_range(&job[0]);
+  sf__run_jobs(populate_range, job, sizeof job[0], T);
   int advised = 1;
-  for (int t = 0; t < T; t++) {
-    if (started[t])
-      pthread_join(th[t], NULL);
+  for (int t = 0; t < T; t++)
     advised &= job[t].advised;
-  }
   return advised;
 }

@@ -34,6 +34,12 @@ int sf__touch_threads(int option, int node_ranks);
  * touched instead. Local; no MPI; the memory must stay mapped. */
 int sf__populate(void *p, size_t bytes, int threads);
 
+/* Runs fn on each of n jobs (jobs[0] .. jobs[n - 1], `size` bytes
+ * apart; n at most 64): jobs 1 .. n - 1 on threads of their own, job 0
+ * on the calling thread, which then joins the others. A job whose thread
+ * cannot be started runs on the calling thread instead. */
+void sf__run_jobs(void *(*fn)(void *), void *jobs, size_t size, int n);
+
 /* Gives the pages of [p, p + bytes) back to the system, backing store
  * included (madvise MADV_REMOVE: shared memory and files that can punch
  * holes; MADV_DONTNEED: private memory), whole pages inside the range

@@ -416,12 +416,14 @@ const sf__option sf__options[] = {
     {{.name = "read_mode",
       .flag = "read-mode",
       .kind = SLABFEED_OPTION_CHOICE,
-      .choices = "auto|collective|independent",
+      .choices = "auto|collective|independent|direct",
       .default_value = "auto",
-      .metavar = "auto|collective|independent",
-      .help = "the open's slab reads: independent (each rank its planes) on "
-              "node-local and memory filesystems and collective (MPI-IO "
-              "aggregation) on others with auto, or as named"},
+      .metavar = "auto|collective|independent|direct",
+      .help = "the open's slab reads: with auto, direct on node-local and "
+              "memory filesystems (each rank preads its planes on several "
+              "threads where the dataset is stored contiguously, channels "
+              "first, float32 or float16; else independent MPI-IO) and "
+              "collective (MPI-IO aggregation) on others; or as named"},
      FIELD(read_mode)},
     {{.name = "shared_window",
       .flag = "shared-window",

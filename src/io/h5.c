@@ -1,6 +1,7 @@
 #include "io/h5.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "common/convert.h"
 #include "common/geometry.h"
 #include "common/mpilib.h"
+#include "common/sys.h"
 
 int sf__h5_is_parallel(void)
 {
@@ -554,33 +556,181 @@ static void widen_halves(float *buf, size_t n, int threads)
   while (hi - (hi + 1) / 2 >= SF_WIDEN_PARALLEL && T > 1) {
     const size_t lo = (hi + 1) / 2,
                  part = (hi - lo + (size_t)T - 1) / (size_t)T;
-    pthread_t th[SF_WIDEN_THREADS];
     widen_job job[SF_WIDEN_THREADS];
-    int started[SF_WIDEN_THREADS] = {0};
     for (int t = 0; t < T; t++) {
       const size_t a = lo + (size_t)t * part;
       job[t] = (widen_job){buf, a < hi ? a : hi, a + part < hi ? a + part : hi};
-      started[t] =
-          t > 0 && pthread_create(&th[t], NULL, widen_range, &job[t]) == 0;
-      if (t > 0 && !started[t])
-        widen_range(&job[t]);
     }
-    widen_range(&job[0]);
-    for (int t = 1; t < T; t++)
-      if (started[t])
-        pthread_join(th[t], NULL);
+    sf__run_jobs(widen_range, job, sizeof job[0], T);
     hi = lo;
   }
   const widen_job rest = {buf, 0, hi};
   widen_range((void *)&rest);
 }
 
+/* ---- Direct reads: plain pread at the dataset's offset (0.9) ---------- */
+
+/* The byte offset in the file of a dataset that pread can read as
+ * sf__h5_read lays it out: contiguous storage in the file itself (not
+ * virtual, no external files), all of it allocated, its planes channel
+ * after channel (channels first, or one channel), and elements of IEEE
+ * float32 little endian or (half) the binary16 slabfeed widens itself.
+ * -1 for any other. */
+static int64_t direct_offset(hid_t dset, const slabfeed_dataset_info *info,
+                             int half)
+{
+  if (sf__h5_is_virtual(dset) ||
+      (info->layout != SLABFEED_LAYOUT_CF && info->channels != 1))
+    return -1;
+  const hid_t dcpl = H5Dget_create_plist(dset);
+  int ok = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS &&
+           H5Pget_external_count(dcpl) == 0;
+  if (dcpl >= 0)
+    H5Pclose(dcpl);
+  if (ok && !half) {
+    const hid_t t = H5Dget_type(dset);
+    ok = t >= 0 && H5Tequal(t, H5T_IEEE_F32LE) > 0;
+    if (t >= 0)
+      H5Tclose(t);
+  }
+  const uint64_t want = (uint64_t)info->channels * (uint64_t)info->shape[0] *
+                        (uint64_t)info->shape[1] * (uint64_t)info->shape[2] *
+                        (half ? 2u : 4u);
+  const haddr_t off = ok ? H5Dget_offset(dset) : HADDR_UNDEF;
+  ok = off != HADDR_UNDEF && (uint64_t)H5Dget_storage_size(dset) == want;
+  H5Eclear2(H5E_DEFAULT);
+  return ok ? (int64_t)off : -1;
+}
+
+/* Bytes [at, at + n) of the file into buf, on one thread; err: 0, an
+ * errno, or -1 where the file ends first. */
+typedef struct pread_job {
+  int fd;
+  char *buf;
+  size_t n;
+  off_t at;
+  int err;
+} pread_job;
+
+static void *pread_range(void *p)
+{
+  pread_job *j = p;
+  for (size_t done = 0; done < j->n && j->err == 0;) {
+    const ssize_t got =
+        pread(j->fd, j->buf + done, j->n - done, j->at + (off_t)done);
+    if (got > 0)
+      done += (size_t)got;
+    else if (got == 0)
+      j->err = -1;
+    else if (errno != EINTR)
+      j->err = errno;
+  }
+  return NULL;
+}
+
+/* Parts of at least this many bytes go to threads of their own. */
+#define SF_PREAD_PART ((size_t)4 << 20)
+#define SF_PREAD_THREADS 64
+
+/* n bytes at `at` of fd into buf on up to `threads` threads (a thread
+ * that cannot start leaves its part to this one). 0, an errno, or -1
+ * (the first part's that failed). */
+static int preads(int fd, char *buf, size_t n, off_t at, int threads)
+{
+  int T = threads < 1                  ? 1
+          : threads > SF_PREAD_THREADS ? SF_PREAD_THREADS
+                                       : threads;
+  if ((size_t)T > n / SF_PREAD_PART)
+    T = n / SF_PREAD_PART > 1 ? (int)(n / SF_PREAD_PART) : 1;
+  const size_t part = (n / (size_t)T + 4095) / 4096 * 4096;
+  pread_job job[SF_PREAD_THREADS];
+  for (int t = 0; t < T; t++) {
+    const size_t a = (size_t)t * part < n ? (size_t)t * part : n;
+    job[t] =
+        (pread_job){fd, buf + a, a + part < n ? part : n - a, at + (off_t)a, 0};
+  }
+  sf__run_jobs(pread_range, job, sizeof job[0], T);
+  int err = 0;
+  for (int t = 0; t < T && err == 0; t++)
+    err = job[t].err;
+  return err;
+}
+
+/* The runs of a dataset at byte `off` of path (direct_offset), with esize
+ * bytes per element: each run's channel is one pread range of the file. */
+static slabfeed_status read_direct(const char *path, const char *name,
+                                   const slabfeed_dataset_info *info,
+                                   int64_t off, int half,
+                                   const sf__h5_run *runs, int n_runs,
+                                   float *dst, int64_t cstride, int threads,
+                                   sf__sink *sink, sf__progress *pg, sf__err *e)
+{
+  if (e->status != SLABFEED_OK || runs == NULL)
+    return e->status;
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return sf__fail(e, SLABFEED_ERR_IO, "cannot open '%s' to read '%s': %s",
+                    path, name, strerror(errno));
+  const int64_t plane = info->shape[1] * info->shape[2];
+  const int64_t esize = half ? 2 : 4;
+  for (int i = 0; i < n_runs && e->status == SLABFEED_OK; i++)
+    for (int64_t c = 0; c < info->channels && e->status == SLABFEED_OK; c++) {
+      const sf__h5_run *r = &runs[i];
+      if (r->n == 0)
+        continue;
+      float *const at = dst + c * cstride + r->off;
+      float *into = sink != NULL ? sink->buffer(sink, e) : at;
+      if (into == NULL)
+        break;
+      const int64_t count = r->n * plane;
+      const int err = preads(
+          fd, (char *)into, (size_t)(count * esize),
+          (off_t)(off + (c * info->shape[0] + r->z) * plane * esize), threads);
+      if (err != 0) {
+        sf__fail(e, SLABFEED_ERR_IO,
+                 "reading planes [%lld, %lld) of channel %lld of '%s' in "
+                 "'%s' with pread failed: %s",
+                 (long long)r->z, (long long)(r->z + r->n), (long long)c, name,
+                 path,
+                 err < 0 ? "the file ends before the data" : strerror(err));
+        break;
+      }
+      if (half)
+        widen_halves(into, (size_t)count, threads);
+      if (sink != NULL && sink->put(sink, into, at, count, e) != SLABFEED_OK)
+        break;
+      if (pg != NULL)
+        sf__progress_add(pg, (double)count * sizeof(float));
+    }
+  close(fd);
+  return e->status;
+}
+
+int sf__h5_direct_ok(hid_t dset, const slabfeed_dataset_info *info)
+{
+  const hid_t half = half_type(dset);
+  const int ok = direct_offset(dset, info, half >= 0) >= 0;
+  if (half >= 0)
+    H5Tclose(half);
+  return ok;
+}
+
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
-                            int64_t cstride, int independent, int threads,
+                            int64_t cstride, int mode, int threads,
                             sf__sink *sink, sf__progress *pg, sf__err *e)
 {
+  if (mode & SF_H5_DIRECT) {
+    const hid_t h = half_type(dset);
+    const int64_t off = direct_offset(dset, info, h >= 0);
+    if (h >= 0)
+      H5Tclose(h);
+    if (off >= 0)
+      return read_direct(path, name, info, off, h >= 0, runs, n_runs, dst,
+                         cstride, threads, sink, pg, e);
+  }
+  const int independent = (mode & SF_H5_INDEPENDENT) != 0;
   const hsize_t mdims = (hsize_t)(info->channels * cstride);
   const hid_t fspace = H5Dget_space(dset);
   const hid_t mspace = H5Screate_simple(1, &mdims, NULL);

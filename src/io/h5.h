@@ -102,15 +102,29 @@ typedef struct sf__h5_run {
   int64_t z, n, off;
 } sf__h5_run;
 
-/* Collective when HDF5 is parallel: every rank calls it with the same
- * n_runs (pad with n == 0 runs). Reads the runs of dataset dset. A rank
+/* How sf__h5_read reads (flags; 0: collective MPI-IO). */
+#define SF_H5_INDEPENDENT 1 /* independent MPI-IO */
+#define SF_H5_DIRECT 2      /* pread where direct_ok, else as the rest says */
+
+/* Local (metadata). 1 when dataset dset can be read with plain pread at
+ * its offset in the file: stored contiguously in the file itself and
+ * allocated, channels first or of one channel, IEEE float32 or binary16
+ * little endian. */
+int sf__h5_direct_ok(hid_t dset, const slabfeed_dataset_info *info);
+
+/* Collective when HDF5 is parallel and mode has no SF_H5_DIRECT that the
+ * dataset allows (then each rank reads alone): every rank calls it with
+ * the same n_runs (pad with n == 0 runs) and mode. Reads the runs of
+ * dataset dset. A rank
  * whose *e already holds a failure, or that fails on the way, goes on with
  * empty transfers so that every rank makes the same collective calls.
  * Datasets whose storage is not fully allocated (chunks never written,
  * read as the fill value) are read with independent I/O: collective reads
  * of them hang or fail in HDF5 1.10. runs == NULL: n_runs empty runs.
- * dst's channels are cstride floats apart. independent: independent I/O
- * even for a fully allocated dataset (every rank must pass the same).
+ * dst's channels are cstride floats apart. mode SF_H5_INDEPENDENT:
+ * independent I/O even for a fully allocated dataset; SF_H5_DIRECT: pread
+ * on up to `threads` threads at the dataset's offset where
+ * sf__h5_direct_ok (every rank must pass the same).
  * Each run read counts its bytes (as float32) in pg (NULL: no progress).
  * A float16 dataset is widened to float32 on up to `threads` threads of
  * this rank (0: up to 8, the cores permitting; the caller passes the
@@ -122,7 +136,7 @@ typedef struct sf__h5_run {
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             const slabfeed_dataset_info *info,
                             const sf__h5_run *runs, int n_runs, float *dst,
-                            int64_t cstride, int independent, int threads,
+                            int64_t cstride, int mode, int threads,
                             sf__sink *sink, sf__progress *pg, sf__err *e);
 
 /* Local. Whether path lies on a node-local or memory filesystem (statfs:

@@ -36,6 +36,13 @@ static int store_runs(const sf__store *s, int r, int64_t cap, int64_t z0,
   return n;
 }
 
+int sf__slab_threads(const sf__store *s)
+{
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const long share = cores / (s->node_size > 0 ? s->node_size : 1);
+  return share > 1 ? (int)share : 1;
+}
+
 double sf__slab_bytes(const sf__store *s, int d, int64_t channels,
                       const int64_t yx[2], int64_t z0, int64_t nz)
 {
@@ -56,7 +63,7 @@ double sf__slab_bytes(const sf__store *s, int d, int64_t channels,
 slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
                               const char *path, const char *name,
                               const slabfeed_dataset_info *info, int64_t z0,
-                              int64_t nz, int independent, sf__sink *sink,
+                              int64_t nz, int mode, sf__sink *sink,
                               sf__progress *pg, sf__err *e)
 {
   /* One channel's read stays below 1 GiB: large MPI-IO requests overflow
@@ -85,12 +92,9 @@ slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
                max_runs); /* the rest stay empty */
   float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d)) +
                c0 * s->cube[d] * sf__store_chan(s, s->rank);
-  /* float16 widening: the node's cores shared by its ranks. */
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const long share = cores / (s->node_size > 0 ? s->node_size : 1);
   sf__h5_read(dset, path, name, info, runs, max_runs, dst,
-              s->cube[d] * sf__store_chan(s, s->rank), independent,
-              share > 1 ? (int)share : 1, sink, pg, e);
+              s->cube[d] * sf__store_chan(s, s->rank), mode,
+              sf__slab_threads(s), sink, pg, e);
   free(runs);
   return e->status;
 }

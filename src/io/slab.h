@@ -22,18 +22,22 @@
  * (io/sink.h; the same on every rank, or NULL on every rank) the planes
  * go through it, in runs of at most sink->floats, and the segment is not
  * written; its buffer must hold one plane of the dataset's grid (f^3 x
- * a plane of the planes' grid). */
+ * a plane of the planes' grid). mode: sf__h5_read's (SF_H5_*). */
 /* Local. The bytes (as float32) this rank reads of a field of dataset d
  * with `channels` channels in the volume of planes [z0, z0 + nz) (the
  * input's grid), whose file planes have yx[0] x yx[1] elements (the
  * dataset's own grid: a dataset of scale f has f file planes per plane). */
+/* Local. The threads a rank reads (direct) and widens float16 with: the
+ * node's online cores shared by its ranks, at least 1. */
+int sf__slab_threads(const sf__store *s);
+
 double sf__slab_bytes(const sf__store *s, int d, int64_t channels,
                       const int64_t yx[2], int64_t z0, int64_t nz);
 
 slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
                               const char *path, const char *name,
                               const slabfeed_dataset_info *info, int64_t z0,
-                              int64_t nz, int independent, sf__sink *sink,
+                              int64_t nz, int mode, sf__sink *sink,
                               sf__progress *pg, sf__err *e);
 
 #endif

@@ -402,31 +402,64 @@ void sf__volume_stack(sf__volume *v, const uint64_t *w)
   }
 }
 
-/* Collective: whether the reads of path are independent (read_mode; for
- * auto, whether rank 0 finds it on a node-local or memory filesystem),
- * rank 0's answer for all; the first file's choice, with its reason, goes
- * into v->read_how. */
-static int read_independent(sf__volume *v, const char *path, sf__err *e)
+/* Collective: how the reads of path go (SF_H5_* flags, read_mode; for
+ * auto, direct where rank 0 finds it on a node-local or memory
+ * filesystem, falling back to independent reads on more than one rank
+ * and collective on one, else collective), rank 0's answer for all; the
+ * first file's choice, with its reason, goes into v->read_how (made whole
+ * by said_how after the read). */
+static int read_mode(sf__volume *v, const char *path, sf__err *e)
 {
-  const int mode = (int)v->cfg->pub.read_mode;
+  const slabfeed_read_mode mode = v->cfg->pub.read_mode;
   char fs[64] = "";
-  int ind = mode == SLABFEED_READ_INDEPENDENT, size = 1;
+  int size = 1;
   MPI_Comm_size(v->comm, &size);
-  /* One rank: collective reads are its own reads, without the independent
-   * path's cost (measured 0.81 against 1.04 x the read ceiling). */
-  if (v->rank == 0 && mode == SLABFEED_READ_AUTO && size > 1)
-    ind = sf__h5_local_fs(path, fs, sizeof fs);
-  else if (v->rank == 0 && mode == SLABFEED_READ_AUTO)
-    snprintf(fs, sizeof fs, "one rank");
-  const int rc = MPI_Bcast(&ind, 1, MPI_INT, 0, v->comm);
+  int how = mode == SLABFEED_READ_INDEPENDENT ? SF_H5_INDEPENDENT
+            : mode == SLABFEED_READ_DIRECT    ? SF_H5_DIRECT | SF_H5_INDEPENDENT
+                                              : 0;
+  /* auto: direct where the file is local; what pread cannot read falls
+   * back to collective reads on one rank (its collective read is its own
+   * read, without the independent path's cost: measured 0.81 against
+   * 1.04 x the read ceiling) and to independent reads on more. */
+  if (v->rank == 0 && mode == SLABFEED_READ_AUTO &&
+      sf__h5_local_fs(path, fs, sizeof fs))
+    how = SF_H5_DIRECT | (size > 1 ? SF_H5_INDEPENDENT : 0);
+  const int rc = MPI_Bcast(&how, 1, MPI_INT, 0, v->comm);
   if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
     sf__fail_mpi(e, rc, "MPI_Bcast (read mode)");
-  static const char *const modes[] = {"auto", "collective", "independent"};
+  static const char *const modes[] = {"auto", "collective", "independent",
+                                      "direct"};
+  if (v->read_how[0] == '\0') {
+    v->read_flags = how;
+    snprintf(v->read_how, sizeof v->read_how, "read_mode %s%s%s",
+             modes[(int)mode % 4], fs[0] != '\0' ? ": " : "", fs);
+  }
+  return how;
+}
+
+/* v->read_how whole: what ran, then why ("read_mode ..." from
+ * read_mode). direct[1] datasets read with pread, direct[0] that could
+ * not be (the same on every rank: a dataset's metadata decides). */
+static void said_how(sf__volume *v, const int direct[2], int threads)
+{
   if (v->read_how[0] == '\0')
-    snprintf(v->read_how, sizeof v->read_how, "%s MPI-IO (read_mode %s%s%s)",
-             ind ? "independent" : "collective", modes[mode % 3],
-             fs[0] != '\0' ? ": " : "", fs);
-  return ind;
+    return; /* nothing was read */
+  char why[96];
+  snprintf(why, sizeof why, "%.80s", v->read_how);
+  const char *rest = v->read_flags & SF_H5_INDEPENDENT ? "independent MPI-IO"
+                                                       : "collective MPI-IO";
+  char pread[48] = "";
+  if (direct[1] > 0)
+    snprintf(pread, sizeof pread, "direct pread on %d thread%s", threads,
+             threads == 1 ? "" : "s");
+  if (direct[1] > 0 && direct[0] > 0)
+    snprintf(v->read_how, sizeof v->read_how,
+             "%.40s (%d dataset%s), %s (%d: not contiguous float32/float16 "
+             "channels first) (%.80s)",
+             pread, direct[1], direct[1] == 1 ? "" : "s", rest, direct[0], why);
+  else
+    snprintf(v->read_how, sizeof v->read_how, "%.40s (%.80s)",
+             direct[1] > 0 ? pread : rest, why);
 }
 
 slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
@@ -451,6 +484,7 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
   sf__progress pg;
   sf__progress_begin(&pg, c->pub.progress, v->rank, "reading the slabs", mine,
                      mine > 0 ? all / mine : 1);
+  int direct[2] = {0, 0}; /* datasets read with MPI-IO, with pread */
   for (int i = 0; i < v->suite.n; i++) {
     const char *path = v->suite.path[i];
     if (v->suite.z0[i + 1] == v->suite.z0[i])
@@ -474,9 +508,11 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
       /* Field by field into its channels of the dataset. */
       int64_t c0 = 0;
       for (int f = 0; f < c->nfields[d]; f++) {
-        const int ind = read_independent(v, field_path(v, d, f, i), e);
+        const int how = read_mode(v, field_path(v, d, f, i), e);
+        if (how & SF_H5_DIRECT)
+          direct[sf__h5_direct_ok(o.dset[d][f], &o.finfo[d][f])]++;
         sf__slab_read(s, d, c0, o.dset[d][f], field_path(v, d, f, i),
-                      c->field[d][f].name, &o.finfo[d][f], z0, nz, ind, sink,
+                      c->field[d][f].name, &o.finfo[d][f], z0, nz, how, sink,
                       &pg, e);
         c0 += o.finfo[d][f].channels;
       }
@@ -490,6 +526,7 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
       break;
   }
   sf__progress_end(&pg, e->status == SLABFEED_OK);
+  said_how(v, direct, sf__slab_threads(s));
   SF_RANGE_POP();
   return e->status;
 }

@@ -804,7 +804,8 @@ static slabfeed_status choose_io(slabfeed_writer *w, slabfeed_read_mode mode,
 {
   char fs[64] = "";
   const char *why = fs;
-  int ind = mode == SLABFEED_READ_INDEPENDENT;
+  /* Direct reads are the loader's: the writer writes independently. */
+  int ind = mode == SLABFEED_READ_INDEPENDENT || mode == SLABFEED_READ_DIRECT;
   if (chunked)
     ind = 0, why = "a chunked output";
   else if (mode == SLABFEED_READ_AUTO && w->size == 1)
@@ -815,9 +816,10 @@ static slabfeed_status choose_io(slabfeed_writer *w, slabfeed_read_mode mode,
   if (rc != MPI_SUCCESS)
     return sf__fail_mpi(e, rc, "MPI_Bcast (writer: write mode)");
   w->independent = ind;
-  static const char *const modes[] = {"auto", "collective", "independent"};
+  static const char *const modes[] = {"auto", "collective", "independent",
+                                      "direct"};
   snprintf(w->io_how, sizeof w->io_how, "%s MPI-IO writes (read_mode %s%s%s)",
-           ind ? "independent" : "collective", modes[(int)mode % 3],
+           ind ? "independent" : "collective", modes[(int)mode % 4],
            why[0] != '\0' && w->rank == 0 ? ": " : "", w->rank == 0 ? why : "");
   return SLABFEED_OK;
 }
