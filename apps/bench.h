@@ -42,6 +42,7 @@ typedef struct bench_ceilings {
    * bytes the open read (all ranks), GB/s, those bytes, and the open's own
    * rate for them (bytes / the slowest rank's slab read); 0: n/a */
   double read_pread, read_bytes, read_open;
+  double read_pread_threads, read_threads; /* the same on the rank's cores */
 } bench_ceilings;
 
 /* What one rank measured in one run. Doubles only: gathered as an array

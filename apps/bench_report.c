@@ -179,6 +179,11 @@ static void print_json(const bench_ctx *b, const char *mode,
   json_double(&j, "open_read_gbs", measured(c->read_open), 3);
   json_double(&j, "ceil_read_pread", measured(c->read_pread), 3);
   json_double(&j, "ratio_read", ratio(c->read_open, c->read_pread), 4);
+  json_double(&j, "ceil_read_pread_threads", measured(c->read_pread_threads),
+              3);
+  json_double(&j, "read_threads", measured(c->read_threads), 0);
+  json_double(&j, "ratio_read_threads",
+              ratio(c->read_open, c->read_pread_threads), 4);
   json_double(&j, "first_batch_s", measured(r0->first_batch_s), 3);
   json_end(&j);
 }

@@ -2,8 +2,9 @@
  * read_ceiling.h). The same ranks read the
  * same bytes of the same file as the open's slab read did, with plain
  * pread(2) into private memory freshly allocated (its pages first touched
- * by the read, as the open's window is), one thread per rank, right after
- * the loader closed (the page cache as the open left it). The bytes: for
+ * by the read, as the open's window is), one thread per rank, then on the
+ * rank's share of the node's cores (as read_mode direct reads), right
+ * after the loader closed (the page cache as the open left it). The bytes: for
  * each dataset of the input and the target, rank r's z-slab of the box
  * (slabfeed_slab_plan: the open's split over one group of ranks), every
  * channel, as stored (float16 files: 2 bytes per value). Only contiguous
@@ -12,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -77,6 +79,35 @@ static int read_range(int fd, char *buf, off_t off, size_t len)
   return 0;
 }
 
+/* One thread's part of the ranges: part k of T of each range, at its
+ * place in the buffer (ranges laid end to end). */
+typedef struct range_job {
+  int fd;
+  char *buf;
+  off_t (*off)[64];
+  size_t (*len)[64];
+  const int *nr;
+  int nd, k, T, err;
+} range_job;
+
+static void *read_part(void *p)
+{
+  range_job *j = p;
+  size_t at = 0;
+  for (int d = 0; d < j->nd && j->err == 0; d++)
+    for (int r = 0; r < j->nr[d] && j->err == 0; r++) {
+      const size_t n = j->len[d][r];
+      const size_t part = (n / (size_t)j->T + 4095) / 4096 * 4096;
+      const size_t a = (size_t)j->k * part < n ? (size_t)j->k * part : n;
+      const size_t b = a + part < n ? a + part : n;
+      if (b > a && read_range(j->fd, j->buf + at + a, j->off[d][r] + (off_t)a,
+                              b - a) != 0)
+        j->err = errno != 0 ? errno : EIO;
+      at += n;
+    }
+  return NULL;
+}
+
 int read_ceiling_measure(const char *path, const char *input,
                          const char *target, slabfeed_file_layout layout,
                          read_ceiling *out)
@@ -120,35 +151,63 @@ int read_ceiling_measure(const char *path, const char *input,
   }
   slabfeed_status st = SLABFEED_OK;
   char msg[CLI_ERRLEN] = "";
-  char *buf = mine > 0 ? malloc(mine) : NULL;
   const int fd = open(path, O_RDONLY);
-  if ((mine > 0 && buf == NULL) || fd < 0)
+  if (fd < 0)
     cli_note(&st, msg, sizeof msg, SLABFEED_ERR_IO,
-             "read ceiling: cannot open '%s' or allocate %zu bytes", path,
-             mine);
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = MPI_Wtime();
-  size_t at = 0;
-  for (int d = 0; d < nd && st == SLABFEED_OK; d++)
-    for (int k = 0; k < nr[d] && st == SLABFEED_OK; k++) {
-      if (read_range(fd, buf + at, off[d][k], len[d][k]) != 0)
+             "read ceiling: cannot open '%s': %s", path, strerror(errno));
+  /* The rank's share of the node's cores, as read_mode direct reads. */
+  MPI_Comm node = MPI_COMM_NULL;
+  int node_size = 1;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+                          MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+  }
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN) / node_size;
+  const int threads = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
+  double t[2] = {0, 0};
+  for (int pass = 0; pass < 2; pass++) {
+    char *buf = mine > 0 ? malloc(mine) : NULL;
+    if (mine > 0 && buf == NULL)
+      cli_note(&st, msg, sizeof msg, SLABFEED_ERR_NOMEM,
+               "read ceiling: cannot allocate %zu bytes", mine);
+    range_job job[64];
+    const int T = pass == 0 ? 1 : threads;
+    for (int k = 0; k < T; k++)
+      job[k] = (range_job){fd, buf, off, len, nr, nd, k, T, 0};
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    pthread_t th[64];
+    int started[64] = {0};
+    for (int k = 1; k < T && st == SLABFEED_OK; k++)
+      started[k] = pthread_create(&th[k], NULL, read_part, &job[k]) == 0;
+    for (int k = 0; k < T && st == SLABFEED_OK; k++)
+      if (k == 0 || !started[k])
+        read_part(&job[k]);
+    for (int k = 1; k < T; k++)
+      if (started[k])
+        pthread_join(th[k], NULL);
+    t[pass] = MPI_Wtime() - t0;
+    for (int k = 0; k < T && st == SLABFEED_OK; k++)
+      if (job[k].err != 0)
         cli_note(&st, msg, sizeof msg, SLABFEED_ERR_IO,
                  "read ceiling: pread of '%s' failed: %s", path,
-                 strerror(errno));
-      at += len[d][k];
-    }
-  const double dt = MPI_Wtime() - t0;
+                 strerror(job[k].err));
+    free(buf);
+  }
   if (fd >= 0)
     close(fd);
-  free(buf);
-  double t = dt, bytes = (double)mine;
-  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  double bytes = (double)mine;
+  MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   int bad = st != SLABFEED_OK;
   MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (bad || t <= 0)
+  if (bad || t[0] <= 0 || t[1] <= 0)
     return 0; /* n/a: the app's figures stand without it */
+  out->pread_threads_gbs = bytes / t[1] / 1e9;
+  out->threads = threads;
+  const double dt = t[0];
   out->bytes = bytes;
-  out->pread_gbs = bytes / t / 1e9;
+  out->pread_gbs = bytes / dt / 1e9;
   return 1;
 }
