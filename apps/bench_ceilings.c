@@ -268,12 +268,12 @@ void bench_ceilings_print(const bench_ctx *b, const bench_ceilings *c)
     printf("open: read %.2f GB of '%s' at %.2f GB/s = %.3f x the read "
            "ceiling (the same bytes by the same %d ranks with pread into "
            "fresh private memory, one thread per rank, page cache as the "
-           "open left it: %.2f GB/s) = %.3f x the same on %.0f threads per "
+           "open left it: %.2f GB/s) = %.3f x the same on %.0f thread%s per "
            "rank (%.2f GB/s)\n",
            c->read_bytes / 1e9, b->path, c->read_open,
            c->read_open / c->read_pread, b->size, c->read_pread,
            c->read_open / c->read_pread_threads, c->read_threads,
-           c->read_pread_threads);
+           c->read_threads == 1 ? "" : "s", c->read_pread_threads);
   else if (b->t_read_max > 0)
     printf("open: read ceiling n/a (a chunked dataset, several volumes or "
            "fields: their bytes are not at known offsets)\n");

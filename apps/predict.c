@@ -382,11 +382,11 @@ int main(int argc, char **argv)
       printf("%s: open: read %.2f GB of '%s' at %.2f GB/s = %.3f x the read "
              "ceiling (the same bytes by the same %d ranks with pread into "
              "fresh private memory: %.2f GB/s) = %.3f x the same on %.0f "
-             "threads per rank (%.2f GB/s)\n",
+             "thread%s per rank (%.2f GB/s)\n",
              prog, ceil.bytes / 1e9, input, ceil.bytes / max[2] / 1e9,
              ceil.bytes / max[2] / 1e9 / ceil.pread_gbs, size, ceil.pread_gbs,
              ceil.bytes / max[2] / 1e9 / ceil.pread_threads_gbs, ceil.threads,
-             ceil.pread_threads_gbs);
+             ceil.threads == 1 ? "" : "s", ceil.pread_threads_gbs);
     else if (a.no_read_ceiling)
       printf("%s: open: read ceiling not measured (--no-read-ceiling)\n", prog);
     else
