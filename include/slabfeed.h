@@ -911,8 +911,9 @@ SLABFEED_API slabfeed_status slabfeed_writer_put(slabfeed_writer *w,
 /* slabfeed_writer_close - completes the puts, checks that every voxel of
  * the output was put exactly once (else the error says how many were
  * missing or put twice, and on which ranks' slabs), writes every rank's
- * slab (collective MPI-IO writes, or independent ones where the loader's
- * read_mode says so: slabfeed_writer_io), syncs and verifies the file and
+ * slab (collective MPI-IO writes, or direct or independent ones where the
+ * loader's read_mode says so: slabfeed_writer_io), syncs and verifies
+ * the file (read back through HDF5) and
  * renames it over its name; then releases everything.
  * Collective over the writer's communicator.
  * Threads: not with other calls on w. Device: waits for its own stream.
@@ -935,10 +936,13 @@ SLABFEED_API void slabfeed_writer_abort(slabfeed_writer *w);
 SLABFEED_API const char *slabfeed_writer_last_error(const slabfeed_writer *w);
 
 /* slabfeed_writer_io - how close writes the file, and why, on rank 0
- * ("independent MPI-IO writes (read_mode auto: tmpfs)"): the loader's
- * read_mode rules applied to the output's filesystem; collective for a
- * chunked output and on one rank. Other ranks get the choice without the
- * reason. Collective no. Lifetime: w's. NULL w: "". */
+ * ("direct pwrite on 16 threads (read_mode auto: tmpfs)"): the loader's
+ * read_mode rules applied to the output's filesystem (0.9: auto and
+ * direct write each rank's planes with pwrite on its share of the node's
+ * cores where the file is on a node-local or memory filesystem;
+ * independent: independent MPI-IO); collective on other filesystems and
+ * for a chunked output. Other ranks get the choice without the reason.
+ * Collective no. Lifetime: w's. NULL w: "". */
 SLABFEED_API const char *slabfeed_writer_io(const slabfeed_writer *w);
 
 /* slabfeed_writer_shape - the output dataset: shape (C,Z,Y,X) or (Z,Y,X,C)

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/convert.h"
+#include "io/h5.h"
 #include "testutil.h"
 
 static int rank, size;
@@ -205,15 +206,19 @@ static void round_trip(const pass_case *k, int affine)
   if (w != NULL) {
     int64_t shape[4], z0, z1;
     slabfeed_writer_shape(w, shape, &z0, &z1);
-    /* The write mode follows read_mode (collective on one rank with auto
-     * and for chunked outputs; direct reads write independently). */
+    /* The write mode follows read_mode: direct pwrite (0.9) where named,
+     * and with auto where the output's filesystem is local (statfs, as
+     * rank 0 decides it); collective for chunked outputs. */
     const char *how = slabfeed_writer_io(w);
-    const int ind =
-        !k->chunked && (c.read_mode == SLABFEED_READ_INDEPENDENT ||
-                        c.read_mode == SLABFEED_READ_DIRECT ||
-                        (c.read_mode == SLABFEED_READ_AUTO && size > 1 &&
-                         strstr(how, "collective") == NULL));
-    CHECK(strstr(how, ind ? "independent MPI-IO" : "collective MPI-IO") != NULL,
+    char fs[64];
+    const int local = sf__h5_local_fs(".", fs, sizeof fs); /* out is here */
+    const int direct =
+        !k->chunked && (c.read_mode == SLABFEED_READ_DIRECT ||
+                        (c.read_mode == SLABFEED_READ_AUTO && local));
+    const int ind = !k->chunked && c.read_mode == SLABFEED_READ_INDEPENDENT;
+    CHECK(strstr(how, direct ? "direct pwrite on "
+                      : ind  ? "independent MPI-IO"
+                             : "collective MPI-IO") != NULL,
           "%s: read_mode %d, %s output: writer io '%s'", k->name,
           (int)c.read_mode, k->chunked ? "chunked" : "contiguous", how);
     if (rank == 0)

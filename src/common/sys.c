@@ -139,3 +139,54 @@ int sf__populate(void *p, size_t bytes, int threads)
     advised &= job[t].advised;
   return advised;
 }
+
+/* Bytes [at, at + n) of the file and buf, one way, on one thread; err:
+ * 0, an errno, or -1 where a read meets the file's end first. */
+typedef struct pio_job {
+  int fd, write;
+  char *buf;
+  size_t n;
+  off_t at;
+  int err;
+} pio_job;
+
+static void *pio_range(void *p)
+{
+  pio_job *j = p;
+  for (size_t done = 0; done < j->n && j->err == 0;) {
+    const ssize_t got =
+        j->write
+            ? pwrite(j->fd, j->buf + done, j->n - done, j->at + (off_t)done)
+            : pread(j->fd, j->buf + done, j->n - done, j->at + (off_t)done);
+    if (got > 0)
+      done += (size_t)got;
+    else if (got == 0)
+      j->err = j->write ? EIO : -1;
+    else if (errno != EINTR)
+      j->err = errno;
+  }
+  return NULL;
+}
+
+/* Parts of at least this many bytes go to threads of their own. */
+#define SF_PIO_PART ((size_t)4 << 20)
+#define SF_PIO_THREADS 64
+
+int sf__pio(int fd, char *buf, size_t n, off_t at, int threads, int write)
+{
+  int T = threads < 1 ? 1 : threads > SF_PIO_THREADS ? SF_PIO_THREADS : threads;
+  if ((size_t)T > n / SF_PIO_PART)
+    T = n / SF_PIO_PART > 1 ? (int)(n / SF_PIO_PART) : 1;
+  const size_t part = (n / (size_t)T + 4095) / 4096 * 4096;
+  pio_job job[SF_PIO_THREADS];
+  for (int t = 0; t < T; t++) {
+    const size_t a = (size_t)t * part < n ? (size_t)t * part : n;
+    job[t] = (pio_job){
+        fd, write, buf + a, a + part < n ? part : n - a, at + (off_t)a, 0};
+  }
+  sf__run_jobs(pio_range, job, sizeof job[0], T);
+  int err = 0;
+  for (int t = 0; t < T && err == 0; t++)
+    err = job[t].err;
+  return err;
+}

@@ -5,6 +5,7 @@
 #define SF_SYS_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 /* Seconds of a monotonic clock (any thread, no MPI). */
@@ -39,6 +40,12 @@ int sf__populate(void *p, size_t bytes, int threads);
  * on the calling thread, which then joins the others. A job whose thread
  * cannot be started runs on the calling thread instead. */
 void sf__run_jobs(void *(*fn)(void *), void *jobs, size_t size, int n);
+
+/* Reads (write 0) or writes n bytes of fd at offset `at` from or into
+ * buf with pread/pwrite, on up to `threads` threads (parts of at least 4
+ * MiB, page-aligned). Returns 0, the first failing part's errno, or -1
+ * where a read met the end of the file first. */
+int sf__pio(int fd, char *buf, size_t n, off_t at, int threads, int write);
 
 /* Gives the pages of [p, p + bytes) back to the system, backing store
  * included (madvise MADV_REMOVE: shared memory and files that can punch

@@ -602,60 +602,6 @@ static int64_t direct_offset(hid_t dset, const slabfeed_dataset_info *info,
   return ok ? (int64_t)off : -1;
 }
 
-/* Bytes [at, at + n) of the file into buf, on one thread; err: 0, an
- * errno, or -1 where the file ends first. */
-typedef struct pread_job {
-  int fd;
-  char *buf;
-  size_t n;
-  off_t at;
-  int err;
-} pread_job;
-
-static void *pread_range(void *p)
-{
-  pread_job *j = p;
-  for (size_t done = 0; done < j->n && j->err == 0;) {
-    const ssize_t got =
-        pread(j->fd, j->buf + done, j->n - done, j->at + (off_t)done);
-    if (got > 0)
-      done += (size_t)got;
-    else if (got == 0)
-      j->err = -1;
-    else if (errno != EINTR)
-      j->err = errno;
-  }
-  return NULL;
-}
-
-/* Parts of at least this many bytes go to threads of their own. */
-#define SF_PREAD_PART ((size_t)4 << 20)
-#define SF_PREAD_THREADS 64
-
-/* n bytes at `at` of fd into buf on up to `threads` threads (a thread
- * that cannot start leaves its part to this one). 0, an errno, or -1
- * (the first part's that failed). */
-static int preads(int fd, char *buf, size_t n, off_t at, int threads)
-{
-  int T = threads < 1                  ? 1
-          : threads > SF_PREAD_THREADS ? SF_PREAD_THREADS
-                                       : threads;
-  if ((size_t)T > n / SF_PREAD_PART)
-    T = n / SF_PREAD_PART > 1 ? (int)(n / SF_PREAD_PART) : 1;
-  const size_t part = (n / (size_t)T + 4095) / 4096 * 4096;
-  pread_job job[SF_PREAD_THREADS];
-  for (int t = 0; t < T; t++) {
-    const size_t a = (size_t)t * part < n ? (size_t)t * part : n;
-    job[t] =
-        (pread_job){fd, buf + a, a + part < n ? part : n - a, at + (off_t)a, 0};
-  }
-  sf__run_jobs(pread_range, job, sizeof job[0], T);
-  int err = 0;
-  for (int t = 0; t < T && err == 0; t++)
-    err = job[t].err;
-  return err;
-}
-
 /* The runs of a dataset at byte `off` of path (direct_offset), with esize
  * bytes per element: each run's channel is one pread range of the file. */
 static slabfeed_status read_direct(const char *path, const char *name,
@@ -683,9 +629,10 @@ static slabfeed_status read_direct(const char *path, const char *name,
       if (into == NULL)
         break;
       const int64_t count = r->n * plane;
-      const int err = preads(
-          fd, (char *)into, (size_t)(count * esize),
-          (off_t)(off + (c * info->shape[0] + r->z) * plane * esize), threads);
+      const int err =
+          sf__pio(fd, (char *)into, (size_t)(count * esize),
+                  (off_t)(off + (c * info->shape[0] + r->z) * plane * esize),
+                  threads, 0);
       if (err != 0) {
         sf__fail(e, SLABFEED_ERR_IO,
                  "reading planes [%lld, %lld) of channel %lld of '%s' in "

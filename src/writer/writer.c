@@ -10,12 +10,15 @@
  * coverage (voxel counts and a hash of the tiles per owner), then writes the
  * slabs with collective parallel-HDF5 writes into a file written aside
  * (io/aside.h). */
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <hdf5.h>
 
@@ -68,6 +71,9 @@ struct slabfeed_writer {
   int n_shm, per_rank, shm_locked, world_locked;
   int touch;        /* threads that fault in this rank's slab at open */
   int independent;  /* close writes with independent MPI-IO (read_mode) */
+  int direct;       /* close writes with pwrite at the dataset's offset
+                       (independent too: no collective write) */
+  int io_threads;   /* direct: the node's cores over its ranks */
   char io_how[256]; /* which, and why (slabfeed_writer_io), and where
                        the open's time went */
   float *slab;  /* this rank's planes, [C][planes][Y][X] or [planes][Y][X][C] */
@@ -795,32 +801,47 @@ static slabfeed_status create_file(slabfeed_writer *w, const int64_t chunk[3],
 }
 
 /* How close writes (the loader's read_mode rules, for the output's
- * filesystem): independent where rank 0 finds the file aside on a
- * node-local or memory filesystem (each rank writes its planes, no
- * aggregation), collective on others, on one rank and for a chunked
- * output (whose chunks may straddle two ranks' planes). Collective. */
+ * filesystem): where rank 0 finds the file aside on a node-local or
+ * memory filesystem, direct (0.9: each rank pwrites its planes at the
+ * dataset's offset on its share of the node's cores; no aggregation, no
+ * collective write); collective on others and for a chunked output
+ * (whose chunks may straddle two ranks' planes); independent or direct
+ * where read_mode names them. Collective. */
 static slabfeed_status choose_io(slabfeed_writer *w, slabfeed_read_mode mode,
                                  int chunked, sf__err *e)
 {
+  enum { IND = 1, DIRECT = 2 };
   char fs[64] = "";
   const char *why = fs;
-  /* Direct reads are the loader's: the writer writes independently. */
-  int ind = mode == SLABFEED_READ_INDEPENDENT || mode == SLABFEED_READ_DIRECT;
+  int how = mode == SLABFEED_READ_INDEPENDENT ? IND
+            : mode == SLABFEED_READ_DIRECT    ? IND | DIRECT
+                                              : 0;
   if (chunked)
-    ind = 0, why = "a chunked output";
-  else if (mode == SLABFEED_READ_AUTO && w->size == 1)
-    why = "one rank";
+    how = 0, why = "a chunked output";
   else if (mode == SLABFEED_READ_AUTO && w->rank == 0)
-    ind = sf__h5_local_fs(w->as.tmp, fs, sizeof fs);
-  const int rc = MPI_Bcast(&ind, 1, MPI_INT, 0, w->comm);
+    how = sf__h5_local_fs(w->as.tmp, fs, sizeof fs) ? IND | DIRECT : 0;
+  int rc = MPI_Bcast(&how, 1, MPI_INT, 0, w->comm);
+  int node_ranks = 1;
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Comm_size(w->node, &node_ranks);
   if (rc != MPI_SUCCESS)
     return sf__fail_mpi(e, rc, "MPI_Bcast (writer: write mode)");
-  w->independent = ind;
+  w->independent = (how & IND) != 0;
+  w->direct = (how & DIRECT) != 0;
+  const long share = sysconf(_SC_NPROCESSORS_ONLN) / node_ranks;
+  w->io_threads = share > 1 ? (int)share : 1;
   static const char *const modes[] = {"auto", "collective", "independent",
                                       "direct"};
-  snprintf(w->io_how, sizeof w->io_how, "%s MPI-IO writes (read_mode %s%s%s)",
-           ind ? "independent" : "collective", modes[(int)mode % 4],
-           why[0] != '\0' && w->rank == 0 ? ": " : "", w->rank == 0 ? why : "");
+  char what[64];
+  if (w->direct)
+    snprintf(what, sizeof what, "direct pwrite on %d thread%s", w->io_threads,
+             w->io_threads == 1 ? "" : "s");
+  else
+    snprintf(what, sizeof what, "%s MPI-IO writes",
+             w->independent ? "independent" : "collective");
+  snprintf(w->io_how, sizeof w->io_how, "%s (read_mode %s%s%s)", what,
+           modes[(int)mode % 4], why[0] != '\0' && w->rank == 0 ? ": " : "",
+           w->rank == 0 ? why : "");
   return SLABFEED_OK;
 }
 
@@ -1561,6 +1582,67 @@ static int run_matches(const slabfeed_writer *w, int64_t q, int64_t n,
   return 1;
 }
 
+/* Direct writes (choose_io): this rank's planes with pwrite on its share
+ * of the node's cores at the dataset's offset in the file aside (stored
+ * contiguously, allocated at creation and never filled by HDF5, which
+ * writes no raw data of it afterwards): float32 straight from the slab,
+ * float16 converted run by run into buf, each channel's planes one range
+ * of the file (channels first) or all of them one range (channels last).
+ * Local: no collective call. */
+static slabfeed_status write_direct(slabfeed_writer *w, hid_t dset, float *buf,
+                                    sf__progress *pg, sf__err *e)
+{
+  const haddr_t at = H5Dget_offset(dset);
+  if (at == HADDR_UNDEF) {
+    H5Eclear2(H5E_DEFAULT);
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "writer: '%s' in '%s' has no offset in the file: it "
+                    "cannot be written directly",
+                    w->name, w->as.tmp);
+  }
+  const int fd = open(w->as.tmp, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return sf__fail(e, SLABFEED_ERR_IO, "writer: cannot open '%s' to write: %s",
+                    w->as.tmp, strerror(errno));
+  hsize_t dims[4];
+  file_dims(w, dims);
+  const int64_t Z = (int64_t)dims[w->cl ? 0 : 1], z0 = w->z0[w->rank];
+  const int64_t zq = planes_of(w, w->rank), pe = plane_elems(w);
+  const int64_t pc = pe / w->C, es = w->f16 ? 2 : 4;
+  const int64_t cap = w->f16 ? run_planes(w) : zq;
+  for (int64_t q = 0; q < zq && e->status == SLABFEED_OK; q += cap) {
+    const int64_t n = zq - q < cap ? zq - q : cap;
+    const char *src = (const char *)w->slab;
+    if (w->f16) {
+      stage_run(w, q, n, buf); /* halves, as in the file */
+      src = (const char *)buf;
+    }
+    /* Channel c's n planes from q on: where they are in src, and in the
+     * file (channels last: all channels at once, one range). */
+    const int64_t ranges = w->cl ? 1 : w->C;
+    for (int64_t c = 0; c < ranges && e->status == SLABFEED_OK; c++) {
+      const int64_t count = w->cl ? n * pe : n * pc;
+      const int64_t from = w->cl ? (w->f16 ? 0 : q * pe)
+                                 : (w->f16 ? c * n * pc : c * zq * pc + q * pc);
+      const int64_t to = w->cl ? (z0 + q) * pe : (c * Z + z0 + q) * pc;
+      const int err = sf__pio(fd, (char *)src + from * es, (size_t)(count * es),
+                              (off_t)((int64_t)at + to * es), w->io_threads, 1);
+      if (err != 0)
+        sf__fail(e, SLABFEED_ERR_IO,
+                 "writer: writing output planes [%lld,%lld) of '%s' (written "
+                 "aside as '%s') with pwrite failed: %s",
+                 (long long)(z0 + q), (long long)(z0 + q + n), w->path,
+                 w->as.tmp, strerror(err));
+      else
+        sf__progress_add(pg, (double)(count * es));
+    }
+  }
+  if (close(fd) != 0 && e->status == SLABFEED_OK)
+    sf__fail(e, SLABFEED_ERR_IO, "writer: closing '%s' after writing: %s",
+             w->as.tmp, strerror(errno));
+  return e->status;
+}
+
 /* Every rank's slab, in collective writes of at most SF_RUN_BYTES (a
  * rank with nothing left, or after a local failure, makes empty ones).
  * With `readback` the runs are read back instead and compared with the
@@ -1587,7 +1669,10 @@ static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
                      readback ? "reading the output back"
                               : "writing the output",
                      mine, mine > 0 ? (double)data_bytes(w) / mine : 1);
-  for (int64_t i = 0; i < runs && dxpl >= 0; i++) {
+  const int direct = w->direct && !readback;
+  if (direct && dxpl >= 0 && e->status == SLABFEED_OK)
+    write_direct(w, dset, buf, &pg, e);
+  for (int64_t i = 0; i < runs && dxpl >= 0 && !direct; i++) {
     const int64_t q = i * cap;
     int64_t n = q >= zq ? 0 : (zq - q < cap ? zq - q : cap);
     n = e->status == SLABFEED_OK ? n : 0;
