@@ -1085,8 +1085,8 @@ static slabfeed_status gpu_prepare(const sf__context *ctx, void **early,
    * nodes); agreed, so that every rank makes the read's calls alike. */
   if (sf__resident_choose(use, ctx->cfg, s, device, e) == SLABFEED_OK &&
       use->chosen) {
-    int here =
-        (ctx->cfg->pub.locality || s->L.N == s->L.ng) && sf__store_node_read(s);
+    int here = !sf__store_crops_cross(s, ctx->cfg->pub.locality) &&
+               sf__store_node_read(s);
     int all = 0;
     const int rc = MPI_Allreduce(&here, &all, 1, MPI_INT, MPI_MIN, s->comm);
     if (rc != MPI_SUCCESS)

@@ -2,6 +2,7 @@
 #include "common/sys.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +26,19 @@ uint64_t sf__meminfo(const char *key)
   return (uint64_t)kb * 1024;
 }
 
+int sf__core_share(int node_ranks)
+{
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const long per = cores > 0 && node_ranks > 0 ? cores / node_ranks : 1;
+  return per < 1 ? 1 : per > INT_MAX ? INT_MAX : (int)per;
+}
+
 int sf__touch_threads(int option, int node_ranks)
 {
   if (option > 0)
     return option;
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const long per = cores > 0 && node_ranks > 0 ? cores / node_ranks : 1;
-  return per < 1 ? 1 : per > SF_TOUCH_AUTO_MAX ? SF_TOUCH_AUTO_MAX : (int)per;
+  const int per = sf__core_share(node_ranks);
+  return per > SF_TOUCH_AUTO_MAX ? SF_TOUCH_AUTO_MAX : per;
 }
 
 #ifndef MADV_POPULATE_WRITE

@@ -26,6 +26,11 @@ uint64_t sf__meminfo(const char *key);
 #define SF_TOUCH_AUTO_MAX 8
 int sf__touch_threads(int option, int node_ranks);
 
+/* The node's online cores shared by its node_ranks ranks (at least 1):
+ * the threads one rank takes for its direct reads and writes and its
+ * float16 widening. */
+int sf__core_share(int node_ranks);
+
 /* Faults in the pages of [p, p + bytes) for writing, spread over
  * `threads` threads (this one among them; 1: this one alone): each range
  * with madvise(MADV_POPULATE_WRITE) where the kernel has it (Linux 5.14),

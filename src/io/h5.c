@@ -653,13 +653,21 @@ static slabfeed_status read_direct(const char *path, const char *name,
   return e->status;
 }
 
+/* direct_offset of dset, its elements binary16 or not into *half. */
+static int64_t direct_at(hid_t dset, const slabfeed_dataset_info *info,
+                         int *half)
+{
+  const hid_t h = half_type(dset);
+  *half = h >= 0;
+  if (h >= 0)
+    H5Tclose(h);
+  return direct_offset(dset, info, *half);
+}
+
 int sf__h5_direct_ok(hid_t dset, const slabfeed_dataset_info *info)
 {
-  const hid_t half = half_type(dset);
-  const int ok = direct_offset(dset, info, half >= 0) >= 0;
-  if (half >= 0)
-    H5Tclose(half);
-  return ok;
+  int half;
+  return direct_at(dset, info, &half) >= 0;
 }
 
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
@@ -668,15 +676,11 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             int64_t cstride, int mode, int threads,
                             sf__sink *sink, sf__progress *pg, sf__err *e)
 {
-  if (mode & SF_H5_DIRECT) {
-    const hid_t h = half_type(dset);
-    const int64_t off = direct_offset(dset, info, h >= 0);
-    if (h >= 0)
-      H5Tclose(h);
-    if (off >= 0)
-      return read_direct(path, name, info, off, h >= 0, runs, n_runs, dst,
-                         cstride, threads, sink, pg, e);
-  }
+  int half16 = 0;
+  const int64_t off = mode & SF_H5_DIRECT ? direct_at(dset, info, &half16) : -1;
+  if (off >= 0)
+    return read_direct(path, name, info, off, half16, runs, n_runs, dst,
+                       cstride, threads, sink, pg, e);
   const int independent = (mode & SF_H5_INDEPENDENT) != 0;
   const hsize_t mdims = (hsize_t)(info->channels * cstride);
   const hid_t fspace = H5Dget_space(dset);

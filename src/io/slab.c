@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "common/geometry.h"
+#include "common/sys.h"
 #include "io/h5.h"
 
 /* The planes of rank r's core that it reads itself (placement.h) inside
@@ -34,13 +35,6 @@ static int store_runs(const sf__store *s, int r, int64_t cap, int64_t z0,
     z = end;
   }
   return n;
-}
-
-int sf__slab_threads(const sf__store *s)
-{
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const long share = cores / (s->node_size > 0 ? s->node_size : 1);
-  return share > 1 ? (int)share : 1;
 }
 
 double sf__slab_bytes(const sf__store *s, int d, int64_t channels,
@@ -94,7 +88,7 @@ slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
                c0 * s->cube[d] * sf__store_chan(s, s->rank);
   sf__h5_read(dset, path, name, info, runs, max_runs, dst,
               s->cube[d] * sf__store_chan(s, s->rank), mode,
-              sf__slab_threads(s), sink, pg, e);
+              sf__core_share(s->node_size), sink, pg, e);
   free(runs);
   return e->status;
 }

@@ -27,10 +27,6 @@
  * with `channels` channels in the volume of planes [z0, z0 + nz) (the
  * input's grid), whose file planes have yx[0] x yx[1] elements (the
  * dataset's own grid: a dataset of scale f has f file planes per plane). */
-/* Local. The threads a rank reads (direct) and widens float16 with: the
- * node's online cores shared by its ranks, at least 1. */
-int sf__slab_threads(const sf__store *s);
-
 double sf__slab_bytes(const sf__store *s, int d, int64_t channels,
                       const int64_t yx[2], int64_t z0, int64_t nz);
 

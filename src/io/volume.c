@@ -1,3 +1,4 @@
+#include "common/sys.h"
 #include "io/volume.h"
 
 #include <stdio.h>
@@ -526,7 +527,7 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
       break;
   }
   sf__progress_end(&pg, e->status == SLABFEED_OK);
-  said_how(v, direct, sf__slab_threads(s));
+  said_how(v, direct, sf__core_share(s->node_size));
   SF_RANGE_POP();
   return e->status;
 }

@@ -89,14 +89,6 @@ static void injected(const slabfeed_loader *l, const char *stage, sf__err *e)
              stage);
 }
 
-/* Joins the back end's start-up work (once; a no-op after). */
-static void join_warm(slabfeed_loader *l)
-{
-  if (l->ops->warm_join != NULL)
-    l->ops->warm_join(l->warm);
-  l->warm = NULL;
-}
-
 /* The back end's say before the read (backend.h, prepare): into *sink
  * where it takes the read over. Its start-up work goes on meanwhile (a
  * GPU's context is made once, whichever thread asks first). Agreed. */
@@ -331,9 +323,10 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
 {
   l->ops = l->cfg.pub.device != -1 ? &sf__gpu_backend : &sf__host_backend;
   const int node_rank = node_rank_of(l);
-  l->warm = l->ops->warm != NULL ? l->ops->warm(&l->cfg, node_rank) : NULL;
+  void *warm = l->ops->warm != NULL ? l->ops->warm(&l->cfg, node_rank) : NULL;
   const slabfeed_status read = read_stages(l, e);
-  join_warm(l);
+  if (l->ops->warm_join != NULL)
+    l->ops->warm_join(warm);
   return read == SLABFEED_OK ? back_end_stages(l, e) : read;
 }
 

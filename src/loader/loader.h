@@ -22,8 +22,6 @@ struct slabfeed_loader {
   char read_how[288];   /* how the open's slab reads went (io/volume.h) */
   char reside_how[512]; /* device batches: where crops are read from
                            (as long as sf__resident.how) */
-  void *warm;           /* the back end's start-up work beside the read,
-                           until joined (backend.h) */
   void *early;          /* what the back end's prepare made (backend.h) */
   struct slabfeed_loader *next_live; /* registry for the fork handler */
 };

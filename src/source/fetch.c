@@ -108,10 +108,7 @@ size_t sf__fetch_slot_bytes(const sf__batch_plan *b)
 
 int sf__fetch_needed(const sf__batch_plan *b)
 {
-  /* Some group spans more than one node (groups hold N / ng or one more
-   * nodes), and crops are not kept on their node (locality keeps them
-   * there; it is refused for datasets of several volumes). */
-  return !b->locality && b->store->L.N > b->store->L.ng;
+  return sf__store_crops_cross(b->store, b->locality);
 }
 
 slabfeed_status sf__fetch_open(sf__fetch *f, const sf__batch_plan *b,

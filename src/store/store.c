@@ -388,6 +388,14 @@ slabfeed_status sf__store_each_copy(sf__store *s, sf__store_copy_fn fn,
   return e->status;
 }
 
+int sf__store_crops_cross(const sf__store *s, int locality)
+{
+  /* Some group spans more than one node (groups hold N / ng or one more
+   * nodes), and crops are not kept on their node (locality keeps them
+   * there; it is refused for datasets of several volumes). */
+  return !locality && s->L.N > s->L.ng;
+}
+
 /* Clears *arg where a copy comes from another node. */
 static slabfeed_status note_remote(sf__store *s, int r, int64_t from,
                                    int64_t to, int64_t bytes, void *arg,

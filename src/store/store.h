@@ -136,6 +136,11 @@ typedef slabfeed_status (*sf__store_copy_fn)(sf__store *s, int r, int64_t from,
 slabfeed_status sf__store_each_copy(sf__store *s, sf__store_copy_fn fn,
                                     void *arg, sf__err *e);
 
+/* Local. 1 when a crop piece may lie on another node than the rank that
+ * gathers it (the same on every rank): some replication group spans
+ * nodes and crops are not kept on their node (locality). */
+int sf__store_crops_cross(const sf__store *s, int locality);
+
 /* Local. 1 when every plane this rank keeps is read from the file by a
  * rank of its node (every copy of sf__store_each_copy is within the
  * node), else 0. */

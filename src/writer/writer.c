@@ -828,8 +828,7 @@ static slabfeed_status choose_io(slabfeed_writer *w, slabfeed_read_mode mode,
     return sf__fail_mpi(e, rc, "MPI_Bcast (writer: write mode)");
   w->independent = (how & IND) != 0;
   w->direct = (how & DIRECT) != 0;
-  const long share = sysconf(_SC_NPROCESSORS_ONLN) / node_ranks;
-  w->io_threads = share > 1 ? (int)share : 1;
+  w->io_threads = sf__core_share(node_ranks);
   static const char *const modes[] = {"auto", "collective", "independent",
                                       "direct"};
   char what[64];
