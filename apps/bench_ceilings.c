@@ -275,6 +275,6 @@ void bench_ceilings_print(const bench_ctx *b, const bench_ceilings *c)
            c->read_open / c->read_pread_threads, c->read_threads,
            c->read_threads == 1 ? "" : "s", c->read_pread_threads);
   else if (b->t_read_max > 0)
-    printf("open: read ceiling n/a (a chunked dataset, several volumes or "
-           "fields: their bytes are not at known offsets)\n");
+    printf("open: read ceiling n/a (filters, several volumes or fields: "
+           "their bytes are not at known offsets)\n");
 }

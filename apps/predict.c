@@ -390,8 +390,8 @@ int main(int argc, char **argv)
     else if (a.no_read_ceiling)
       printf("%s: open: read ceiling not measured (--no-read-ceiling)\n", prog);
     else
-      printf("%s: open: read ceiling n/a (a chunked dataset or fields: their "
-             "bytes are not at known offsets)\n",
+      printf("%s: open: read ceiling n/a (filters or fields: their bytes "
+             "are not at known offsets)\n",
              prog);
     if (age_max[AGE_INIT] >= 0)
       printf("%s: timeline (seconds since the process started, slowest "

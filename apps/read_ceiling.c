@@ -7,12 +7,13 @@
  * after the loader closed (the page cache as the open left it). The bytes: for
  * each dataset of the input and the target, rank r's z-slab of the box
  * (slabfeed_slab_plan: the open's split over one group of ranks), every
- * channel, as stored (float16 files: 2 bytes per value). Only contiguous
- * datasets of one file have their bytes at known offsets; other files
- * (chunked, several volumes or fields) get no ceiling (n/a). */
+ * channel, as stored (float16 files: 2 bytes per value), at the ranges
+ * slabfeed_stored_ranges gives: contiguous datasets and chunked ones
+ * without filters (0.10: the rows of those planes in each chunk, as
+ * read_mode direct reads them). Other files (filters, several volumes or
+ * fields) get no ceiling (n/a). */
 #include <errno.h>
 #include <fcntl.h>
-#include <hdf5.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,42 +24,40 @@
 #include "cli.h"
 #include "slabfeed_tools.h"
 
-/* Where one dataset's values are in the file, found by rank 0. */
-typedef struct stored {
-  double offset; /* file offset of the first value; < 0: not contiguous */
-  double Z, C, plane, esize;
-  double cf; /* 1: channels first */
-} stored;
-
-/* The storage of `name` in path (rank 0, serial HDF5): contiguous, its
- * offset, extents and element size; offset -1 where it is not known. */
-static stored find_stored(const char *path, const char *name,
-                          slabfeed_file_layout layout)
+/* Appends to *r (*n of them, *cap room) the ranges of bytes of path
+ * holding this rank's z-slab (slabfeed_slab_plan over `size` ranks) of
+ * every channel of dataset `name` (slabfeed_stored_ranges: what the open
+ * reads directly). 0, or -1 where they are not known: a list of fields,
+ * fewer planes than ranks, values not at known offsets (filters, virtual
+ * datasets), no memory. */
+static int add_ranges(const char *path, const char *name,
+                      slabfeed_file_layout layout, int size, int rank,
+                      slabfeed_byte_range **r, int64_t *n, int64_t *cap)
 {
-  stored s = {-1, 0, 0, 0, 0, 0};
   slabfeed_dataset_info in = SLABFEED_DATASET_INFO_INIT;
   char err[512];
+  int64_t z0 = 0, z1 = 0, more = 0;
   if (name == NULL || strpbrk(name, ",@") != NULL ||
       slabfeed_describe(path, name, layout, &in, err, sizeof err) !=
           SLABFEED_OK ||
-      in.chunked)
-    return s;
-  const hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  const hid_t d = f >= 0 ? H5Dopen2(f, name, H5P_DEFAULT) : H5I_INVALID_HID;
-  const haddr_t off = d >= 0 ? H5Dget_offset(d) : HADDR_UNDEF;
-  if (off != HADDR_UNDEF) {
-    s.offset = (double)off;
-    s.Z = (double)in.shape[0];
-    s.C = (double)in.channels;
-    s.plane = (double)(in.shape[1] * in.shape[2]);
-    s.esize = in.type_bits / 8.0;
-    s.cf = in.ndim == 4 && in.layout == SLABFEED_LAYOUT_CF;
+      slabfeed_slab_plan(in.shape[0], size, rank, &z0, &z1) != SLABFEED_OK ||
+      slabfeed_stored_ranges(path, name, layout, z0, z1, NULL, 0, &more, err,
+                             sizeof err) != SLABFEED_OK)
+    return -1;
+  if (*n + more > *cap) {
+    slabfeed_byte_range *g = realloc(*r, (size_t)(*n + more) * sizeof *g);
+    if (g == NULL)
+      return -1;
+    *r = g;
+    *cap = *n + more;
   }
-  if (d >= 0)
-    H5Dclose(d);
-  if (f >= 0)
-    H5Fclose(f);
-  return s;
+  int64_t got = 0;
+  if (slabfeed_stored_ranges(path, name, layout, z0, z1, *r + *n, more, &got,
+                             err, sizeof err) != SLABFEED_OK ||
+      got != more)
+    return -1;
+  *n += got;
+  return 0;
 }
 
 /* Reads [off, off + len) of fd into buf with pread, in pieces of at most
@@ -84,27 +83,25 @@ static int read_range(int fd, char *buf, off_t off, size_t len)
 typedef struct range_job {
   int fd;
   char *buf;
-  off_t (*off)[64];
-  size_t (*len)[64];
-  const int *nr;
-  int nd, k, T, err;
+  const slabfeed_byte_range *r;
+  int64_t n;
+  int k, T, err;
 } range_job;
 
 static void *read_part(void *p)
 {
   range_job *j = p;
   size_t at = 0;
-  for (int d = 0; d < j->nd && j->err == 0; d++)
-    for (int r = 0; r < j->nr[d] && j->err == 0; r++) {
-      const size_t n = j->len[d][r];
-      const size_t part = (n / (size_t)j->T + 4095) / 4096 * 4096;
-      const size_t a = (size_t)j->k * part < n ? (size_t)j->k * part : n;
-      const size_t b = a + part < n ? a + part : n;
-      if (b > a && read_range(j->fd, j->buf + at + a, j->off[d][r] + (off_t)a,
-                              b - a) != 0)
-        j->err = errno != 0 ? errno : EIO;
-      at += n;
-    }
+  for (int64_t i = 0; i < j->n && j->err == 0; i++) {
+    const size_t n = (size_t)j->r[i].bytes;
+    const size_t part = (n / (size_t)j->T + 4095) / 4096 * 4096;
+    const size_t a = (size_t)j->k * part < n ? (size_t)j->k * part : n;
+    const size_t b = a + part < n ? a + part : n;
+    if (b > a && read_range(j->fd, j->buf + at + a,
+                            (off_t)(j->r[i].offset + (int64_t)a), b - a) != 0)
+      j->err = errno != 0 ? errno : EIO;
+    at += n;
+  }
   return NULL;
 }
 
@@ -116,39 +113,22 @@ int read_ceiling_measure(const char *path, const char *input,
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  enum { ND = 2 };
-  stored s[ND];
-  memset(s, 0, sizeof s);
-  if (rank == 0)
-    for (int d = 0; d < ND; d++)
-      s[d] = find_stored(path, d == 0 ? input : target, layout);
-  MPI_Bcast(s, (int)(ND * (sizeof(stored) / sizeof(double))), MPI_DOUBLE, 0,
-            MPI_COMM_WORLD);
-  const int nd = target != NULL ? 2 : 1;
-  int known = path != NULL && path[0] != '\0';
-  for (int d = 0; d < nd; d++)
-    known &= s[d].offset >= 0 && s[d].Z >= size;
-  if (!known)
-    return 0; /* n/a, alike on every rank (rank 0's findings) */
-  /* This rank's ranges and their bytes. */
-  off_t off[ND][64];
-  size_t len[ND][64];
-  int nr[ND] = {0, 0};
-  size_t mine = 0;
-  for (int d = 0; d < nd; d++) {
-    int64_t z0 = 0, z1 = 0;
-    slabfeed_slab_plan((int64_t)s[d].Z, size, rank, &z0, &z1);
-    const double row = s[d].plane * s[d].esize; /* one plane of a channel */
-    const int runs = s[d].cf ? (int)s[d].C : 1;
-    for (int k = 0; k < runs && k < 64; k++) {
-      const double first =
-          s[d].cf ? (k * s[d].Z + (double)z0) * row : (double)z0 * row * s[d].C;
-      off[d][k] = (off_t)(s[d].offset + first);
-      len[d][k] = (size_t)((double)(z1 - z0) * row * (s[d].cf ? 1 : s[d].C));
-      mine += len[d][k];
-    }
-    nr[d] = runs < 64 ? runs : 64;
+  /* This rank's ranges and their bytes; known only where every rank's
+   * are. */
+  slabfeed_byte_range *r = NULL;
+  int64_t nr = 0, cap = 0;
+  int known = path != NULL && path[0] != '\0' &&
+              add_ranges(path, input, layout, size, rank, &r, &nr, &cap) == 0 &&
+              (target == NULL || add_ranges(path, target, layout, size, rank,
+                                            &r, &nr, &cap) == 0);
+  MPI_Allreduce(MPI_IN_PLACE, &known, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!known) {
+    free(r);
+    return 0; /* n/a, alike on every rank */
   }
+  size_t mine = 0;
+  for (int64_t i = 0; i < nr; i++)
+    mine += (size_t)r[i].bytes;
   slabfeed_status st = SLABFEED_OK;
   char msg[CLI_ERRLEN] = "";
   const int fd = open(path, O_RDONLY);
@@ -174,7 +154,7 @@ int read_ceiling_measure(const char *path, const char *input,
     range_job job[64];
     const int T = pass == 0 ? 1 : threads;
     for (int k = 0; k < T; k++)
-      job[k] = (range_job){fd, buf, off, len, nr, nd, k, T, 0};
+      job[k] = (range_job){fd, buf, r, nr, k, T, 0};
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
     pthread_t th[64];
@@ -197,6 +177,7 @@ int read_ceiling_measure(const char *path, const char *input,
   }
   if (fd >= 0)
     close(fd);
+  free(r);
   double bytes = (double)mine;
   MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);

@@ -21,9 +21,9 @@ typedef struct read_ceiling {
  * (slabfeed_slab_plan) of every channel of the datasets input and target
  * (NULL: none) of path, as stored, on one thread and then on the
  * rank's share of the node's cores. Returns 1 with *out set, or 0 (*out
- * zero, alike on every rank) where the bytes are not at known offsets: a
- * chunked dataset, a list of fields, fewer planes than ranks, or a failed
- * read. */
+ * zero, alike on every rank) where the bytes are not at known offsets
+ * (slabfeed_stored_ranges: filters, virtual datasets), a list of fields,
+ * fewer planes than ranks, or a failed read. */
 int read_ceiling_measure(const char *path, const char *input,
                          const char *target, slabfeed_file_layout layout,
                          read_ceiling *out);

@@ -64,6 +64,37 @@ SLABFEED_API slabfeed_status slabfeed_describe(const char *path,
                                                slabfeed_dataset_info *out,
                                                char *errbuf, size_t errlen);
 
+/* A range of bytes of a file: [offset, offset + bytes). Added in 0.10. */
+typedef struct slabfeed_byte_range {
+  int64_t offset, bytes;
+} slabfeed_byte_range;
+
+/* slabfeed_stored_ranges - the ranges of bytes of the file at path that
+ * hold planes [z0, z1) of every channel of the one dataset `dataset`
+ * (layout resolved as slabfeed_describe does), in file order within each
+ * channel, neighbours merged: what read_mode direct reads (and what the
+ * apps' read ceiling reads again). Contiguous storage: each channel's
+ * planes (channels first), or the planes with all their channels
+ * (channels last). Chunked storage without filters: in every chunk that
+ * holds any of those planes, the rows of those planes (of each channel
+ * where channels are first, of all the chunk's channels where last); the
+ * chunks past the dataset's upper edges are whole in the file, so their
+ * ranges hold values beyond the edge too. Writes the first cap ranges
+ * into out (out may be NULL with cap 0) and their count into *n: call
+ * again with cap >= *n where *n > cap. Added in 0.10.
+ * Collective no: any rank may call it alone (serial HDF5). Threads: call
+ *   from one thread. Device none.
+ * Failure: SLABFEED_ERR_FORMAT where the values are not at offsets known
+ *   without reading them through HDF5 (a virtual dataset, external files,
+ *   filters, storage not all allocated, elements of variable size);
+ *   SLABFEED_ERR_ARG for planes outside [0, Z) or z1 < z0; errbuf names
+ *   the problem. *n is 0 on failure.
+ * Lifetime: values. */
+SLABFEED_API slabfeed_status slabfeed_stored_ranges(
+    const char *path, const char *dataset, slabfeed_file_layout layout,
+    int64_t z0, int64_t z1, slabfeed_byte_range *out, int64_t cap, int64_t *n,
+    char *errbuf, size_t errlen);
+
 /* slabfeed_slab_plan - the z-slab [*z0, *z1) of rank r among P ranks for a
  * box of Z planes: the first Z % P ranks get one plane more.
  * Collective no. Threads safe. Device none.

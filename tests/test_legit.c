@@ -256,6 +256,46 @@ static void shrinking(const char *path)
     H5Fclose(f);
 }
 
+/* A chunked file truncated after it was opened, read directly (pread of
+ * its chunks, 0.10): the read fails on every rank, naming the dataset,
+ * the file and that it ends before the data (HDF5 finds it first, at the
+ * rank's own open of the file to look up the chunks: "truncated file"). */
+static void shrinking_chunks(const char *path)
+{
+  make_file(path, 12, 8, 8, SLABFEED_LAYOUT_CF, 1, 0, 1);
+  sf__err e;
+  sf__err_clear(&e);
+  hid_t f = H5I_INVALID_HID, d = H5I_INVALID_HID;
+  slabfeed_dataset_info info;
+  sf__h5_open(MPI_COMM_WORLD, path, &f, &e);
+  sf__h5_dataset(f, path, "Hydro", SLABFEED_LAYOUT_AUTO, &d, &info, &e);
+  CHECK(e.status == SLABFEED_OK && sf__h5_direct_ok(d, &info),
+        "chunks without filters are read directly: %s", e.msg);
+  MPI_Barrier(MPI_COMM_WORLD);
+  struct stat st;
+  if (rank == 0 && stat(path, &st) == 0)
+    CHECK(truncate(path, st.st_size / 2) == 0, "truncate");
+  MPI_Barrier(MPI_COMM_WORLD);
+  /* Every rank reads the whole box: each meets the end. */
+  const int64_t n = info.shape[0], cube = n * info.shape[1] * info.shape[2];
+  float *buf = malloc((size_t)(info.channels * cube) * sizeof *buf);
+  const sf__h5_run run = {0, n, 0};
+  if (e.status == SLABFEED_OK && buf != NULL)
+    sf__h5_read(d, path, "Hydro", &info, &run, 1, buf, cube,
+                SF_H5_DIRECT | SF_H5_INDEPENDENT, 2, NULL, NULL, &e);
+  CHECK(e.status == SLABFEED_ERR_IO &&
+            (strstr(e.msg, "ends before") || strstr(e.msg, "truncated")) &&
+            strstr(e.msg, "Hydro") && strstr(e.msg, path),
+        "a chunked file that ends before its chunks: %s", e.msg);
+  if (rank == 0 && e.status == SLABFEED_ERR_IO)
+    printf("  chunked file truncated after open: %s\n", e.msg);
+  free(buf);
+  if (d >= 0)
+    H5Dclose(d);
+  if (f >= 0)
+    H5Fclose(f);
+}
+
 /* MemAvailable of this node, bytes (0 when unknown). */
 static uint64_t mem_available(void)
 {
@@ -331,6 +371,8 @@ int main(int argc, char **argv)
     long_path_case(0);
   snprintf(c, sizeof c, "legit_np%d_shrink.h5", size);
   shrinking(c);
+  snprintf(c, sizeof c, "legit_np%d_shrinkc.h5", size);
+  shrinking_chunks(c);
   snprintf(c, sizeof c, "legit_np%d_big.h5", size);
   make_file(c, 12, 8, 8, SLABFEED_LAYOUT_CF, 0, 0, 1);
   too_big(c);

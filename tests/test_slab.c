@@ -153,6 +153,202 @@ static host_sink read_through_sink(sf__store *s, hid_t d[2], const char *path,
   return h;
 }
 
+/* slabfeed_stored_ranges of both datasets of a generated file, for the
+ * planes of this rank's slab: ranges inside the file, in order, none
+ * overlapping, and exactly the bytes that hold those planes (chunked: of
+ * every chunk they cross, whole chunk rows up to the chunks' grid); for
+ * contiguous channels-first storage, the bytes read back are the values. */
+static void check_ranges(const char *path, const char *names[2],
+                         const slabfeed_dataset_info info[2], int chunked,
+                         int f16)
+{
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int64_t file_bytes = (int64_t)sf__h5_file_bytes(path);
+  for (int k = 0; k < 2; k++) {
+    const slabfeed_dataset_info *in = &info[k];
+    int64_t z0 = 0, z1 = 0;
+    slabfeed_slab_plan(in->shape[0], size, rank, &z0, &z1);
+    char err[512];
+    int64_t n = -1;
+    CHECK(slabfeed_stored_ranges(path, names[k], in->layout, z0, z1, NULL, 0,
+                                 &n, err, sizeof err) == SLABFEED_OK &&
+              n >= (z1 > z0),
+          "%s: count the ranges of %s: %s", path, names[k], err);
+    slabfeed_byte_range *r = calloc((size_t)(n > 0 ? n : 1), sizeof *r);
+    int64_t again = -1;
+    CHECK(r != NULL &&
+              slabfeed_stored_ranges(path, names[k], in->layout, z0, z1, r, n,
+                                     &again, err, sizeof err) == SLABFEED_OK &&
+              again == n,
+          "%s: the ranges of %s: %s", path, names[k], err);
+    if (r == NULL || again != n) {
+      free(r);
+      continue;
+    }
+    const int64_t es = f16 ? 2 : 4;
+    int64_t ey = in->shape[1], ex = in->shape[2];
+    if (chunked) { /* the chunks' grid: whole chunks at the edges */
+      const int cf = in->layout == SLABFEED_LAYOUT_CF;
+      const int64_t cy = in->chunk[cf ? 2 : 1], cx = in->chunk[cf ? 3 : 2];
+      ey = (ey + cy - 1) / cy * cy;
+      ex = (ex + cx - 1) / cx * cx;
+    }
+    int64_t total = 0, bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+      total += r[i].bytes;
+      bad += r[i].bytes <= 0 || r[i].offset < 0 ||
+             r[i].offset + r[i].bytes > file_bytes;
+    }
+    /* No two ranges overlap (the generator's chunks hold one channel, or
+     * every channel where channels are last). */
+    for (int64_t i = 1; i < n; i++)
+      for (int64_t j = 0; j < i; j++)
+        bad += r[j].offset < r[i].offset + r[i].bytes &&
+               r[i].offset < r[j].offset + r[j].bytes;
+    CHECK(bad == 0 && total == in->channels * (z1 - z0) * ey * ex * es,
+          "%s %s: %lld ranges, %lld bad, %lld bytes for planes [%lld, %lld) "
+          "(want %lld)",
+          path, names[k], (long long)n, (long long)bad, (long long)total,
+          (long long)z0, (long long)z1,
+          (long long)(in->channels * (z1 - z0) * ey * ex * es));
+    if (!chunked && !f16 && in->layout == SLABFEED_LAYOUT_CF && n > 0) {
+      /* The values themselves: the last channel's planes, at the end of
+       * the last range (channels whose planes follow each other in the
+       * file, one rank's whole box, are one range). */
+      const int64_t plane = in->shape[1] * in->shape[2];
+      const int64_t cnt = (z1 - z0) * plane;
+      float *v = malloc((size_t)cnt * 4);
+      FILE *f = fopen(path, "rb");
+      int64_t wrong =
+          v == NULL || f == NULL || r[n - 1].bytes < cnt * 4 ||
+          fseeko(f, (off_t)(r[n - 1].offset + r[n - 1].bytes - cnt * 4),
+                 SEEK_SET) != 0 ||
+          fread(v, 4, (size_t)cnt, f) != (size_t)cnt;
+      for (int64_t i = 0; i < cnt && !wrong; i++)
+        wrong += v[i] != slabfeed_index_value(
+                             k, (int)in->channels - 1, z0 + i / plane,
+                             i % plane / in->shape[2], i % in->shape[2]);
+      CHECK(wrong == 0,
+            "%s %s: the bytes of the last range are channel "
+            "%lld's planes",
+            path, names[k], (long long)in->channels - 1);
+      if (f != NULL)
+        fclose(f);
+      free(v);
+    }
+    free(r);
+  }
+}
+
+/* Storage whose values pread cannot find: chunks compressed with
+ * deflate, and chunks never written (not allocated, read as the fill
+ * value). Direct reads refuse both and read them through HDF5
+ * (independent MPI-IO), value for value; slabfeed_stored_ranges refuses
+ * them with SLABFEED_ERR_FORMAT. */
+static void check_filtered(int size)
+{
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  enum { C = 2, Z = 9, Y = 6, X = 5 };
+  char path[64];
+  snprintf(path, sizeof path, "slab_np%d_filtered.h5", size);
+  const int deflate = H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0;
+  if (rank == 0) {
+    const hsize_t dims[4] = {C, Z, Y, X}, chunk[4] = {1, 4, 3, 5};
+    float v[C * Z * Y * X];
+    for (int i = 0; i < C * Z * Y * X; i++)
+      v[i] = slabfeed_index_value(0, i / (Z * Y * X), i / (Y * X) % Z,
+                                  i / X % Y, i % X);
+    const hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t sp = H5Screate_simple(4, dims, NULL);
+    int ok = f >= 0 && sp >= 0;
+    for (int k = 0; k < 2 && ok; k++) {
+      const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+      ok = dcpl >= 0 && H5Pset_chunk(dcpl, 4, chunk) >= 0 &&
+           (k == 1 || !deflate || H5Pset_deflate(dcpl, 4) >= 0);
+      const hid_t d =
+          ok ? H5Dcreate2(f, k == 0 ? "Nbody" : "Partial", H5T_IEEE_F32LE, sp,
+                          H5P_DEFAULT, dcpl, H5P_DEFAULT)
+             : H5I_INVALID_HID;
+      /* "Partial": only the first channel's chunks are written. */
+      const hsize_t start[4] = {0, 0, 0, 0}, one[4] = {1, Z, Y, X};
+      const hid_t ms = k == 0 ? H5S_ALL : H5Screate_simple(4, one, NULL);
+      const hid_t fs = k == 0 ? H5S_ALL : H5Scopy(sp);
+      ok = d >= 0 &&
+           (k == 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, one,
+                                          NULL) >= 0) &&
+           H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, v) >= 0;
+      if (k == 1) {
+        H5Sclose(ms);
+        H5Sclose(fs);
+      }
+      if (d >= 0)
+        H5Dclose(d);
+      if (dcpl >= 0)
+        H5Pclose(dcpl);
+    }
+    if (sp >= 0)
+      H5Sclose(sp);
+    if (f >= 0)
+      H5Fclose(f);
+    CHECK(ok, "write %s", path);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  sf__err e;
+  sf__err_clear(&e);
+  hid_t file = -1;
+  sf__h5_quiet q;
+  sf__h5_quiet_begin(&q);
+  sf__h5_open(MPI_COMM_WORLD, path, &file, &e);
+  for (int k = 0; k < 2 && e.status == SLABFEED_OK; k++) {
+    const char *name = k == 0 ? "Nbody" : "Partial";
+    hid_t d = -1;
+    slabfeed_dataset_info in;
+    sf__h5_dataset(file, path, name, SLABFEED_LAYOUT_CF, &d, &in, &e);
+    CHECK(e.status == SLABFEED_OK && !sf__h5_direct_ok(d, &in),
+          "%s in %s (%s): direct reads refused: %s", name, path,
+          k == 0 ? (deflate ? "deflate" : "chunked, no deflate filter here")
+                 : "chunks never written",
+          e.msg);
+    int64_t z0 = 0, z1 = 0;
+    slabfeed_slab_plan(Z, size, rank, &z0, &z1);
+    const int64_t n = z1 - z0;
+    float *got = calloc((size_t)(C * (n > 0 ? n : 1) * Y * X), sizeof *got);
+    const sf__h5_run run = {z0, n, 0};
+    if (e.status == SLABFEED_OK && got != NULL)
+      sf__h5_read(d, path, name, &in, &run, 1, got, n * Y * X,
+                  SF_H5_DIRECT | SF_H5_INDEPENDENT, 2, NULL, NULL, &e);
+    int64_t wrong = got == NULL;
+    for (int64_t i = 0;
+         got != NULL && e.status == SLABFEED_OK && i < C * n * Y * X; i++) {
+      const int c = (int)(i / (n * Y * X));
+      const float want = k == 1 && c == 1
+                             ? 0.0f
+                             : slabfeed_index_value(0, c, z0 + i / (Y * X) % n,
+                                                    i / X % Y, i % X);
+      wrong += got[i] != want;
+    }
+    CHECK(e.status == SLABFEED_OK && wrong == 0,
+          "%s in %s read through HDF5: %lld values differ (%s)", name, path,
+          (long long)wrong, e.msg);
+    free(got);
+    if (d >= 0)
+      H5Dclose(d);
+    int64_t nr = -1;
+    char err[512] = "";
+    CHECK(slabfeed_stored_ranges(path, name, SLABFEED_LAYOUT_CF, 0, Z, NULL, 0,
+                                 &nr, err, sizeof err) ==
+                  (k == 0 && !deflate ? SLABFEED_OK : SLABFEED_ERR_FORMAT) &&
+              (k == 0 && !deflate ? nr > 0 : nr == 0 && strstr(err, name)),
+          "%s: stored ranges %lld (%s)", name, (long long)nr, err);
+  }
+  if (file >= 0)
+    H5Fclose(file);
+  sf__h5_quiet_end(&q);
+}
+
 static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                        slabfeed_file_layout layout, int chunked, int f16,
                        int64_t halo, int rank_per_node, int group_nodes,
@@ -190,14 +386,15 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
   CHECK(info[0].layout == layout && info[0].channels == 4 &&
             info[1].channels == 5,
         "layout and channels resolved from the shape");
-  /* pread serves contiguous storage of channels-first planes alone. */
+  /* pread serves channels-first planes, contiguous or in chunks without
+   * filters (0.10). */
   for (int k = 0; k < 2; k++)
-    CHECK(sf__h5_direct_ok(d[k], &info[k]) ==
-              (layout == SLABFEED_LAYOUT_CF && !chunked),
+    CHECK(sf__h5_direct_ok(d[k], &info[k]) == (layout == SLABFEED_LAYOUT_CF),
           "%s: direct reads %s for layout %s, %s", path,
           sf__h5_direct_ok(d[k], &info[k]) ? "taken" : "refused",
           layout == SLABFEED_LAYOUT_CF ? "cf" : "cl",
           chunked ? "chunked" : "contiguous");
+  check_ranges(path, names, info, chunked, f16);
   const int64_t ch[2] = {4, 5};
   const sf__store_opts o = {.rank_per_node = rank_per_node,
                             .group_nodes = group_nodes,
@@ -382,8 +579,8 @@ int main(int argc, char **argv)
   }
   /* Direct reads (pread at the dataset's offset): float32 and float16,
    * halos, every rank its node in groups of one (replicas over MPI), and
-   * storage pread cannot serve (chunked, channels last), which falls back
-   * to independent reads. */
+   * storage pread cannot serve (channels last), which falls back to
+   * independent reads. */
   snprintf(path, sizeof path, "slab_np%d_h.h5", size);
   check_case(path, 13, 7, 6, SLABFEED_LAYOUT_CF, 0, 0, 2, 0, 0, 0, 1);
   snprintf(path, sizeof path, "slab_np%d_i.h5", size);
@@ -394,6 +591,18 @@ int main(int argc, char **argv)
   check_case(path, 11, 7, 6, SLABFEED_LAYOUT_CL, 1, 1, 2, 0, 0, 0, 1);
   snprintf(path, sizeof path, "slab_np%d_l.h5", size);
   check_case(path, 12, 7, 6, SLABFEED_LAYOUT_CL, 0, 0, 0, 0, 0, 0, 1);
+  /* Chunks without filters (0.10): cut at the edges of y and x (each
+   * plane gathered from chunk rows), float32 and float16, halos and
+   * replicas over MPI; and chunks of whole planes, read in place. */
+  snprintf(path, sizeof path, "slab_np%d_n.h5", size);
+  check_case(path, 13, 7, 6, SLABFEED_LAYOUT_CF, 1, 0, 2, 0, 0, 0, 1);
+  snprintf(path, sizeof path, "slab_np%d_o.h5", size);
+  check_case(path, 11, 6, 5, SLABFEED_LAYOUT_CF, 1, 1, 1, 1, 1, 0, 1);
+  snprintf(path, sizeof path, "slab_np%d_p.h5", size);
+  check_case(path, 14, 7, 6, SLABFEED_LAYOUT_CF, 2, 0, 1, 0, 0, 0, 1);
+  snprintf(path, sizeof path, "slab_np%d_q.h5", size);
+  check_case(path, 10, 5, 4, SLABFEED_LAYOUT_CF, 2, 1, 0, 1, 1, 0, 1);
+  check_filtered(size);
   /* One rank: channels of 8 MiB, so that each pread is split over the
    * node's cores (threads of parts of at least 4 MiB). */
   if (size == 1)

@@ -215,7 +215,8 @@ static inline void whole_free(whole *w)
   free(w->v);
 }
 
-/* Generates a test file collectively; fails the test on error. */
+/* Generates a test file collectively; fails the test on error. chunked:
+ * 0 contiguous, 1 chunks of 4 x 5 x 3 voxels, 2 chunks of 3 planes. */
 static inline int make_file(const char *path, int64_t Z, int64_t Y, int64_t X,
                             slabfeed_file_layout layout, int chunked, int f16,
                             int with_target)
@@ -226,8 +227,12 @@ static inline int make_file(const char *path, int64_t Z, int64_t Y, int64_t X,
   g.path = path;
   g.shape[0] = Z, g.shape[1] = Y, g.shape[2] = X;
   g.layout = layout;
-  g.chunked = chunked;
-  g.chunk[0] = 4, g.chunk[1] = 5, g.chunk[2] = 3;
+  /* chunked 1: chunks of 4 x 5 x 3 (cut at the edges); 2: of 3 whole
+   * planes. */
+  g.chunked = chunked != 0;
+  g.chunk[0] = chunked == 2 ? 3 : 4;
+  g.chunk[1] = chunked == 2 ? Y : 5;
+  g.chunk[2] = chunked == 2 ? X : 3;
   g.float16 = f16;
   if (!with_target)
     g.target = NULL;

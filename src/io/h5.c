@@ -480,6 +480,33 @@ static int fully_allocated(hid_t dset)
   /* A virtual dataset is read without MPI-IO (io/volume.c): independent. */
   if (sf__h5_is_virtual(dset))
     return 0;
+  /* Chunked: every chunk of the grid in the file. (HDF5 1.10's space
+   * status says "partly allocated" where the grid's chunks reach past the
+   * dataset's upper edges, though every one is written.) */
+  const hid_t dcpl = H5Dget_create_plist(dset);
+  const int chunked = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED;
+  hsize_t edge[H5S_MAX_RANK], dims[H5S_MAX_RANK];
+  const int rank = chunked ? H5Pget_chunk(dcpl, H5S_MAX_RANK, edge) : 0;
+  if (dcpl >= 0)
+    H5Pclose(dcpl);
+#if H5_VERSION_GE(1, 10, 5)
+  const hid_t space = chunked ? H5Dget_space(dset) : H5I_INVALID_HID;
+  hsize_t want = 1, have = 0;
+  int ok = space >= 0 && rank > 0 &&
+           H5Sget_simple_extent_dims(space, dims, NULL) == rank &&
+           H5Dget_num_chunks(dset, space, &have) >= 0;
+  for (int a = 0; a < rank && ok; a++)
+    want *= (dims[a] + edge[a] - 1) / edge[a];
+  if (space >= 0)
+    H5Sclose(space);
+  if (chunked) {
+    H5Eclear2(H5E_DEFAULT);
+    return ok && have == want;
+  }
+#else
+  (void)rank;
+  (void)dims;
+#endif
   H5D_space_status_t st = H5D_SPACE_STATUS_ERROR;
   if (H5Dget_space_status(dset, &st) < 0) {
     H5Eclear2(H5E_DEFAULT);
@@ -568,48 +595,351 @@ static void widen_halves(float *buf, size_t n, int threads)
   widen_range((void *)&rest);
 }
 
-/* ---- Direct reads: plain pread at the dataset's offset (0.9) ---------- */
+/* ---- Direct reads: plain pread where the values lie (0.9, 0.10) ------- */
 
-/* The byte offset in the file of a dataset that pread can read as
- * sf__h5_read lays it out: contiguous storage in the file itself (not
- * virtual, no external files), all of it allocated, its planes channel
- * after channel (channels first, or one channel), and elements of IEEE
- * float32 little endian or (half) the binary16 slabfeed widens itself.
- * -1 for any other. */
-static int64_t direct_offset(hid_t dset, const slabfeed_dataset_info *info,
-                             int half)
+/* Where a dataset's values lie in its file (stored_of). The storage is a
+ * grid of boxes of edge[] values (channels, z, y, x), each box's values
+ * row-major in the dataset's own axis order at one offset: channels,
+ * z, y, x when cf, else z, y, x, channels. HDF5 keeps the chunks at the
+ * dataset's upper edges as large as the others (their values past the
+ * edge unused), so every box has the same bytes. Contiguous storage is
+ * one box, the whole dataset, at `off`; chunked storage without filters
+ * has a box per chunk, whose offset is looked up (box_at). */
+typedef struct stored {
+  int chunked;
+  int64_t off;     /* contiguous: the offset of the first value */
+  int64_t edge[4]; /* a box's extents: channels, z, y, x */
+  int64_t esize;   /* bytes per value as stored */
+  int half;        /* IEEE binary16 little endian (widened by slabfeed) */
+  int cf;          /* channel axis first in the file (else last) */
+} stored;
+
+/* 1 with *s filled where the values of dset lie at offsets known without
+ * reading them through HDF5: stored in the file itself (not virtual, no
+ * external files), all of it allocated, contiguous or chunked without
+ * filters, elements of a fixed size. 0 for any other. Local; the chunked
+ * case counts the chunks in the file (fully_allocated), which collective
+ * metadata reads need every rank to do alike. */
+static int stored_of(hid_t dset, const slabfeed_dataset_info *info, stored *s)
 {
-  if (sf__h5_is_virtual(dset) ||
-      (info->layout != SLABFEED_LAYOUT_CF && info->channels != 1))
-    return -1;
+  memset(s, 0, sizeof *s);
+  if (sf__h5_is_virtual(dset))
+    return 0;
   const hid_t dcpl = H5Dget_create_plist(dset);
-  int ok = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS &&
-           H5Pget_external_count(dcpl) == 0;
+  const H5D_layout_t lay = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;
+  int ok = dcpl >= 0 && H5Pget_external_count(dcpl) == 0 &&
+           (lay == H5D_CONTIGUOUS ||
+            (lay == H5D_CHUNKED && H5Pget_nfilters(dcpl) == 0));
   if (dcpl >= 0)
     H5Pclose(dcpl);
-  if (ok && !half) {
-    const hid_t t = H5Dget_type(dset);
-    ok = t >= 0 && H5Tequal(t, H5T_IEEE_F32LE) > 0;
-    if (t >= 0)
-      H5Tclose(t);
+  const hid_t t = ok ? H5Dget_type(dset) : H5I_INVALID_HID;
+  s->esize = t >= 0 ? (int64_t)H5Tget_size(t) : 0;
+  if (t >= 0)
+    H5Tclose(t);
+  const hid_t h = ok ? half_type(dset) : H5I_INVALID_HID;
+  s->half = h >= 0;
+  if (h >= 0)
+    H5Tclose(h);
+  s->cf = info->ndim == 4 && info->layout == SLABFEED_LAYOUT_CF;
+  s->chunked = lay == H5D_CHUNKED;
+  const int64_t values =
+      info->channels * info->shape[0] * info->shape[1] * info->shape[2];
+  if (ok && !s->chunked) {
+    const haddr_t off = H5Dget_offset(dset);
+    s->off = off == HADDR_UNDEF ? -1 : (int64_t)off;
+    ok = off != HADDR_UNDEF &&
+         (int64_t)H5Dget_storage_size(dset) == values * s->esize;
+    s->edge[0] = info->channels;
+    for (int a = 0; a < 3; a++)
+      s->edge[1 + a] = info->shape[a];
+  } else if (ok) {
+    /* info->chunk is in the file's axis order (a 3-D dataset's as
+     * z, y, x, 1). */
+    s->off = -1;
+    s->edge[0] = info->chunk[s->cf ? 0 : 3];
+    for (int a = 0; a < 3; a++)
+      s->edge[1 + a] = info->chunk[s->cf ? a + 1 : a];
+    ok = info->chunked && fully_allocated(dset);
   }
-  const uint64_t want = (uint64_t)info->channels * (uint64_t)info->shape[0] *
-                        (uint64_t)info->shape[1] * (uint64_t)info->shape[2] *
-                        (half ? 2u : 4u);
-  const haddr_t off = ok ? H5Dget_offset(dset) : HADDR_UNDEF;
-  ok = off != HADDR_UNDEF && (uint64_t)H5Dget_storage_size(dset) == want;
   H5Eclear2(H5E_DEFAULT);
-  return ok ? (int64_t)off : -1;
+  return ok && s->esize > 0;
 }
 
-/* The runs of a dataset at byte `off` of path (direct_offset), with esize
- * bytes per element: each run's channel is one pread range of the file. */
-static slabfeed_status read_direct(const char *path, const char *name,
-                                   const slabfeed_dataset_info *info,
-                                   int64_t off, int half,
-                                   const sf__h5_run *runs, int n_runs,
-                                   float *dst, int64_t cstride, int threads,
-                                   sf__sink *sink, sf__progress *pg, sf__err *e)
+/* The values of planes [z, z + nz) of one box (origin c0, z0 of the box,
+ * y, x in the plane), as one range of the file: channel c's rows of the
+ * box, or (c < 0, channels last) all its channels. */
+typedef struct piece {
+  int64_t at, bytes; /* the range of the file */
+  int64_t c, z, nz;  /* channel (-1: all of the box's), planes */
+  int64_t y, x;      /* the box's origin in the plane */
+} piece;
+
+typedef struct pieces {
+  piece *p;
+  int64_t n, cap;
+} pieces;
+
+static int pieces_add(pieces *ps, piece p)
+{
+  if (ps->n == ps->cap) {
+    const int64_t cap = ps->cap > 0 ? 2 * ps->cap : 64;
+    piece *q = realloc(ps->p, (size_t)cap * sizeof *q);
+    if (q == NULL)
+      return -1;
+    ps->p = q;
+    ps->cap = cap;
+  }
+  ps->p[ps->n++] = p;
+  return 0;
+}
+
+/* Pieces other than whole planes go through a thread's buffer of at most
+ * this many bytes (a box's plane more where one plane is larger). */
+#define SF_PIECE_BYTES ((int64_t)8 << 20)
+
+/* The offset of the box of dset at origin (c, z, y, x) (look: the dataset
+ * in a handle of the file of this rank alone), checked to hold a whole
+ * box without filters; -1 with a failure in *e naming the chunk. */
+static int64_t box_at(const stored *s, hid_t look, const int64_t o[4],
+                      const char *path, const char *name, sf__err *e)
+{
+  if (!s->chunked)
+    return s->off;
+  /* The chunk's origin in the file's axis order (3-D: z, y, x). */
+  hsize_t at[4];
+  for (int a = 0; a < 4; a++)
+    at[a] = (hsize_t)(s->cf ? o[a] : o[(a + 1) % 4]);
+  const int64_t want =
+      s->edge[0] * s->edge[1] * s->edge[2] * s->edge[3] * s->esize;
+  unsigned mask = 0;
+  haddr_t addr = HADDR_UNDEF;
+  hsize_t size = 0;
+  herr_t rc = -1;
+#if H5_VERSION_GE(1, 10, 5)
+  rc = H5Dget_chunk_info_by_coord(look, at, &mask, &addr, &size);
+#else
+  (void)look;
+#endif
+  if (rc >= 0 && addr != HADDR_UNDEF && mask == 0 && (int64_t)size == want)
+    return (int64_t)addr;
+  sf__fail(e, SLABFEED_ERR_IO,
+           "the chunk at (%lld, %lld, %lld, %lld) of '%s' in '%s' %s",
+           (long long)o[0], (long long)o[1], (long long)o[2], (long long)o[3],
+           name, path,
+           rc < 0 || addr == HADDR_UNDEF
+               ? "cannot be found in the file"
+               : "is not stored as a whole chunk without filters");
+  if (rc < 0)
+    sf__h5_detail(e);
+  return -1;
+}
+
+/* Appends the pieces of planes [z, z + n) of channel c (c < 0: every
+ * channel, whole boxes of channels: the ranges of the read ceiling) of
+ * the dataset to *ps, box by box in z, y, x order (and channel order
+ * where c < 0). Pieces narrower than a plane are cut into plane groups
+ * of at most SF_PIECE_BYTES. Local; a failure in *e. */
+static slabfeed_status pieces_of(const stored *s, hid_t look,
+                                 const slabfeed_dataset_info *info, int64_t c,
+                                 int64_t z, int64_t n, pieces *ps,
+                                 const char *path, const char *name, sf__err *e)
+{
+  const int64_t *E = s->edge, C = info->channels, Y = info->shape[1],
+                X = info->shape[2];
+  const int whole = E[2] == Y && E[3] == X;
+  const int64_t cs = c < 0 ? E[0] : 1; /* channels per piece */
+  /* Bytes of one plane of a piece, its planes per piece. */
+  const int64_t pb = cs * E[2] * E[3] * s->esize;
+  const int64_t step = whole                     ? E[1]
+                       : SF_PIECE_BYTES / pb > 1 ? SF_PIECE_BYTES / pb
+                                                 : 1;
+  for (int64_t kc = c < 0 ? 0 : c / E[0]; kc * E[0] < (c < 0 ? C : c + 1); kc++)
+    for (int64_t kz = z / E[1]; kz * E[1] < z + n; kz++)
+      for (int64_t y = 0; y < Y; y += E[2])
+        for (int64_t x = 0; x < X; x += E[3]) {
+          const int64_t o[4] = {kc * E[0], kz * E[1], y, x};
+          const int64_t at = box_at(s, look, o, path, name, e);
+          if (at < 0)
+            return e->status;
+          const int64_t za = z > o[1] ? z : o[1],
+                        zb = z + n < o[1] + E[1] ? z + n : o[1] + E[1];
+          for (int64_t q = za; q < zb; q += step) {
+            const int64_t nq = zb - q < step ? zb - q : step;
+            /* The first value's place in the box (x = y = 0 of plane q). */
+            const int64_t first =
+                s->cf ? ((c < 0 ? 0 : c - o[0]) * E[1] + q - o[1]) * E[2] * E[3]
+                      : (q - o[1]) * E[2] * E[3] * E[0];
+            const piece p = {at + first * s->esize, nq * pb, c, q, nq, y, x};
+            if (pieces_add(ps, p) != 0)
+              return sf__fail(e, SLABFEED_ERR_NOMEM,
+                              "cannot list the pieces of '%s' in '%s' to "
+                              "read",
+                              name, path);
+          }
+        }
+  return SLABFEED_OK;
+}
+
+/* One thread's pieces [a, b) of planes from z0 on, read into dst (dense
+ * planes of y x x floats from plane z0), through buf where a piece is
+ * narrower than a plane. */
+typedef struct piece_job {
+  int fd;
+  const stored *s;
+  const piece *p;
+  int64_t a, b, z0, Y, X;
+  float *dst;
+  int err;     /* errno, or -1: the file ends first */
+  int64_t bad; /* the piece that failed */
+} piece_job;
+
+static void *read_piece_range(void *arg)
+{
+  piece_job *j = arg;
+  const stored *s = j->s;
+  const int whole = s->edge[2] == j->Y && s->edge[3] == j->X;
+  int64_t most = 0; /* the buffer: the largest piece of the thread's */
+  for (int64_t i = j->a; i < j->b && !whole; i++)
+    most = j->p[i].bytes > most ? j->p[i].bytes : most;
+  unsigned char *buf = most > 0 ? malloc((size_t)most) : NULL;
+  if (most > 0 && buf == NULL)
+    j->err = ENOMEM, j->bad = j->a;
+  for (int64_t i = j->a; i < j->b && j->err == 0; i++) {
+    const piece *p = &j->p[i];
+    float *at = j->dst + (p->z - j->z0) * j->Y * j->X;
+    if (whole) { /* rows are whole planes: straight into place */
+      j->err = sf__pio(j->fd, (char *)at, (size_t)p->bytes, (off_t)p->at, 1, 0);
+      const widen_job w = {at, 0, (size_t)(p->bytes / s->esize)};
+      if (j->err == 0 && s->half)
+        widen_range((void *)&w);
+    } else {
+      j->err =
+          sf__pio(j->fd, (char *)buf, (size_t)p->bytes, (off_t)p->at, 1, 0);
+      const int64_t ny = j->Y - p->y < s->edge[2] ? j->Y - p->y : s->edge[2],
+                    nx = j->X - p->x < s->edge[3] ? j->X - p->x : s->edge[3];
+      for (int64_t q = 0; q < p->nz && j->err == 0; q++)
+        for (int64_t y = 0; y < ny; y++) {
+          const unsigned char *from =
+              buf + ((q * s->edge[2] + y) * s->edge[3]) * s->esize;
+          float *to = at + (q * j->Y + p->y + y) * j->X + p->x;
+          if (!s->half)
+            memcpy(to, from, (size_t)nx * sizeof(float));
+          else
+            for (int64_t x = 0; x < nx; x++) {
+              uint16_t h;
+              memcpy(&h, from + 2 * x, sizeof h);
+              to[x] = sf__f16_to_f32(h);
+            }
+        }
+    }
+    if (j->err != 0)
+      j->bad = i;
+  }
+  free(buf);
+  return NULL;
+}
+
+/* Planes [z, z + n) of channel c, read with pread from fd into dst (dense
+ * planes of the dataset's y x x floats), on up to `threads` threads. */
+static slabfeed_status read_planes(int fd, const stored *s, hid_t look,
+                                   const slabfeed_dataset_info *info, int64_t c,
+                                   int64_t z, int64_t n, float *dst,
+                                   int threads, const char *path,
+                                   const char *name, sf__err *e)
+{
+  pieces ps = {NULL, 0, 0};
+  if (pieces_of(s, look, info, c, z, n, &ps, path, name, e) != SLABFEED_OK) {
+    free(ps.p);
+    return e->status;
+  }
+  const int64_t plane = info->shape[1] * info->shape[2];
+  int err = 0;
+  int64_t bad = 0;
+  if (ps.n == 1 && !s->chunked) {
+    /* One range (contiguous storage): split over the threads. */
+    err = sf__pio(fd, (char *)dst, (size_t)ps.p[0].bytes, (off_t)ps.p[0].at,
+                  threads, 0);
+    if (err == 0 && s->half)
+      widen_halves(dst, (size_t)(n * plane), threads);
+  } else {
+    /* Pieces by the thread, in runs of neighbours. */
+    enum { T_MAX = 64 };
+    const int64_t T = threads < 1       ? 1
+                      : threads > T_MAX ? T_MAX
+                      : threads > ps.n  ? ps.n
+                                        : threads;
+    piece_job job[T_MAX];
+    for (int64_t t = 0; t < T; t++)
+      job[t] = (piece_job){fd,
+                           s,
+                           ps.p,
+                           ps.n * t / T,
+                           ps.n * (t + 1) / T,
+                           z,
+                           info->shape[1],
+                           info->shape[2],
+                           dst,
+                           0,
+                           0};
+    sf__run_jobs(read_piece_range, job, sizeof job[0], (int)T);
+    for (int64_t t = 0; t < T && err == 0; t++)
+      if ((err = job[t].err) != 0)
+        bad = job[t].bad;
+  }
+  if (err != 0) {
+    const piece *p = &ps.p[bad];
+    char where[96] = "";
+    if (s->chunked)
+      snprintf(where, sizeof where, " (the chunk's rows at y %lld, x %lld)",
+               (long long)p->y, (long long)p->x);
+    sf__fail(e, err == ENOMEM ? SLABFEED_ERR_NOMEM : SLABFEED_ERR_IO,
+             "reading planes [%lld, %lld) of channel %lld of '%s' in '%s' "
+             "with pread failed%s: %s",
+             (long long)p->z, (long long)(p->z + p->nz), (long long)c, name,
+             path, where,
+             err < 0 ? "the file ends before the data" : strerror(err));
+  }
+  free(ps.p);
+  return e->status;
+}
+
+/* A handle of the file of path for this rank alone, to find the chunks
+ * of dset in (H5Dget_chunk_info_by_coord reads the chunk index, and the
+ * loader's handle reads metadata collectively: every rank would have to
+ * ask for the same chunks). *file and the returned dataset are closed by
+ * the caller; H5I_INVALID_HID with a failure in *e. */
+static hid_t look_open(hid_t dset, const char *path, const char *name,
+                       hid_t *file, sf__err *e)
+{
+  char in[1024];
+  const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  int ok = fapl >= 0 && H5Pset_fapl_sec2(fapl) >= 0 &&
+           H5Iget_name(dset, in, sizeof in) > 0;
+#if H5_VERSION_GE(1, 10, 7)
+  /* Read only, beside the loader's own open: no lock to take. */
+  ok = ok && H5Pset_file_locking(fapl, 0, 1) >= 0;
+#endif
+  *file = ok ? H5Fopen(path, H5F_ACC_RDONLY, fapl) : H5I_INVALID_HID;
+  const hid_t d =
+      *file >= 0 ? H5Dopen2(*file, in, H5P_DEFAULT) : H5I_INVALID_HID;
+  if (d < 0) { /* HDF5's reason first: the next call clears it */
+    sf__fail(e, SLABFEED_ERR_IO,
+             "cannot open '%s' in '%s' on this rank alone to find its "
+             "chunks",
+             name, path);
+    sf__h5_detail(e);
+  }
+  if (fapl >= 0)
+    H5Pclose(fapl);
+  return d;
+}
+
+/* The runs of dataset dset (stored as *s) read with pread from path. */
+static slabfeed_status
+read_direct(hid_t dset, const char *path, const char *name,
+            const slabfeed_dataset_info *info, const stored *s,
+            const sf__h5_run *runs, int n_runs, float *dst, int64_t cstride,
+            int threads, sf__sink *sink, sf__progress *pg, sf__err *e)
 {
   if (e->status != SLABFEED_OK || runs == NULL)
     return e->status;
@@ -617,8 +947,9 @@ static slabfeed_status read_direct(const char *path, const char *name,
   if (fd < 0)
     return sf__fail(e, SLABFEED_ERR_IO, "cannot open '%s' to read '%s': %s",
                     path, name, strerror(errno));
+  hid_t lf = H5I_INVALID_HID,
+        look = s->chunked ? look_open(dset, path, name, &lf, e) : dset;
   const int64_t plane = info->shape[1] * info->shape[2];
-  const int64_t esize = half ? 2 : 4;
   for (int i = 0; i < n_runs && e->status == SLABFEED_OK; i++)
     for (int64_t c = 0; c < info->channels && e->status == SLABFEED_OK; c++) {
       const sf__h5_run *r = &runs[i];
@@ -626,48 +957,81 @@ static slabfeed_status read_direct(const char *path, const char *name,
         continue;
       float *const at = dst + c * cstride + r->off;
       float *into = sink != NULL ? sink->buffer(sink, e) : at;
-      if (into == NULL)
+      if (into == NULL || read_planes(fd, s, look, info, c, r->z, r->n, into,
+                                      threads, path, name, e) != SLABFEED_OK)
         break;
       const int64_t count = r->n * plane;
-      const int err =
-          sf__pio(fd, (char *)into, (size_t)(count * esize),
-                  (off_t)(off + (c * info->shape[0] + r->z) * plane * esize),
-                  threads, 0);
-      if (err != 0) {
-        sf__fail(e, SLABFEED_ERR_IO,
-                 "reading planes [%lld, %lld) of channel %lld of '%s' in "
-                 "'%s' with pread failed: %s",
-                 (long long)r->z, (long long)(r->z + r->n), (long long)c, name,
-                 path,
-                 err < 0 ? "the file ends before the data" : strerror(err));
-        break;
-      }
-      if (half)
-        widen_halves(into, (size_t)count, threads);
       if (sink != NULL && sink->put(sink, into, at, count, e) != SLABFEED_OK)
         break;
       if (pg != NULL)
         sf__progress_add(pg, (double)count * sizeof(float));
     }
+  if (s->chunked && look >= 0)
+    H5Dclose(look);
+  if (lf >= 0)
+    H5Fclose(lf);
   close(fd);
   return e->status;
 }
 
-/* direct_offset of dset, its elements binary16 or not into *half. */
-static int64_t direct_at(hid_t dset, const slabfeed_dataset_info *info,
-                         int *half)
+/* Whether pread reads dset as sf__h5_read lays it out (into *s): values
+ * at known offsets (stored_of), channel after channel (channels first, or
+ * one channel), of IEEE float32 little endian or the binary16 slabfeed
+ * widens itself. */
+static int direct_of(hid_t dset, const slabfeed_dataset_info *info, stored *s)
 {
-  const hid_t h = half_type(dset);
-  *half = h >= 0;
-  if (h >= 0)
-    H5Tclose(h);
-  return direct_offset(dset, info, *half);
+  if (!stored_of(dset, info, s) || (!s->cf && info->channels != 1))
+    return 0;
+  if (s->half)
+    return 1;
+  const hid_t t = H5Dget_type(dset);
+  const int ok = t >= 0 && H5Tequal(t, H5T_IEEE_F32LE) > 0;
+  if (t >= 0)
+    H5Tclose(t);
+  H5Eclear2(H5E_DEFAULT);
+  return ok;
 }
 
 int sf__h5_direct_ok(hid_t dset, const slabfeed_dataset_info *info)
 {
-  int half;
-  return direct_at(dset, info, &half) >= 0;
+  stored s;
+  return direct_of(dset, info, &s);
+}
+
+slabfeed_status sf__h5_ranges(hid_t dset, const char *path, const char *name,
+                              const slabfeed_dataset_info *info, int64_t z0,
+                              int64_t z1, slabfeed_byte_range *out, int64_t cap,
+                              int64_t *n, sf__err *e)
+{
+  *n = 0;
+  stored s;
+  if (!stored_of(dset, info, &s))
+    return sf__fail(e, SLABFEED_ERR_FORMAT,
+                    "the values of '%s' in '%s' are not at known offsets "
+                    "of the file (virtual, external, filtered, not "
+                    "allocated, or not of a fixed size)",
+                    name, path);
+  pieces ps = {NULL, 0, 0};
+  /* Channels first: each channel's planes; channels last: the planes of
+   * every channel at once. */
+  for (int64_t c = s.cf ? 0 : -1;
+       c < (s.cf ? info->channels : 0) && e->status == SLABFEED_OK; c++)
+    pieces_of(&s, dset, info, c, z0, z1 - z0, &ps, path, name, e);
+  /* Neighbouring pieces of the file as one range. */
+  slabfeed_byte_range cur = {0, 0};
+  for (int64_t i = 0; i <= ps.n && e->status == SLABFEED_OK; i++) {
+    if (i < ps.n && cur.bytes > 0 && cur.offset + cur.bytes == ps.p[i].at) {
+      cur.bytes += ps.p[i].bytes;
+      continue;
+    }
+    if (cur.bytes > 0 && *n < cap)
+      out[*n] = cur;
+    *n += cur.bytes > 0;
+    if (i < ps.n)
+      cur = (slabfeed_byte_range){ps.p[i].at, ps.p[i].bytes};
+  }
+  free(ps.p);
+  return e->status;
 }
 
 slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
@@ -676,11 +1040,10 @@ slabfeed_status sf__h5_read(hid_t dset, const char *path, const char *name,
                             int64_t cstride, int mode, int threads,
                             sf__sink *sink, sf__progress *pg, sf__err *e)
 {
-  int half16 = 0;
-  const int64_t off = mode & SF_H5_DIRECT ? direct_at(dset, info, &half16) : -1;
-  if (off >= 0)
-    return read_direct(path, name, info, off, half16, runs, n_runs, dst,
-                       cstride, threads, sink, pg, e);
+  stored s;
+  if (mode & SF_H5_DIRECT && direct_of(dset, info, &s))
+    return read_direct(dset, path, name, info, &s, runs, n_runs, dst, cstride,
+                       threads, sink, pg, e);
   const int independent = (mode & SF_H5_INDEPENDENT) != 0;
   const hsize_t mdims = (hsize_t)(info->channels * cstride);
   const hid_t fspace = H5Dget_space(dset);

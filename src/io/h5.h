@@ -106,11 +106,23 @@ typedef struct sf__h5_run {
 #define SF_H5_INDEPENDENT 1 /* independent MPI-IO */
 #define SF_H5_DIRECT 2      /* pread where direct_ok, else as the rest says */
 
-/* Local (metadata). 1 when dataset dset can be read with plain pread at
- * its offset in the file: stored contiguously in the file itself and
- * allocated, channels first or of one channel, IEEE float32 or binary16
- * little endian. */
+/* Local (metadata; the same calls on every rank for a chunked dataset,
+ * whose space status it asks). 1 when dataset dset can be read with plain
+ * pread where its values lie: stored in the file itself and all
+ * allocated, contiguously or in chunks without filters, channels first or
+ * of one channel, IEEE float32 or binary16 little endian. */
 int sf__h5_direct_ok(hid_t dset, const slabfeed_dataset_info *info);
+
+/* Local: dset must be of a handle of the file opened by this rank alone
+ * (serial HDF5), as chunk lookups differ from rank to rank. The ranges of
+ * bytes of path holding planes [z0, z1) of every channel of dset
+ * (slabfeed_stored_ranges: the same rule), the first cap of them into
+ * out, their count into *n. SLABFEED_ERR_FORMAT in *e where the values
+ * are not at known offsets. */
+slabfeed_status sf__h5_ranges(hid_t dset, const char *path, const char *name,
+                              const slabfeed_dataset_info *info, int64_t z0,
+                              int64_t z1, slabfeed_byte_range *out, int64_t cap,
+                              int64_t *n, sf__err *e);
 
 /* Collective when HDF5 is parallel and mode has no SF_H5_DIRECT that the
  * dataset allows (then each rank reads alone): every rank calls it with
@@ -123,8 +135,9 @@ int sf__h5_direct_ok(hid_t dset, const slabfeed_dataset_info *info);
  * of them hang or fail in HDF5 1.10. runs == NULL: n_runs empty runs.
  * dst's channels are cstride floats apart. mode SF_H5_INDEPENDENT:
  * independent I/O even for a fully allocated dataset; SF_H5_DIRECT: pread
- * on up to `threads` threads at the dataset's offset where
- * sf__h5_direct_ok (every rank must pass the same).
+ * on up to `threads` threads where its values lie, where
+ * sf__h5_direct_ok (every rank must pass the same; chunks are found
+ * through a handle of the file of this rank alone).
  * Each run read counts its bytes (as float32) in pg (NULL: no progress).
  * A float16 dataset is widened to float32 on up to `threads` threads of
  * this rank (0: up to 8, the cores permitting; the caller passes the

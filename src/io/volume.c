@@ -455,8 +455,8 @@ static void said_how(sf__volume *v, const int direct[2], int threads)
              threads == 1 ? "" : "s");
   if (direct[1] > 0 && direct[0] > 0)
     snprintf(v->read_how, sizeof v->read_how,
-             "%.40s (%d dataset%s), %s (%d: not contiguous float32/float16 "
-             "channels first) (%.80s)",
+             "%.40s (%d dataset%s), %s (%d: not float32/float16 channels "
+             "first, contiguous or in chunks without filters) (%.80s)",
              pread, direct[1], direct[1] == 1 ? "" : "s", rest, direct[0], why);
   else
     snprintf(v->read_how, sizeof v->read_how, "%.40s (%.80s)",
@@ -632,6 +632,54 @@ slabfeed_status slabfeed_describe(const char *path, const char *dataset,
   }
   if (e.status == SLABFEED_OK)
     sf__sized_write(out, &all, sizeof all, min);
+  sf__h5_quiet_end(&q);
+  sf__err_copy(&e, errbuf, errlen);
+  return e.status;
+}
+
+slabfeed_status slabfeed_stored_ranges(const char *path, const char *dataset,
+                                       slabfeed_file_layout layout, int64_t z0,
+                                       int64_t z1, slabfeed_byte_range *out,
+                                       int64_t cap, int64_t *n, char *errbuf,
+                                       size_t errlen)
+{
+  sf__err e;
+  sf__err_clear(&e);
+  if (n != NULL)
+    *n = 0;
+  if (path == NULL || dataset == NULL || n == NULL || cap < 0 ||
+      (out == NULL && cap > 0)) {
+    sf__fail(&e, SLABFEED_ERR_ARG,
+             "slabfeed_stored_ranges: path, dataset and n are required, and "
+             "out where cap > 0");
+    sf__err_copy(&e, errbuf, errlen);
+    return e.status;
+  }
+  sf__h5_quiet q;
+  sf__h5_quiet_begin(&q);
+  const hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t dset = H5I_INVALID_HID;
+  slabfeed_dataset_info info;
+  memset(&info, 0, sizeof info);
+  if (file < 0) {
+    sf__fail(&e, SLABFEED_ERR_IO, "cannot open HDF5 file '%s'", path);
+    sf__h5_detail(&e);
+  } else if (sf__h5_dataset(file, path, dataset, layout, &dset, &info, &e) ==
+                 SLABFEED_OK &&
+             (z0 < 0 || z1 < z0 || z1 > info.shape[0]))
+    sf__fail(&e, SLABFEED_ERR_ARG,
+             "slabfeed_stored_ranges: planes [%lld, %lld) of '%s' in '%s', "
+             "which has %lld",
+             (long long)z0, (long long)z1, dataset, path,
+             (long long)info.shape[0]);
+  if (e.status == SLABFEED_OK)
+    sf__h5_ranges(dset, path, dataset, &info, z0, z1, out, cap, n, &e);
+  if (e.status != SLABFEED_OK)
+    *n = 0;
+  if (dset >= 0)
+    H5Dclose(dset);
+  if (file >= 0)
+    H5Fclose(file);
   sf__h5_quiet_end(&q);
   sf__err_copy(&e, errbuf, errlen);
   return e.status;
