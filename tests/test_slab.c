@@ -349,6 +349,109 @@ static void check_filtered(int size)
   sf__h5_quiet_end(&q);
 }
 
+/* Channels last in chunks that split the channels (2 + 2 + 1 of 5, the
+ * last chunk reaching past the last channel) and cut y and x at their
+ * edges: read directly (0.10), through a sink too (groups of planes of
+ * every channel handed over one channel at a time), value for value
+ * against the index function. */
+static void check_split_channels(int size)
+{
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  enum { C = 5, Z = 10, Y = 7, X = 5 };
+  char path[64];
+  snprintf(path, sizeof path, "slab_np%d_split.h5", size);
+  if (rank == 0) {
+    const hsize_t dims[4] = {Z, Y, X, C}, chunk[4] = {4, 3, 2, 2};
+    float v[Z * Y * X * C];
+    for (int i = 0; i < Z * Y * X * C; i++)
+      v[i] = slabfeed_index_value(0, i % C, i / (Y * X * C), i / (X * C) % Y,
+                                  i / C % X);
+    const hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t sp = H5Screate_simple(4, dims, NULL);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    const int ok =
+        f >= 0 && sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 4, chunk) >= 0;
+    const hid_t d = ok ? H5Dcreate2(f, "Split", H5T_IEEE_F32LE, sp, H5P_DEFAULT,
+                                    dcpl, H5P_DEFAULT)
+                       : H5I_INVALID_HID;
+    CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                             v) >= 0,
+          "write %s", path);
+    if (d >= 0)
+      H5Dclose(d);
+    if (dcpl >= 0)
+      H5Pclose(dcpl);
+    if (sp >= 0)
+      H5Sclose(sp);
+    if (f >= 0)
+      H5Fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  sf__err e;
+  sf__err_clear(&e);
+  hid_t file = -1, d = -1;
+  slabfeed_dataset_info in;
+  sf__h5_quiet q;
+  sf__h5_quiet_begin(&q);
+  sf__h5_open(MPI_COMM_WORLD, path, &file, &e);
+  sf__h5_dataset(file, path, "Split", SLABFEED_LAYOUT_CL, &d, &in, &e);
+  CHECK(e.status == SLABFEED_OK && sf__h5_direct_ok(d, &in),
+        "%s: channels last in chunks of 2 channels read directly: %s", path,
+        e.msg);
+  int64_t z0 = 0, z1 = 0;
+  slabfeed_slab_plan(Z, size, rank, &z0, &z1);
+  const int64_t n = z1 - z0, cube = (n > 0 ? n : 1) * Y * X;
+  float *got = calloc((size_t)(C * cube), sizeof *got);
+  for (int way = 0; way < 2 && got != NULL && e.status == SLABFEED_OK; way++) {
+    memset(got, 0, (size_t)(C * cube) * sizeof *got);
+    /* A sink of two planes a buffer: groups of 2 planes of 5 channels. */
+    host_sink h = {{2 * Y * X, hs_buffer, hs_put},
+                   {NULL, NULL},
+                   0,
+                   NULL,
+                   (const char *)got,
+                   C * cube * 4,
+                   0,
+                   0};
+    if (way == 1) {
+      h.buf[0] = malloc((size_t)(2 * Y * X) * sizeof(float));
+      h.buf[1] = malloc((size_t)(2 * Y * X) * sizeof(float));
+      h.copy = calloc((size_t)(C * cube), sizeof(float));
+    }
+    /* Runs of at most two planes with a sink (the slab read cuts runs to
+     * the sink's buffer), one run without. */
+    sf__h5_run run[8];
+    int nr = 0;
+    for (int64_t z = z0; z < z1; z += way == 1 ? 2 : n)
+      run[nr] = (sf__h5_run){z, z1 - z < 2 || way == 0 ? z1 - z : 2,
+                             (z - z0) * Y * X},
+      nr++;
+    sf__h5_read(d, path, "Split", &in, run, nr, got, cube,
+                SF_H5_DIRECT | SF_H5_INDEPENDENT, 2, way == 1 ? &h.k : NULL,
+                NULL, &e);
+    const float *v = way == 1 ? (const float *)h.copy : got;
+    int64_t wrong = v == NULL || h.outside != 0;
+    for (int64_t i = 0;
+         v != NULL && e.status == SLABFEED_OK && i < C * n * Y * X; i++)
+      wrong +=
+          v[i] != slabfeed_index_value(0, (int)(i / (n * Y * X)),
+                                       z0 + i / (Y * X) % n, i / X % Y, i % X);
+    CHECK(e.status == SLABFEED_OK && wrong == 0,
+          "%s read directly%s: %lld values differ (%s)", path,
+          way == 1 ? " through a sink" : "", (long long)wrong, e.msg);
+    free(h.buf[0]);
+    free(h.buf[1]);
+    free(h.copy);
+  }
+  free(got);
+  if (d >= 0)
+    H5Dclose(d);
+  if (file >= 0)
+    H5Fclose(file);
+  sf__h5_quiet_end(&q);
+}
+
 static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                        slabfeed_file_layout layout, int chunked, int f16,
                        int64_t halo, int rank_per_node, int group_nodes,
@@ -386,10 +489,10 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
   CHECK(info[0].layout == layout && info[0].channels == 4 &&
             info[1].channels == 5,
         "layout and channels resolved from the shape");
-  /* pread serves channels-first planes, contiguous or in chunks without
-   * filters (0.10). */
+  /* pread serves both layouts, contiguous or in chunks without filters
+   * (0.10). */
   for (int k = 0; k < 2; k++)
-    CHECK(sf__h5_direct_ok(d[k], &info[k]) == (layout == SLABFEED_LAYOUT_CF),
+    CHECK(sf__h5_direct_ok(d[k], &info[k]),
           "%s: direct reads %s for layout %s, %s", path,
           sf__h5_direct_ok(d[k], &info[k]) ? "taken" : "refused",
           layout == SLABFEED_LAYOUT_CF ? "cf" : "cl",
@@ -579,8 +682,8 @@ int main(int argc, char **argv)
   }
   /* Direct reads (pread at the dataset's offset): float32 and float16,
    * halos, every rank its node in groups of one (replicas over MPI), and
-   * storage pread cannot serve (channels last), which falls back to
-   * independent reads. */
+   * channels last (each voxel's values sorted out to its channels, 0.10),
+   * contiguous and chunked. */
   snprintf(path, sizeof path, "slab_np%d_h.h5", size);
   check_case(path, 13, 7, 6, SLABFEED_LAYOUT_CF, 0, 0, 2, 0, 0, 0, 1);
   snprintf(path, sizeof path, "slab_np%d_i.h5", size);
@@ -603,6 +706,7 @@ int main(int argc, char **argv)
   snprintf(path, sizeof path, "slab_np%d_q.h5", size);
   check_case(path, 10, 5, 4, SLABFEED_LAYOUT_CF, 2, 1, 0, 1, 1, 0, 1);
   check_filtered(size);
+  check_split_channels(size);
   /* One rank: channels of 8 MiB, so that each pread is split over the
    * node's cores (threads of parts of at least 4 MiB). */
   if (size == 1)

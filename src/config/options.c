@@ -422,9 +422,9 @@ const sf__option sf__options[] = {
       .help = "the open's slab reads: with auto, direct on node-local and "
               "memory filesystems (each rank preads its planes on several "
               "threads where the dataset is stored contiguously or in "
-              "chunks without filters, channels first, float32 or float16; "
-              "else independent MPI-IO) and collective (MPI-IO "
-              "aggregation) on others; or as named"},
+              "chunks without filters, float32 or float16; else "
+              "independent MPI-IO) and collective (MPI-IO aggregation) on "
+              "others; or as named"},
      FIELD(read_mode)},
     {{.name = "shared_window",
       .flag = "shared-window",

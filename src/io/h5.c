@@ -670,9 +670,18 @@ static int stored_of(hid_t dset, const slabfeed_dataset_info *info, stored *s)
  * box, or (c < 0, channels last) all its channels. */
 typedef struct piece {
   int64_t at, bytes; /* the range of the file */
-  int64_t c, z, nz;  /* channel (-1: all of the box's), planes */
+  int64_t c, z, nz;  /* channel (all of the box's: its first), planes */
   int64_t y, x;      /* the box's origin in the plane */
 } piece;
+
+/* Whether the pieces of channel c (c < 0: all) have rows of whole planes
+ * of one channel: read straight into place, with no buffer. */
+static int rows_whole(const stored *s, const slabfeed_dataset_info *info,
+                      int64_t c)
+{
+  return s->edge[2] == info->shape[1] && s->edge[3] == info->shape[2] &&
+         (c >= 0 || s->edge[0] == 1);
+}
 
 typedef struct pieces {
   piece *p;
@@ -696,6 +705,10 @@ static int pieces_add(pieces *ps, piece p)
 /* Pieces other than whole planes go through a thread's buffer of at most
  * this many bytes (a box's plane more where one plane is larger). */
 #define SF_PIECE_BYTES ((int64_t)8 << 20)
+/* Channels last read through a sink: the planes of every channel sorted
+ * out in groups of at most this many bytes (one plane more where one is
+ * larger). */
+#define SF_GROUP_BYTES ((int64_t)64 << 20)
 
 /* The offset of the box of dset at origin (c, z, y, x) (look: the dataset
  * in a handle of the file of this rank alone), checked to hold a whole
@@ -746,7 +759,7 @@ static slabfeed_status pieces_of(const stored *s, hid_t look,
 {
   const int64_t *E = s->edge, C = info->channels, Y = info->shape[1],
                 X = info->shape[2];
-  const int whole = E[2] == Y && E[3] == X;
+  const int whole = rows_whole(s, info, c);
   const int64_t cs = c < 0 ? E[0] : 1; /* channels per piece */
   /* Bytes of one plane of a piece, its planes per piece. */
   const int64_t pb = cs * E[2] * E[3] * s->esize;
@@ -769,7 +782,8 @@ static slabfeed_status pieces_of(const stored *s, hid_t look,
             const int64_t first =
                 s->cf ? ((c < 0 ? 0 : c - o[0]) * E[1] + q - o[1]) * E[2] * E[3]
                       : (q - o[1]) * E[2] * E[3] * E[0];
-            const piece p = {at + first * s->esize, nq * pb, c, q, nq, y, x};
+            const piece p = {
+                at + first * s->esize, nq * pb, c < 0 ? o[0] : c, q, nq, y, x};
             if (pieces_add(ps, p) != 0)
               return sf__fail(e, SLABFEED_ERR_NOMEM,
                               "cannot list the pieces of '%s' in '%s' to "
@@ -781,23 +795,39 @@ static slabfeed_status pieces_of(const stored *s, hid_t look,
 }
 
 /* One thread's pieces [a, b) of planes from z0 on, read into dst (dense
- * planes of y x x floats from plane z0), through buf where a piece is
- * narrower than a plane. */
+ * planes of y x x floats from plane z0; with every channel (all), channel
+ * k's kstride floats after channel 0's), through buf where a piece's rows
+ * are not whole planes of one channel. */
 typedef struct piece_job {
-  int fd;
+  int fd, all, whole;
   const stored *s;
   const piece *p;
-  int64_t a, b, z0, Y, X;
+  int64_t a, b, z0, Y, X, C, kstride;
   float *dst;
   int err;     /* errno, or -1: the file ends first */
   int64_t bad; /* the piece that failed */
 } piece_job;
 
+/* Value i of a row of stored values (float32, or binary16 widened). */
+static inline float stored_value(const unsigned char *row, int64_t i, int half)
+{
+  if (half) {
+    uint16_t h;
+    memcpy(&h, row + 2 * i, sizeof h);
+    return sf__f16_to_f32(h);
+  }
+  float v;
+  memcpy(&v, row + 4 * i, sizeof v);
+  return v;
+}
+
 static void *read_piece_range(void *arg)
 {
   piece_job *j = arg;
   const stored *s = j->s;
-  const int whole = s->edge[2] == j->Y && s->edge[3] == j->X;
+  const int whole = j->whole;
+  /* Values per voxel in a piece's rows: the box's channels, or one. */
+  const int64_t vc = j->all ? s->edge[0] : 1;
   int64_t most = 0; /* the buffer: the largest piece of the thread's */
   for (int64_t i = j->a; i < j->b && !whole; i++)
     most = j->p[i].bytes > most ? j->p[i].bytes : most;
@@ -806,7 +836,8 @@ static void *read_piece_range(void *arg)
     j->err = ENOMEM, j->bad = j->a;
   for (int64_t i = j->a; i < j->b && j->err == 0; i++) {
     const piece *p = &j->p[i];
-    float *at = j->dst + (p->z - j->z0) * j->Y * j->X;
+    float *at = j->dst + (j->all ? p->c * j->kstride : 0) +
+                (p->z - j->z0) * j->Y * j->X;
     if (whole) { /* rows are whole planes: straight into place */
       j->err = sf__pio(j->fd, (char *)at, (size_t)p->bytes, (off_t)p->at, 1, 0);
       const widen_job w = {at, 0, (size_t)(p->bytes / s->esize)};
@@ -817,19 +848,20 @@ static void *read_piece_range(void *arg)
           sf__pio(j->fd, (char *)buf, (size_t)p->bytes, (off_t)p->at, 1, 0);
       const int64_t ny = j->Y - p->y < s->edge[2] ? j->Y - p->y : s->edge[2],
                     nx = j->X - p->x < s->edge[3] ? j->X - p->x : s->edge[3];
+      /* The box's channels past the dataset's last are not kept. */
+      const int64_t nk = j->all && j->C - p->c < vc ? j->C - p->c : vc;
       for (int64_t q = 0; q < p->nz && j->err == 0; q++)
         for (int64_t y = 0; y < ny; y++) {
           const unsigned char *from =
-              buf + ((q * s->edge[2] + y) * s->edge[3]) * s->esize;
+              buf + ((q * s->edge[2] + y) * s->edge[3]) * vc * s->esize;
           float *to = at + (q * j->Y + p->y + y) * j->X + p->x;
-          if (!s->half)
+          if (vc == 1 && !s->half)
             memcpy(to, from, (size_t)nx * sizeof(float));
-          else
-            for (int64_t x = 0; x < nx; x++) {
-              uint16_t h;
-              memcpy(&h, from + 2 * x, sizeof h);
-              to[x] = sf__f16_to_f32(h);
-            }
+          else /* channels side by side in the file: one to each plane */
+            for (int64_t k = 0; k < nk; k++)
+              for (int64_t x = 0; x < nx; x++)
+                to[k * j->kstride + x] =
+                    stored_value(from, x * vc + k, s->half);
         }
     }
     if (j->err != 0)
@@ -840,12 +872,16 @@ static void *read_piece_range(void *arg)
 }
 
 /* Planes [z, z + n) of channel c, read with pread from fd into dst (dense
- * planes of the dataset's y x x floats), on up to `threads` threads. */
+ * planes of the dataset's y x x floats), on up to `threads` threads; c <
+ * 0: of every channel, channel k's planes kstride floats after channel
+ * 0's (channels last in the file: each voxel's values sorted out to its
+ * channels' planes). */
 static slabfeed_status read_planes(int fd, const stored *s, hid_t look,
                                    const slabfeed_dataset_info *info, int64_t c,
                                    int64_t z, int64_t n, float *dst,
-                                   int threads, const char *path,
-                                   const char *name, sf__err *e)
+                                   int64_t kstride, int threads,
+                                   const char *path, const char *name,
+                                   sf__err *e)
 {
   pieces ps = {NULL, 0, 0};
   if (pieces_of(s, look, info, c, z, n, &ps, path, name, e) != SLABFEED_OK) {
@@ -855,7 +891,8 @@ static slabfeed_status read_planes(int fd, const stored *s, hid_t look,
   const int64_t plane = info->shape[1] * info->shape[2];
   int err = 0;
   int64_t bad = 0;
-  if (ps.n == 1 && !s->chunked) {
+  const int whole = rows_whole(s, info, c);
+  if (ps.n == 1 && !s->chunked && whole && c >= 0) {
     /* One range (contiguous storage): split over the threads. */
     err = sf__pio(fd, (char *)dst, (size_t)ps.p[0].bytes, (off_t)ps.p[0].at,
                   threads, 0);
@@ -870,17 +907,19 @@ static slabfeed_status read_planes(int fd, const stored *s, hid_t look,
                                         : threads;
     piece_job job[T_MAX];
     for (int64_t t = 0; t < T; t++)
-      job[t] = (piece_job){fd,
-                           s,
-                           ps.p,
-                           ps.n * t / T,
-                           ps.n * (t + 1) / T,
-                           z,
-                           info->shape[1],
-                           info->shape[2],
-                           dst,
-                           0,
-                           0};
+      job[t] = (piece_job){.fd = fd,
+                           .all = c < 0,
+                           .whole = whole,
+                           .s = s,
+                           .p = ps.p,
+                           .a = ps.n * t / T,
+                           .b = ps.n * (t + 1) / T,
+                           .z0 = z,
+                           .Y = info->shape[1],
+                           .X = info->shape[2],
+                           .C = info->channels,
+                           .kstride = kstride,
+                           .dst = dst};
     sf__run_jobs(read_piece_range, job, sizeof job[0], (int)T);
     for (int64_t t = 0; t < T && err == 0; t++)
       if ((err = job[t].err) != 0)
@@ -893,10 +932,10 @@ static slabfeed_status read_planes(int fd, const stored *s, hid_t look,
       snprintf(where, sizeof where, " (the chunk's rows at y %lld, x %lld)",
                (long long)p->y, (long long)p->x);
     sf__fail(e, err == ENOMEM ? SLABFEED_ERR_NOMEM : SLABFEED_ERR_IO,
-             "reading planes [%lld, %lld) of channel %lld of '%s' in '%s' "
+             "reading planes [%lld, %lld) of channel%s %lld of '%s' in '%s' "
              "with pread failed%s: %s",
-             (long long)p->z, (long long)(p->z + p->nz), (long long)c, name,
-             path, where,
+             (long long)p->z, (long long)(p->z + p->nz), c < 0 ? "s from" : "",
+             (long long)p->c, name, path, where,
              err < 0 ? "the file ends before the data" : strerror(err));
   }
   free(ps.p);
@@ -949,15 +988,60 @@ read_direct(hid_t dset, const char *path, const char *name,
                     path, name, strerror(errno));
   hid_t lf = H5I_INVALID_HID,
         look = s->chunked ? look_open(dset, path, name, &lf, e) : dset;
-  const int64_t plane = info->shape[1] * info->shape[2];
-  for (int i = 0; i < n_runs && e->status == SLABFEED_OK; i++)
-    for (int64_t c = 0; c < info->channels && e->status == SLABFEED_OK; c++) {
+  const int64_t plane = info->shape[1] * info->shape[2], C = info->channels;
+  /* Channels last in the file (a voxel's values side by side): each run's
+   * planes are read once for all channels, straight into the channels'
+   * planes; with a sink, through a buffer of a group of planes of every
+   * channel, handed over one channel at a time. */
+  const int sides = !s->cf && C > 1;
+  int64_t gm = 0; /* planes per group */
+  float *group = NULL;
+  if (sides && sink != NULL && e->status == SLABFEED_OK) {
+    gm = SF_GROUP_BYTES / (plane * C * (int64_t)sizeof(float));
+    gm = gm < 1 ? 1 : gm > sink->floats / plane ? sink->floats / plane : gm;
+    group = malloc((size_t)(gm * plane * C) * sizeof *group);
+    if (group == NULL)
+      sf__fail(e, SLABFEED_ERR_NOMEM,
+               "cannot allocate %lld MB to sort the channels of '%s' out",
+               (long long)(gm * plane * C * 4 >> 20), name);
+  }
+  for (int i = 0; i < n_runs && sides && e->status == SLABFEED_OK; i++) {
+    const sf__h5_run *r = &runs[i];
+    if (sink == NULL) {
+      if (r->n > 0 &&
+          read_planes(fd, s, look, info, -1, r->z, r->n, dst + r->off, cstride,
+                      threads, path, name, e) == SLABFEED_OK &&
+          pg != NULL)
+        sf__progress_add(pg, (double)(r->n * plane * C) * sizeof(float));
+      continue;
+    }
+    for (int64_t q = r->z; q < r->z + r->n && e->status == SLABFEED_OK;
+         q += gm) {
+      const int64_t m = r->z + r->n - q < gm ? r->z + r->n - q : gm;
+      if (read_planes(fd, s, look, info, -1, q, m, group, m * plane, threads,
+                      path, name, e) != SLABFEED_OK)
+        break;
+      for (int64_t c = 0; c < C && e->status == SLABFEED_OK; c++) {
+        float *into = sink->buffer(sink, e);
+        if (into == NULL)
+          break;
+        memcpy(into, group + c * m * plane, (size_t)(m * plane) * sizeof *into);
+        sink->put(sink, into, dst + c * cstride + r->off + (q - r->z) * plane,
+                  m * plane, e);
+      }
+      if (pg != NULL && e->status == SLABFEED_OK)
+        sf__progress_add(pg, (double)(m * plane * C) * sizeof(float));
+    }
+  }
+  free(group);
+  for (int i = 0; i < n_runs && !sides && e->status == SLABFEED_OK; i++)
+    for (int64_t c = 0; c < C && e->status == SLABFEED_OK; c++) {
       const sf__h5_run *r = &runs[i];
       if (r->n == 0)
         continue;
       float *const at = dst + c * cstride + r->off;
       float *into = sink != NULL ? sink->buffer(sink, e) : at;
-      if (into == NULL || read_planes(fd, s, look, info, c, r->z, r->n, into,
+      if (into == NULL || read_planes(fd, s, look, info, c, r->z, r->n, into, 0,
                                       threads, path, name, e) != SLABFEED_OK)
         break;
       const int64_t count = r->n * plane;
@@ -974,13 +1058,12 @@ read_direct(hid_t dset, const char *path, const char *name,
   return e->status;
 }
 
-/* Whether pread reads dset as sf__h5_read lays it out (into *s): values
- * at known offsets (stored_of), channel after channel (channels first, or
- * one channel), of IEEE float32 little endian or the binary16 slabfeed
- * widens itself. */
+/* Whether pread reads dset (into *s): values at known offsets
+ * (stored_of), of IEEE float32 little endian or the binary16 slabfeed
+ * widens itself; channels first or last. */
 static int direct_of(hid_t dset, const slabfeed_dataset_info *info, stored *s)
 {
-  if (!stored_of(dset, info, s) || (!s->cf && info->channels != 1))
+  if (!stored_of(dset, info, s))
     return 0;
   if (s->half)
     return 1;

@@ -107,10 +107,10 @@ typedef struct sf__h5_run {
 #define SF_H5_DIRECT 2      /* pread where direct_ok, else as the rest says */
 
 /* Local (metadata; the same calls on every rank for a chunked dataset,
- * whose space status it asks). 1 when dataset dset can be read with plain
+ * whose chunks it counts). 1 when dataset dset can be read with plain
  * pread where its values lie: stored in the file itself and all
- * allocated, contiguously or in chunks without filters, channels first or
- * of one channel, IEEE float32 or binary16 little endian. */
+ * allocated, contiguously or in chunks without filters, IEEE float32 or
+ * binary16 little endian, channels first or last. */
 int sf__h5_direct_ok(hid_t dset, const slabfeed_dataset_info *info);
 
 /* Local: dset must be of a handle of the file opened by this rank alone

@@ -455,8 +455,8 @@ static void said_how(sf__volume *v, const int direct[2], int threads)
              threads == 1 ? "" : "s");
   if (direct[1] > 0 && direct[0] > 0)
     snprintf(v->read_how, sizeof v->read_how,
-             "%.40s (%d dataset%s), %s (%d: not float32/float16 channels "
-             "first, contiguous or in chunks without filters) (%.80s)",
+             "%.40s (%d dataset%s), %s (%d: not float32/float16 stored "
+             "contiguously or in chunks without filters) (%.80s)",
              pread, direct[1], direct[1] == 1 ? "" : "s", rest, direct[0], why);
   else
     snprintf(v->read_how, sizeof v->read_how, "%.40s (%.80s)",
