@@ -220,16 +220,25 @@ static void long_path_case(int expect_ok)
   }
 }
 
+/* A new file at path (chunked or not) opened collectively, its dataset
+ * "Hydro" into *d and *info; a failure in *e. */
+static void open_hydro(const char *path, int chunked, hid_t *f, hid_t *d,
+                       slabfeed_dataset_info *info, sf__err *e)
+{
+  make_file(path, 12, 8, 8, SLABFEED_LAYOUT_CF, chunked, 0, 1);
+  sf__err_clear(e);
+  *f = *d = H5I_INVALID_HID;
+  sf__h5_open(MPI_COMM_WORLD, path, f, e);
+  sf__h5_dataset(*f, path, "Hydro", SLABFEED_LAYOUT_AUTO, d, info, e);
+}
+
 /* A file truncated after it was opened: the size check finds it. */
 static void shrinking(const char *path)
 {
-  make_file(path, 12, 8, 8, SLABFEED_LAYOUT_CF, 0, 0, 1);
   sf__err e;
-  sf__err_clear(&e);
-  hid_t f = H5I_INVALID_HID, d = H5I_INVALID_HID;
+  hid_t f, d;
   slabfeed_dataset_info info;
-  sf__h5_open(MPI_COMM_WORLD, path, &f, &e);
-  sf__h5_dataset(f, path, "Hydro", SLABFEED_LAYOUT_AUTO, &d, &info, &e);
+  open_hydro(path, 0, &f, &d, &info, &e);
   CHECK(e.status == SLABFEED_OK &&
             sf__h5_check_size(d, path, "Hydro", 0, &e) == SLABFEED_OK,
         "intact file: %s", e.msg);
@@ -262,13 +271,10 @@ static void shrinking(const char *path)
  * rank's own open of the file to look up the chunks: "truncated file"). */
 static void shrinking_chunks(const char *path)
 {
-  make_file(path, 12, 8, 8, SLABFEED_LAYOUT_CF, 1, 0, 1);
   sf__err e;
-  sf__err_clear(&e);
-  hid_t f = H5I_INVALID_HID, d = H5I_INVALID_HID;
+  hid_t f, d;
   slabfeed_dataset_info info;
-  sf__h5_open(MPI_COMM_WORLD, path, &f, &e);
-  sf__h5_dataset(f, path, "Hydro", SLABFEED_LAYOUT_AUTO, &d, &info, &e);
+  open_hydro(path, 1, &f, &d, &info, &e);
   CHECK(e.status == SLABFEED_OK && sf__h5_direct_ok(d, &info),
         "chunks without filters are read directly: %s", e.msg);
   MPI_Barrier(MPI_COMM_WORLD);

@@ -242,6 +242,44 @@ static void check_ranges(const char *path, const char *names[2],
   }
 }
 
+/* Serial HDF5 (rank 0 alone): a float32 dataset `name` of dims, in
+ * chunks of chunk, compressed with deflate where asked, into path
+ * (created, or added to); only the first `written` entries of the first
+ * axis are written (the other chunks never are). 0 on success. */
+static int write_dataset(const char *path, int create, const char *name,
+                         const hsize_t dims[4], const hsize_t chunk[4],
+                         int deflate, hsize_t written, const float *v)
+{
+  const hid_t f = create
+                      ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)
+                      : H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+  const hsize_t start[4] = {0, 0, 0, 0},
+                part[4] = {written, dims[1], dims[2], dims[3]};
+  const hid_t sp = H5Screate_simple(4, dims, NULL);
+  const hid_t ms = H5Screate_simple(4, part, NULL);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  int ok = f >= 0 && sp >= 0 && ms >= 0 && dcpl >= 0 &&
+           H5Pset_chunk(dcpl, 4, chunk) >= 0 &&
+           (!deflate || H5Pset_deflate(dcpl, 4) >= 0);
+  const hid_t d = ok ? H5Dcreate2(f, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT,
+                                  dcpl, H5P_DEFAULT)
+                     : H5I_INVALID_HID;
+  ok = d >= 0 &&
+       H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, part, NULL) >= 0 &&
+       H5Dwrite(d, H5T_NATIVE_FLOAT, ms, sp, H5P_DEFAULT, v) >= 0;
+  if (d >= 0)
+    H5Dclose(d);
+  if (dcpl >= 0)
+    H5Pclose(dcpl);
+  if (ms >= 0)
+    H5Sclose(ms);
+  if (sp >= 0)
+    H5Sclose(sp);
+  if (f >= 0 && H5Fclose(f) < 0)
+    ok = 0;
+  return ok ? 0 : -1;
+}
+
 /* Storage whose values pread cannot find: chunks compressed with
  * deflate, and chunks never written (not allocated, read as the fill
  * value). Direct reads refuse both and read them through HDF5
@@ -261,39 +299,10 @@ static void check_filtered(int size)
     for (int i = 0; i < C * Z * Y * X; i++)
       v[i] = slabfeed_index_value(0, i / (Z * Y * X), i / (Y * X) % Z,
                                   i / X % Y, i % X);
-    const hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    const hid_t sp = H5Screate_simple(4, dims, NULL);
-    int ok = f >= 0 && sp >= 0;
-    for (int k = 0; k < 2 && ok; k++) {
-      const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-      ok = dcpl >= 0 && H5Pset_chunk(dcpl, 4, chunk) >= 0 &&
-           (k == 1 || !deflate || H5Pset_deflate(dcpl, 4) >= 0);
-      const hid_t d =
-          ok ? H5Dcreate2(f, k == 0 ? "Nbody" : "Partial", H5T_IEEE_F32LE, sp,
-                          H5P_DEFAULT, dcpl, H5P_DEFAULT)
-             : H5I_INVALID_HID;
-      /* "Partial": only the first channel's chunks are written. */
-      const hsize_t start[4] = {0, 0, 0, 0}, one[4] = {1, Z, Y, X};
-      const hid_t ms = k == 0 ? H5S_ALL : H5Screate_simple(4, one, NULL);
-      const hid_t fs = k == 0 ? H5S_ALL : H5Scopy(sp);
-      ok = d >= 0 &&
-           (k == 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, one,
-                                          NULL) >= 0) &&
-           H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, v) >= 0;
-      if (k == 1) {
-        H5Sclose(ms);
-        H5Sclose(fs);
-      }
-      if (d >= 0)
-        H5Dclose(d);
-      if (dcpl >= 0)
-        H5Pclose(dcpl);
-    }
-    if (sp >= 0)
-      H5Sclose(sp);
-    if (f >= 0)
-      H5Fclose(f);
-    CHECK(ok, "write %s", path);
+    /* "Partial": only the first channel's chunks are written. */
+    CHECK(write_dataset(path, 1, "Nbody", dims, chunk, deflate, C, v) == 0 &&
+              write_dataset(path, 0, "Partial", dims, chunk, 0, 1, v) == 0,
+          "write %s", path);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   sf__err e;
@@ -367,25 +376,8 @@ static void check_split_channels(int size)
     for (int i = 0; i < Z * Y * X * C; i++)
       v[i] = slabfeed_index_value(0, i % C, i / (Y * X * C), i / (X * C) % Y,
                                   i / C % X);
-    const hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    const hid_t sp = H5Screate_simple(4, dims, NULL);
-    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    const int ok =
-        f >= 0 && sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 4, chunk) >= 0;
-    const hid_t d = ok ? H5Dcreate2(f, "Split", H5T_IEEE_F32LE, sp, H5P_DEFAULT,
-                                    dcpl, H5P_DEFAULT)
-                       : H5I_INVALID_HID;
-    CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                             v) >= 0,
+    CHECK(write_dataset(path, 1, "Split", dims, chunk, 0, Z, v) == 0,
           "write %s", path);
-    if (d >= 0)
-      H5Dclose(d);
-    if (dcpl >= 0)
-      H5Pclose(dcpl);
-    if (sp >= 0)
-      H5Sclose(sp);
-    if (f >= 0)
-      H5Fclose(f);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   sf__err e;
