@@ -665,9 +665,9 @@ static int stored_of(hid_t dset, const slabfeed_dataset_info *info, stored *s)
   return ok && s->esize > 0;
 }
 
-/* The values of planes [z, z + nz) of one box (origin c0, z0 of the box,
- * y, x in the plane), as one range of the file: channel c's rows of the
- * box, or (c < 0, channels last) all its channels. */
+/* The values of planes [z, z + nz) in one box, as one range of the
+ * file: the box's rows of those planes for channel c, or (pieces of
+ * every channel) for all the box's channels, c then the first of them. */
 typedef struct piece {
   int64_t at, bytes; /* the range of the file */
   int64_t c, z, nz;  /* channel (all of the box's: its first), planes */
