@@ -71,9 +71,12 @@ typedef struct slabfeed_byte_range {
 
 /* slabfeed_stored_ranges - the ranges of bytes of the file at path that
  * hold planes [z0, z1) of every channel of the one dataset `dataset`
- * (layout resolved as slabfeed_describe does), in file order within each
- * channel, neighbours merged: what read_mode direct reads (and what the
- * apps' read ceiling reads again). Contiguous storage: each channel's
+ * (layout resolved as slabfeed_describe does), channel by channel where
+ * channels are first, chunk by chunk in the order of the chunks' grid,
+ * neighbours in the file merged: what read_mode direct reads of a
+ * float32 or float16 dataset (and what the apps' read ceiling reads
+ * again; other element types of a fixed size get their ranges too).
+ * Contiguous storage: each channel's
  * planes (channels first), or the planes with all their channels
  * (channels last). Chunked storage without filters: in every chunk that
  * holds any of those planes, the rows of those planes (of each channel

@@ -255,7 +255,12 @@ static int write_dataset(const char *path, int create, const char *name,
                       : H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
   const hsize_t start[4] = {0, 0, 0, 0},
                 part[4] = {written, dims[1], dims[2], dims[3]};
-  const hid_t sp = H5Screate_simple(4, dims, NULL);
+  /* An axis whose chunk edge is larger than its extent is extendible
+   * (HDF5 allows no such chunk otherwise). */
+  hsize_t most[4];
+  for (int a = 0; a < 4; a++)
+    most[a] = chunk[a] > dims[a] ? H5S_UNLIMITED : dims[a];
+  const hid_t sp = H5Screate_simple(4, dims, most);
   const hid_t ms = H5Screate_simple(4, part, NULL);
   const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   int ok = f >= 0 && sp >= 0 && ms >= 0 && dcpl >= 0 &&
@@ -372,73 +377,86 @@ static void check_split_channels(int size)
   snprintf(path, sizeof path, "slab_np%d_split.h5", size);
   if (rank == 0) {
     const hsize_t dims[4] = {Z, Y, X, C}, chunk[4] = {4, 3, 2, 2};
-    float v[Z * Y * X * C];
+    /* "One": a single channel in chunks of two (its last axis
+     * extendible), so every voxel's value sits beside an unused one. */
+    const hsize_t one[4] = {Z, Y, X, 1};
+    float v[Z * Y * X * C], w[Z * Y * X];
     for (int i = 0; i < Z * Y * X * C; i++)
       v[i] = slabfeed_index_value(0, i % C, i / (Y * X * C), i / (X * C) % Y,
                                   i / C % X);
-    CHECK(write_dataset(path, 1, "Split", dims, chunk, 0, Z, v) == 0,
+    for (int i = 0; i < Z * Y * X; i++)
+      w[i] = slabfeed_index_value(0, 0, i / (Y * X), i / X % Y, i % X);
+    CHECK(write_dataset(path, 1, "Split", dims, chunk, 0, Z, v) == 0 &&
+              write_dataset(path, 0, "One", one, chunk, 0, Z, w) == 0,
           "write %s", path);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   sf__err e;
   sf__err_clear(&e);
-  hid_t file = -1, d = -1;
-  slabfeed_dataset_info in;
+  hid_t file = -1;
   sf__h5_quiet q;
   sf__h5_quiet_begin(&q);
   sf__h5_open(MPI_COMM_WORLD, path, &file, &e);
-  sf__h5_dataset(file, path, "Split", SLABFEED_LAYOUT_CL, &d, &in, &e);
-  CHECK(e.status == SLABFEED_OK && sf__h5_direct_ok(d, &in),
-        "%s: channels last in chunks of 2 channels read directly: %s", path,
-        e.msg);
   int64_t z0 = 0, z1 = 0;
   slabfeed_slab_plan(Z, size, rank, &z0, &z1);
   const int64_t n = z1 - z0, cube = (n > 0 ? n : 1) * Y * X;
   float *got = calloc((size_t)(C * cube), sizeof *got);
-  for (int way = 0; way < 2 && got != NULL && e.status == SLABFEED_OK; way++) {
-    memset(got, 0, (size_t)(C * cube) * sizeof *got);
-    /* A sink of two planes a buffer: groups of 2 planes of 5 channels. */
-    host_sink h = {{2 * Y * X, hs_buffer, hs_put},
-                   {NULL, NULL},
-                   0,
-                   NULL,
-                   (const char *)got,
-                   C * cube * 4,
-                   0,
-                   0};
-    if (way == 1) {
-      h.buf[0] = malloc((size_t)(2 * Y * X) * sizeof(float));
-      h.buf[1] = malloc((size_t)(2 * Y * X) * sizeof(float));
-      h.copy = calloc((size_t)(C * cube), sizeof(float));
+  for (int k = 0; k < 2 && e.status == SLABFEED_OK; k++) {
+    const char *name = k == 0 ? "Split" : "One";
+    const int64_t nc = k == 0 ? C : 1;
+    hid_t d = -1;
+    slabfeed_dataset_info in;
+    sf__h5_dataset(file, path, name, SLABFEED_LAYOUT_CL, &d, &in, &e);
+    CHECK(e.status == SLABFEED_OK && sf__h5_direct_ok(d, &in),
+          "%s: %s, channels last in chunks of 2 channels, read directly: %s",
+          path, name, e.msg);
+    for (int way = 0; way < 2 && got != NULL && e.status == SLABFEED_OK;
+         way++) {
+      memset(got, 0, (size_t)(C * cube) * sizeof *got);
+      /* A sink of two planes a buffer: groups of 2 planes of every
+       * channel. */
+      host_sink h = {{2 * Y * X, hs_buffer, hs_put},
+                     {NULL, NULL},
+                     0,
+                     NULL,
+                     (const char *)got,
+                     nc * cube * 4,
+                     0,
+                     0};
+      if (way == 1) {
+        h.buf[0] = malloc((size_t)(2 * Y * X) * sizeof(float));
+        h.buf[1] = malloc((size_t)(2 * Y * X) * sizeof(float));
+        h.copy = calloc((size_t)(C * cube), sizeof(float));
+      }
+      /* Runs of at most two planes with a sink (the slab read cuts runs
+       * to the sink's buffer), one run without. */
+      sf__h5_run run[8];
+      int nr = 0;
+      for (int64_t z = z0; z < z1; z += way == 1 ? 2 : n)
+        run[nr] = (sf__h5_run){z, z1 - z < 2 || way == 0 ? z1 - z : 2,
+                               (z - z0) * Y * X},
+        nr++;
+      sf__h5_read(d, path, name, &in, run, nr, got, cube,
+                  SF_H5_DIRECT | SF_H5_INDEPENDENT, 2, way == 1 ? &h.k : NULL,
+                  NULL, &e);
+      const float *v = way == 1 ? (const float *)h.copy : got;
+      int64_t wrong = v == NULL || h.outside != 0;
+      for (int64_t i = 0;
+           v != NULL && e.status == SLABFEED_OK && i < nc * n * Y * X; i++)
+        wrong += v[i] != slabfeed_index_value(0, (int)(i / (n * Y * X)),
+                                              z0 + i / (Y * X) % n, i / X % Y,
+                                              i % X);
+      CHECK(e.status == SLABFEED_OK && wrong == 0,
+            "%s: %s read directly%s: %lld values differ (%s)", path, name,
+            way == 1 ? " through a sink" : "", (long long)wrong, e.msg);
+      free(h.buf[0]);
+      free(h.buf[1]);
+      free(h.copy);
     }
-    /* Runs of at most two planes with a sink (the slab read cuts runs to
-     * the sink's buffer), one run without. */
-    sf__h5_run run[8];
-    int nr = 0;
-    for (int64_t z = z0; z < z1; z += way == 1 ? 2 : n)
-      run[nr] = (sf__h5_run){z, z1 - z < 2 || way == 0 ? z1 - z : 2,
-                             (z - z0) * Y * X},
-      nr++;
-    sf__h5_read(d, path, "Split", &in, run, nr, got, cube,
-                SF_H5_DIRECT | SF_H5_INDEPENDENT, 2, way == 1 ? &h.k : NULL,
-                NULL, &e);
-    const float *v = way == 1 ? (const float *)h.copy : got;
-    int64_t wrong = v == NULL || h.outside != 0;
-    for (int64_t i = 0;
-         v != NULL && e.status == SLABFEED_OK && i < C * n * Y * X; i++)
-      wrong +=
-          v[i] != slabfeed_index_value(0, (int)(i / (n * Y * X)),
-                                       z0 + i / (Y * X) % n, i / X % Y, i % X);
-    CHECK(e.status == SLABFEED_OK && wrong == 0,
-          "%s read directly%s: %lld values differ (%s)", path,
-          way == 1 ? " through a sink" : "", (long long)wrong, e.msg);
-    free(h.buf[0]);
-    free(h.buf[1]);
-    free(h.copy);
+    if (d >= 0)
+      H5Dclose(d);
   }
   free(got);
-  if (d >= 0)
-    H5Dclose(d);
   if (file >= 0)
     H5Fclose(file);
   sf__h5_quiet_end(&q);

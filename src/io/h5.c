@@ -625,6 +625,10 @@ static int stored_of(hid_t dset, const slabfeed_dataset_info *info, stored *s)
   memset(s, 0, sizeof *s);
   if (sf__h5_is_virtual(dset))
     return 0;
+#if !H5_VERSION_GE(1, 10, 5)
+  if (info->chunked) /* no chunk lookup before HDF5 1.10.5 */
+    return 0;
+#endif
   const hid_t dcpl = H5Dget_create_plist(dset);
   const H5D_layout_t lay = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;
   int ok = dcpl >= 0 && H5Pget_external_count(dcpl) == 0 &&
@@ -747,12 +751,68 @@ static int64_t box_at(const stored *s, hid_t look, const int64_t o[4],
   return -1;
 }
 
+/* The offsets of the boxes holding planes [z0, z1) of a dataset: every
+ * channel box and every y and x box of the z boxes from kz0 on, looked up
+ * once (H5Dget_chunk_info_by_coord walks HDF5 1.10's chunk index from its
+ * start, so a lookup costs in proportion to the chunk's place in it:
+ * about 20 ns a chunk passed, docs/PERFORMANCE.md). Contiguous storage
+ * has no map (at NULL). */
+typedef struct box_map {
+  int64_t kz0, n[4]; /* boxes along channels, z (from kz0), y, x */
+  int64_t *at;
+} box_map;
+
+static slabfeed_status map_boxes(const stored *s, hid_t look,
+                                 const slabfeed_dataset_info *info, int64_t z0,
+                                 int64_t z1, box_map *m, const char *path,
+                                 const char *name, sf__err *e)
+{
+  memset(m, 0, sizeof *m);
+  if (!s->chunked || z1 <= z0 || e->status != SLABFEED_OK)
+    return e->status;
+  const int64_t *E = s->edge;
+  m->kz0 = z0 / E[1];
+  m->n[0] = (info->channels + E[0] - 1) / E[0];
+  m->n[1] = (z1 - 1) / E[1] - m->kz0 + 1;
+  m->n[2] = (info->shape[1] + E[2] - 1) / E[2];
+  m->n[3] = (info->shape[2] + E[3] - 1) / E[3];
+  const int64_t boxes = m->n[0] * m->n[1] * m->n[2] * m->n[3];
+  m->at = malloc((size_t)boxes * sizeof *m->at);
+  if (m->at == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM,
+                    "cannot hold the offsets of %lld chunks of '%s' in '%s'",
+                    (long long)boxes, name, path);
+  for (int64_t i = 0; i < boxes; i++) {
+    const int64_t kx = i % m->n[3], ky = i / m->n[3] % m->n[2],
+                  kz = i / (m->n[3] * m->n[2]) % m->n[1],
+                  kc = i / (m->n[3] * m->n[2] * m->n[1]);
+    const int64_t o[4] = {kc * E[0], (m->kz0 + kz) * E[1], ky * E[2],
+                          kx * E[3]};
+    if ((m->at[i] = box_at(s, look, o, path, name, e)) < 0)
+      break;
+  }
+  return e->status;
+}
+
+/* The offset of the box at origin o (in the map's range). */
+static int64_t box_of(const stored *s, const box_map *m, const int64_t o[4])
+{
+  if (m->at == NULL)
+    return s->off;
+  const int64_t *E = s->edge;
+  return m->at[((o[0] / E[0] * m->n[1] + o[1] / E[1] - m->kz0) * m->n[2] +
+                o[2] / E[2]) *
+                   m->n[3] +
+               o[3] / E[3]];
+}
+
 /* Appends the pieces of planes [z, z + n) of channel c (c < 0: every
  * channel, whole boxes of channels: the ranges of the read ceiling) of
  * the dataset to *ps, box by box in z, y, x order (and channel order
- * where c < 0). Pieces narrower than a plane are cut into plane groups
- * of at most SF_PIECE_BYTES. Local; a failure in *e. */
-static slabfeed_status pieces_of(const stored *s, hid_t look,
+ * where c < 0), their offsets from m (which covers those planes). Pieces
+ * narrower than a plane are cut into plane groups of at most
+ * SF_PIECE_BYTES. Local; a failure in *e. */
+static slabfeed_status pieces_of(const stored *s, const box_map *m,
                                  const slabfeed_dataset_info *info, int64_t c,
                                  int64_t z, int64_t n, pieces *ps,
                                  const char *path, const char *name, sf__err *e)
@@ -771,9 +831,7 @@ static slabfeed_status pieces_of(const stored *s, hid_t look,
       for (int64_t y = 0; y < Y; y += E[2])
         for (int64_t x = 0; x < X; x += E[3]) {
           const int64_t o[4] = {kc * E[0], kz * E[1], y, x};
-          const int64_t at = box_at(s, look, o, path, name, e);
-          if (at < 0)
-            return e->status;
+          const int64_t at = box_of(s, m, o);
           const int64_t za = z > o[1] ? z : o[1],
                         zb = z + n < o[1] + E[1] ? z + n : o[1] + E[1];
           for (int64_t q = za; q < zb; q += step) {
@@ -876,7 +934,7 @@ static void *read_piece_range(void *arg)
  * 0: of every channel, channel k's planes kstride floats after channel
  * 0's (channels last in the file: each voxel's values sorted out to its
  * channels' planes). */
-static slabfeed_status read_planes(int fd, const stored *s, hid_t look,
+static slabfeed_status read_planes(int fd, const stored *s, const box_map *m,
                                    const slabfeed_dataset_info *info, int64_t c,
                                    int64_t z, int64_t n, float *dst,
                                    int64_t kstride, int threads,
@@ -884,7 +942,9 @@ static slabfeed_status read_planes(int fd, const stored *s, hid_t look,
                                    sf__err *e)
 {
   pieces ps = {NULL, 0, 0};
-  if (pieces_of(s, look, info, c, z, n, &ps, path, name, e) != SLABFEED_OK) {
+  if (n <= 0)
+    return e->status;
+  if (pieces_of(s, m, info, c, z, n, &ps, path, name, e) != SLABFEED_OK) {
     free(ps.p);
     return e->status;
   }
@@ -892,12 +952,17 @@ static slabfeed_status read_planes(int fd, const stored *s, hid_t look,
   int err = 0;
   int64_t bad = 0;
   const int whole = rows_whole(s, info, c);
-  if (ps.n == 1 && !s->chunked && whole && c >= 0) {
-    /* One range (contiguous storage): split over the threads. */
-    err = sf__pio(fd, (char *)dst, (size_t)ps.p[0].bytes, (off_t)ps.p[0].at,
-                  threads, 0);
-    if (err == 0 && s->half)
-      widen_halves(dst, (size_t)(n * plane), threads);
+  if (whole && ps.n < threads) {
+    /* Fewer pieces of whole planes than threads (contiguous storage, or
+     * chunks of whole planes): each split over the threads in turn. */
+    for (int64_t i = 0; i < ps.n && err == 0; i++) {
+      const piece *p = &ps.p[i];
+      float *at = dst + (p->z - z) * plane;
+      err = sf__pio(fd, (char *)at, (size_t)p->bytes, (off_t)p->at, threads, 0);
+      if (err == 0 && s->half)
+        widen_halves(at, (size_t)(p->nz * plane), threads);
+      bad = i;
+    }
   } else {
     /* Pieces by the thread, in runs of neighbours. */
     enum { T_MAX = 64 };
@@ -986,30 +1051,43 @@ read_direct(hid_t dset, const char *path, const char *name,
   if (fd < 0)
     return sf__fail(e, SLABFEED_ERR_IO, "cannot open '%s' to read '%s': %s",
                     path, name, strerror(errno));
-  hid_t lf = H5I_INVALID_HID,
-        look = s->chunked ? look_open(dset, path, name, &lf, e) : dset;
+  /* The chunks of the planes of all runs, looked up once. */
+  int64_t z0 = INT64_MAX, z1 = 0;
+  for (int i = 0; i < n_runs; i++)
+    if (runs[i].n > 0) {
+      z0 = runs[i].z < z0 ? runs[i].z : z0;
+      z1 = runs[i].z + runs[i].n > z1 ? runs[i].z + runs[i].n : z1;
+    }
+  hid_t lf = H5I_INVALID_HID, look = s->chunked && z1 > z0
+                                         ? look_open(dset, path, name, &lf, e)
+                                         : H5I_INVALID_HID;
+  box_map map;
+  map_boxes(s, look, info, z0, z1, &map, path, name, e);
+  const box_map *bm = &map;
   const int64_t plane = info->shape[1] * info->shape[2], C = info->channels;
   /* Channels last in the file (a voxel's values side by side): each run's
    * planes are read once for all channels, straight into the channels'
    * planes; with a sink, through a buffer of a group of planes of every
    * channel, handed over one channel at a time. */
-  const int sides = !s->cf && C > 1;
+  const int sides = !s->cf && (C > 1 || s->edge[0] > 1);
   int64_t gm = 0; /* planes per group */
   float *group = NULL;
   if (sides && sink != NULL && e->status == SLABFEED_OK) {
     gm = SF_GROUP_BYTES / (plane * C * (int64_t)sizeof(float));
-    gm = gm < 1 ? 1 : gm > sink->floats / plane ? sink->floats / plane : gm;
+    gm = gm > sink->floats / plane ? sink->floats / plane : gm;
+    gm = gm < 1 ? 1 : gm; /* (the slab read's runs fit the sink's buffer) */
     group = malloc((size_t)(gm * plane * C) * sizeof *group);
     if (group == NULL)
       sf__fail(e, SLABFEED_ERR_NOMEM,
-               "cannot allocate %lld MB to sort the channels of '%s' out",
-               (long long)(gm * plane * C * 4 >> 20), name);
+               "cannot allocate %lld MB to sort the channels of '%s' in '%s' "
+               "out",
+               (long long)(gm * plane * C * 4 >> 20), name, path);
   }
   for (int i = 0; i < n_runs && sides && e->status == SLABFEED_OK; i++) {
     const sf__h5_run *r = &runs[i];
     if (sink == NULL) {
       if (r->n > 0 &&
-          read_planes(fd, s, look, info, -1, r->z, r->n, dst + r->off, cstride,
+          read_planes(fd, s, bm, info, -1, r->z, r->n, dst + r->off, cstride,
                       threads, path, name, e) == SLABFEED_OK &&
           pg != NULL)
         sf__progress_add(pg, (double)(r->n * plane * C) * sizeof(float));
@@ -1018,7 +1096,7 @@ read_direct(hid_t dset, const char *path, const char *name,
     for (int64_t q = r->z; q < r->z + r->n && e->status == SLABFEED_OK;
          q += gm) {
       const int64_t m = r->z + r->n - q < gm ? r->z + r->n - q : gm;
-      if (read_planes(fd, s, look, info, -1, q, m, group, m * plane, threads,
+      if (read_planes(fd, s, bm, info, -1, q, m, group, m * plane, threads,
                       path, name, e) != SLABFEED_OK)
         break;
       for (int64_t c = 0; c < C && e->status == SLABFEED_OK; c++) {
@@ -1041,7 +1119,7 @@ read_direct(hid_t dset, const char *path, const char *name,
         continue;
       float *const at = dst + c * cstride + r->off;
       float *into = sink != NULL ? sink->buffer(sink, e) : at;
-      if (into == NULL || read_planes(fd, s, look, info, c, r->z, r->n, into, 0,
+      if (into == NULL || read_planes(fd, s, bm, info, c, r->z, r->n, into, 0,
                                       threads, path, name, e) != SLABFEED_OK)
         break;
       const int64_t count = r->n * plane;
@@ -1050,7 +1128,8 @@ read_direct(hid_t dset, const char *path, const char *name,
       if (pg != NULL)
         sf__progress_add(pg, (double)count * sizeof(float));
     }
-  if (s->chunked && look >= 0)
+  free(map.at);
+  if (look >= 0)
     H5Dclose(look);
   if (lf >= 0)
     H5Fclose(lf);
@@ -1095,11 +1174,15 @@ slabfeed_status sf__h5_ranges(hid_t dset, const char *path, const char *name,
                     "allocated, or not of a fixed size)",
                     name, path);
   pieces ps = {NULL, 0, 0};
+  box_map map;
+  map_boxes(&s, dset, info, z0, z1, &map, path, name, e);
   /* Channels first: each channel's planes; channels last: the planes of
    * every channel at once. */
   for (int64_t c = s.cf ? 0 : -1;
-       c < (s.cf ? info->channels : 0) && e->status == SLABFEED_OK; c++)
-    pieces_of(&s, dset, info, c, z0, z1 - z0, &ps, path, name, e);
+       c < (s.cf ? info->channels : 0) && e->status == SLABFEED_OK && z1 > z0;
+       c++)
+    pieces_of(&s, &map, info, c, z0, z1 - z0, &ps, path, name, e);
+  free(map.at);
   /* Neighbouring pieces of the file as one range. */
   slabfeed_byte_range cur = {0, 0};
   for (int64_t i = 0; i <= ps.n && e->status == SLABFEED_OK; i++) {
