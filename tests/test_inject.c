@@ -152,6 +152,18 @@ int main(int argc, char **argv)
            size);
   for (int i = 0; i < nst; i++)
     open_stage(&c, stages[i], (i % 2) ? size - 1 : 0);
+  /* Direct reads (pread where the values lie) have no collective call: a
+   * failure of one rank's read of a chunked file must still reach every
+   * rank. */
+  char chunked[64];
+  snprintf(chunked, sizeof chunked, "inject_np%d_chunks.h5", size);
+  if (make_file(chunked, 12, 8, 8, SLABFEED_LAYOUT_CF, 1, 0, 1) == 0) {
+    slabfeed_config d = c;
+    d.path = chunked;
+    d.read_mode = SLABFEED_READ_DIRECT;
+    open_stage(&d, "read.direct", size - 1);
+    open_stage(&d, "read.direct", 0);
+  }
   /* With pieces crossing "nodes", the open's self-check of each transfer
    * design must catch an MPI that delivers a wrong float (the injection
    * changes one float of what arrived on one rank). */

@@ -14,6 +14,7 @@
 
 #include "common/convert.h"
 #include "common/geometry.h"
+#include "common/inject.h"
 #include "common/mpilib.h"
 #include "common/sys.h"
 
@@ -1063,13 +1064,19 @@ read_direct(hid_t dset, const char *path, const char *name,
                                          : H5I_INVALID_HID;
   box_map map;
   map_boxes(s, look, info, z0, z1, &map, path, name, e);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (sf__inject("read.direct", rank)) /* a failure of this rank alone */
+    sf__fail(e, SLABFEED_ERR_IO,
+             "injected failure at stage 'read.direct' of '%s' in '%s'", name,
+             path);
   const box_map *bm = &map;
   const int64_t plane = info->shape[1] * info->shape[2], C = info->channels;
-  /* Channels last in the file (a voxel's values side by side): each run's
-   * planes are read once for all channels, straight into the channels'
-   * planes; with a sink, through a buffer of a group of planes of every
-   * channel, handed over one channel at a time. */
-  const int sides = !s->cf && (C > 1 || s->edge[0] > 1);
+  /* Boxes that hold several channels side by side (channels last): each
+   * run's planes are read once for all channels, straight into the
+   * channels' planes; with a sink, through a buffer of a group of planes
+   * of every channel, handed over one channel at a time. */
+  const int sides = !s->cf && s->edge[0] > 1;
   int64_t gm = 0; /* planes per group */
   float *group = NULL;
   if (sides && sink != NULL && e->status == SLABFEED_OK) {
