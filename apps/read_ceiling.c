@@ -78,25 +78,30 @@ static int read_range(int fd, char *buf, off_t off, size_t len)
   return 0;
 }
 
-/* One thread's part of the ranges: part k of T of each range, at its
- * place in the buffer (ranges laid end to end). */
+/* One thread's part of the ranges: part k of T of their bytes laid end
+ * to end (so each thread reads one slice of the buffer, a few long
+ * preads, however small the ranges: a chunked file's are a chunk row
+ * each). */
 typedef struct range_job {
   int fd;
   char *buf;
   const slabfeed_byte_range *r;
   int64_t n;
+  size_t total;
   int k, T, err;
 } range_job;
 
 static void *read_part(void *p)
 {
   range_job *j = p;
-  size_t at = 0;
-  for (int64_t i = 0; i < j->n && j->err == 0; i++) {
+  const size_t part = (j->total / (size_t)j->T + 4095) / 4096 * 4096;
+  const size_t lo =
+      (size_t)j->k * part < j->total ? (size_t)j->k * part : j->total;
+  const size_t hi = lo + part < j->total ? lo + part : j->total;
+  size_t at = 0; /* where range i starts in the buffer */
+  for (int64_t i = 0; i < j->n && at < hi && j->err == 0; i++) {
     const size_t n = (size_t)j->r[i].bytes;
-    const size_t part = (n / (size_t)j->T + 4095) / 4096 * 4096;
-    const size_t a = (size_t)j->k * part < n ? (size_t)j->k * part : n;
-    const size_t b = a + part < n ? a + part : n;
+    const size_t a = lo > at ? lo - at : 0, b = hi - at < n ? hi - at : n;
     if (b > a && read_range(j->fd, j->buf + at + a,
                             (off_t)(j->r[i].offset + (int64_t)a), b - a) != 0)
       j->err = errno != 0 ? errno : EIO;
@@ -154,7 +159,7 @@ int read_ceiling_measure(const char *path, const char *input,
     range_job job[64];
     const int T = pass == 0 ? 1 : threads;
     for (int k = 0; k < T; k++)
-      job[k] = (range_job){fd, buf, r, nr, k, T, 0};
+      job[k] = (range_job){fd, buf, r, nr, mine, k, T, 0};
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
     pthread_t th[64];
