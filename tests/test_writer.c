@@ -59,7 +59,8 @@ typedef struct pass_case {
   int centre;              /* put the T^3 centre instead of the crop */
   slabfeed_file_layout file_layout;
   slabfeed_dtype file_dtype;
-  int chunked;
+  int chunked; /* 1: chunks of 3 x 4 x 5, 2: of 2 whole planes */
+  int mode;    /* 1 + the read_mode (and write mode); 0: by the case */
   int batch;
   int norm; /* 1: an exact normalisation (power-of-two scales), 2: a log */
 } pass_case;
@@ -72,7 +73,8 @@ static void pass_config(slabfeed_config *c, const pass_case *k)
   static int ncase;
   const int i = ncase++;
   slabfeed_config_init(c);
-  c->read_mode = (slabfeed_read_mode)((i + i / 4) % 4);
+  c->read_mode = (slabfeed_read_mode)(k->mode > 0 ? k->mode - 1
+                                                 : (i + i / 4) % 4);
   c->shared_window = i % 2 ? SLABFEED_WINDOW_ONE : SLABFEED_WINDOW_PER_RANK;
   c->touch_threads = i % 4 < 2 ? 3 : 1;
   c->path = input;
@@ -151,8 +153,11 @@ static void writer_config(slabfeed_writer_config *wc, const char *path,
   wc->layout = k->file_layout;
   wc->dtype = k->file_dtype;
   wc->like = like;
-  if (k->chunked)
+  if (k->chunked == 1)
     wc->chunk[0] = 3, wc->chunk[1] = 4, wc->chunk[2] = 5;
+  if (k->chunked == 2) /* whole planes, two ranks' planes in one chunk */
+    wc->chunk[0] = 2, wc->chunk[1] = k->n_region ? k->region[4] : 18,
+    wc->chunk[2] = k->n_region ? k->region[5] : 16;
 }
 
 /* The model: the identity, or (like none) 2x + 1 on channel 0 of the f32
@@ -206,15 +211,15 @@ static void round_trip(const pass_case *k, int affine)
   if (w != NULL) {
     int64_t shape[4], z0, z1;
     slabfeed_writer_shape(w, shape, &z0, &z1);
-    /* The write mode follows read_mode: direct pwrite (0.9) where named,
-     * and with auto where the output's filesystem is local (statfs, as
-     * rank 0 decides it); collective for chunked outputs. */
+    /* The write mode follows read_mode: direct pwrite (0.9; of chunks,
+     * 0.10) where named, and with auto where the output's filesystem is
+     * local (statfs, as rank 0 decides it); collective for chunked
+     * outputs where independent is named. */
     const char *how = slabfeed_writer_io(w);
     char fs[64];
     const int local = sf__h5_local_fs(".", fs, sizeof fs); /* out is here */
-    const int direct =
-        !k->chunked && (c.read_mode == SLABFEED_READ_DIRECT ||
-                        (c.read_mode == SLABFEED_READ_AUTO && local));
+    const int direct = c.read_mode == SLABFEED_READ_DIRECT ||
+                       (c.read_mode == SLABFEED_READ_AUTO && local);
     const int ind = !k->chunked && c.read_mode == SLABFEED_READ_INDEPENDENT;
     CHECK(strstr(how, direct ? "direct pwrite on "
                       : ind  ? "independent MPI-IO"
@@ -515,6 +520,32 @@ int main(int argc, char **argv)
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     round_trip(&cases[i], 0);
+  /* Chunked outputs written directly (0.10): chunks cut at every edge,
+   * channels last in float16; chunks of two whole planes that two ranks
+   * share (and the region's wrap), float32 channels first, by auto. */
+  const pass_case chunked[] = {
+      {.name = "chunks_cl_f16_T5_P1_g21",
+       .T = 5,
+       .P = 1,
+       .symmetry = 21,
+       .file_layout = SLABFEED_LAYOUT_CL,
+       .file_dtype = SLABFEED_DTYPE_F16,
+       .dtype = SLABFEED_DTYPE_F16,
+       .chunked = 1,
+       .mode = 1 + SLABFEED_READ_DIRECT,
+       .batch = 3},
+      {.name = "chunks_planes_T4_P2_g6",
+       .T = 4,
+       .P = 2,
+       .n_region = 1,
+       .region = {12, 5, 3, 13, 11, 14},
+       .symmetry = 6,
+       .chunked = 2,
+       .mode = 1 + SLABFEED_READ_AUTO,
+       .batch = 2},
+  };
+  for (size_t i = 0; i < sizeof chunked / sizeof chunked[0]; i++)
+    round_trip(&chunked[i], 0);
   const pass_case affine = {
       .name = "affine_like_none", .T = 6, .P = 1, .symmetry = 0, .batch = 2};
   round_trip(&affine, 1);

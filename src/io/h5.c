@@ -862,8 +862,9 @@ typedef struct piece_job {
   const stored *s;
   const piece *p;
   int64_t a, b, z0, Y, X, C, kstride;
-  float *dst;
-  int err;     /* errno, or -1: the file ends first */
+  float *dst;       /* reads: where the planes go */
+  const float *src; /* writes: where they come from */
+  int err;          /* errno, or -1: the file ends first */
   int64_t bad; /* the piece that failed */
 } piece_job;
 
@@ -930,6 +931,32 @@ static void *read_piece_range(void *arg)
   return NULL;
 }
 
+/* Pieces [0, n) by up to `threads` threads, each a run of neighbours as
+ * fn's job (proto with its range [a, b) set); the first error, and the
+ * piece that failed into *bad. */
+static int pieces_run(void *(*fn)(void *), const piece_job *proto, int64_t n,
+                      int threads, int64_t *bad)
+{
+  enum { T_MAX = 64 };
+  const int64_t T = threads < 1       ? 1
+                    : threads > T_MAX ? T_MAX
+                    : threads > n     ? n
+                                      : threads;
+  piece_job job[T_MAX];
+  for (int64_t t = 0; t < T; t++) {
+    job[t] = *proto;
+    job[t].a = n * t / T;
+    job[t].b = n * (t + 1) / T;
+  }
+  sf__run_jobs(fn, job, sizeof job[0], (int)T);
+  for (int64_t t = 0; t < T; t++)
+    if (job[t].err != 0) {
+      *bad = job[t].bad;
+      return job[t].err;
+    }
+  return 0;
+}
+
 /* Planes [z, z + n) of channel c, read with pread from fd into dst (dense
  * planes of the dataset's y x x floats), on up to `threads` threads; c <
  * 0: of every channel, channel k's planes kstride floats after channel
@@ -965,31 +992,18 @@ static slabfeed_status read_planes(int fd, const stored *s, const box_map *m,
       bad = i;
     }
   } else {
-    /* Pieces by the thread, in runs of neighbours. */
-    enum { T_MAX = 64 };
-    const int64_t T = threads < 1       ? 1
-                      : threads > T_MAX ? T_MAX
-                      : threads > ps.n  ? ps.n
-                                        : threads;
-    piece_job job[T_MAX];
-    for (int64_t t = 0; t < T; t++)
-      job[t] = (piece_job){.fd = fd,
-                           .all = c < 0,
-                           .whole = whole,
-                           .s = s,
-                           .p = ps.p,
-                           .a = ps.n * t / T,
-                           .b = ps.n * (t + 1) / T,
-                           .z0 = z,
-                           .Y = info->shape[1],
-                           .X = info->shape[2],
-                           .C = info->channels,
-                           .kstride = kstride,
-                           .dst = dst};
-    sf__run_jobs(read_piece_range, job, sizeof job[0], (int)T);
-    for (int64_t t = 0; t < T && err == 0; t++)
-      if ((err = job[t].err) != 0)
-        bad = job[t].bad;
+    const piece_job proto = {.fd = fd,
+                             .all = c < 0,
+                             .whole = whole,
+                             .s = s,
+                             .p = ps.p,
+                             .z0 = z,
+                             .Y = info->shape[1],
+                             .X = info->shape[2],
+                             .C = info->channels,
+                             .kstride = kstride,
+                             .dst = dst};
+    err = pieces_run(read_piece_range, &proto, ps.n, threads, &bad);
   }
   if (err != 0) {
     const piece *p = &ps.p[bad];
@@ -1165,6 +1179,127 @@ int sf__h5_direct_ok(hid_t dset, const slabfeed_dataset_info *info)
 {
   stored s;
   return direct_of(dset, info, &s);
+}
+
+/* ---- Direct writes of chunks (0.10) ------------------------------------ */
+
+/* One thread's pieces [a, b) of planes from z0 on, from src (dense planes
+ * of y x x floats: channel k's kstride floats after channel 0's; with
+ * all, every voxel's C values side by side) into the boxes' rows in the
+ * stored type, written with pwrite; the values of a box past the
+ * dataset's edges are written as zeros. */
+static void *write_piece_range(void *arg)
+{
+  piece_job *j = arg;
+  const stored *s = j->s;
+  const int64_t vc = j->all ? s->edge[0] : 1, E2 = s->edge[2],
+                E3 = s->edge[3];
+  int64_t most = 0;
+  for (int64_t i = j->a; i < j->b; i++)
+    most = j->p[i].bytes > most ? j->p[i].bytes : most;
+  unsigned char *buf = most > 0 ? malloc((size_t)most) : NULL;
+  if (most > 0 && buf == NULL)
+    j->err = ENOMEM, j->bad = j->a;
+  for (int64_t i = j->a; i < j->b && j->err == 0; i++) {
+    const piece *p = &j->p[i];
+    const int64_t plane = j->Y * j->X, vs = j->all ? j->C : 1;
+    const float *from = j->src + (j->all ? 0 : p->c * j->kstride) +
+                        (p->z - j->z0) * plane * vs;
+    if (j->whole && !s->half) { /* rows are whole planes: straight out */
+      j->err = sf__pio(j->fd, (char *)from, (size_t)p->bytes, (off_t)p->at,
+                       1, 1);
+    } else {
+      int64_t o = 0; /* values of the box's rows, in its order */
+      for (int64_t q = 0; q < p->nz; q++)
+        for (int64_t y = 0; y < E2; y++)
+          for (int64_t x = 0; x < E3; x++)
+            for (int64_t k = 0; k < vc; k++, o++) {
+              const int in = p->y + y < j->Y && p->x + x < j->X &&
+                             p->c + k < j->C;
+              const float v =
+                  in ? from[(q * plane + (p->y + y) * j->X + p->x + x) * vs +
+                            k]
+                     : 0.0f;
+              if (s->half) {
+                const uint16_t h = sf__f32_to_f16(v);
+                memcpy(buf + 2 * o, &h, sizeof h);
+              } else {
+                memcpy(buf + 4 * o, &v, sizeof v);
+              }
+            }
+      j->err = sf__pio(j->fd, (char *)buf, (size_t)p->bytes, (off_t)p->at, 1,
+                       1);
+    }
+    if (j->err != 0)
+      j->bad = i;
+  }
+  free(buf);
+  return NULL;
+}
+
+slabfeed_status sf__h5_write_direct(hid_t dset, const char *path,
+                                    const char *name,
+                                    const slabfeed_dataset_info *info,
+                                    int64_t z, int64_t n, const float *src,
+                                    int64_t cstride, int threads,
+                                    sf__progress *pg, sf__err *e)
+{
+  stored s;
+  if (!direct_of(dset, info, &s) || !s.chunked ||
+      (s.cf ? s.edge[0] != 1 : s.edge[0] != info->channels))
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "'%s' in '%s' cannot be written directly: not in "
+                    "allocated chunks without filters of one channel "
+                    "(channels first) or all (channels last)",
+                    name, path);
+  if (n <= 0)
+    return e->status;
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return sf__fail(e, SLABFEED_ERR_IO, "cannot open '%s' to write '%s': %s",
+                    path, name, strerror(errno));
+  box_map map;
+  pieces ps = {NULL, 0, 0};
+  map_boxes(&s, dset, info, z, z + n, &map, path, name, e);
+  /* Channels first: each channel's planes; channels last: the planes of
+   * every channel at once (a box holds all channels). */
+  for (int64_t c = s.cf ? 0 : -1;
+       c < (s.cf ? info->channels : 0) && e->status == SLABFEED_OK; c++)
+    pieces_of(&s, &map, info, c, z, n, &ps, path, name, e);
+  const piece_job proto = {.fd = fd,
+                           .all = !s.cf,
+                           .whole = rows_whole(&s, info, s.cf ? 0 : -1),
+                           .s = &s,
+                           .p = ps.p,
+                           .z0 = z,
+                           .Y = info->shape[1],
+                           .X = info->shape[2],
+                           .C = info->channels,
+                           .kstride = cstride,
+                           .src = src};
+  int64_t bad = 0;
+  const int err = e->status == SLABFEED_OK
+                      ? pieces_run(write_piece_range, &proto, ps.n, threads,
+                                   &bad)
+                      : 0;
+  if (err != 0) {
+    const piece *p = &ps.p[bad];
+    sf__fail(e, err == ENOMEM ? SLABFEED_ERR_NOMEM : SLABFEED_ERR_IO,
+             "writing planes [%lld, %lld) of channel%s %lld of '%s' in '%s' "
+             "with pwrite failed (the chunk's rows at y %lld, x %lld): %s",
+             (long long)p->z, (long long)(p->z + p->nz), s.cf ? "" : "s from",
+             (long long)p->c, name, path, (long long)p->y, (long long)p->x,
+             strerror(err));
+  } else if (pg != NULL && e->status == SLABFEED_OK) {
+    sf__progress_add(pg, (double)(n * info->shape[1] * info->shape[2] *
+                                  info->channels * s.esize));
+  }
+  free(ps.p);
+  free(map.at);
+  if (close(fd) != 0 && e->status == SLABFEED_OK)
+    sf__fail(e, SLABFEED_ERR_IO, "closing '%s' after writing '%s': %s", path,
+             name, strerror(errno));
+  return e->status;
 }
 
 slabfeed_status sf__h5_ranges(hid_t dset, const char *path, const char *name,

@@ -124,6 +124,27 @@ slabfeed_status sf__h5_ranges(hid_t dset, const char *path, const char *name,
                               int64_t z1, slabfeed_byte_range *out, int64_t cap,
                               int64_t *n, sf__err *e);
 
+/* Local: no collective call (dset's handle must allow this rank's own
+ * metadata reads: not collective metadata reads). Writes planes
+ * [z, z + n) of every channel of dataset dset, stored in chunks without
+ * filters, all allocated, of one channel (channels first) or all of them
+ * (channels last), IEEE float32 or binary16 little endian, with pwrite
+ * on up to `threads` threads into path at the chunks' offsets (0.10: the
+ * writer's direct writes of chunked outputs). The values come from src:
+ * channels first, channel k's n dense planes (y x x) cstride floats after
+ * channel 0's; channels last, n planes of every voxel's C values side by
+ * side. Each plane's rows of a chunk are one range of the file, so ranks
+ * writing different planes of one chunk write disjoint bytes; a chunk's
+ * values past the dataset's edges are written as zeros. The bytes
+ * written count in pg (NULL: none). A failure in *e names the planes,
+ * the chunk, the dataset and the file. */
+slabfeed_status sf__h5_write_direct(hid_t dset, const char *path,
+                                    const char *name,
+                                    const slabfeed_dataset_info *info,
+                                    int64_t z, int64_t n, const float *src,
+                                    int64_t cstride, int threads,
+                                    sf__progress *pg, sf__err *e);
+
 /* Collective when HDF5 is parallel and mode has no SF_H5_DIRECT that the
  * dataset allows (then each rank reads alone): every rank calls it with
  * the same n_runs (pad with n == 0 runs) and mode. Reads the runs of

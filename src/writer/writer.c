@@ -74,6 +74,7 @@ struct slabfeed_writer {
   int direct;       /* close writes with pwrite at the dataset's offset
                        (independent too: no collective write) */
   int io_threads;   /* direct: the node's cores over its ranks */
+  int64_t chunk[3]; /* the output's chunk (z, y, x); 0: contiguous */
   char io_how[256]; /* which, and why (slabfeed_writer_io), and where
                        the open's time went */
   float *slab;  /* this rank's planes, [C][planes][Y][X] or [planes][Y][X][C] */
@@ -804,22 +805,33 @@ static slabfeed_status create_file(slabfeed_writer *w, const int64_t chunk[3],
  * filesystem): where rank 0 finds the file aside on a node-local or
  * memory filesystem, direct (0.9: each rank pwrites its planes at the
  * dataset's offset on its share of the node's cores; no aggregation, no
- * collective write); collective on others and for a chunked output
- * (whose chunks may straddle two ranks' planes); independent or direct
- * where read_mode names them. Collective. */
+ * collective write; 0.10: a chunked output's planes at its chunks'
+ * offsets, each plane's rows of a chunk its own bytes); collective on
+ * others; independent or direct where read_mode names them, except that
+ * a chunked output is never written with independent MPI-IO (chunks may
+ * straddle two ranks' planes) nor directly before HDF5 1.10.5 (no chunk
+ * lookup). Collective. */
 static slabfeed_status choose_io(slabfeed_writer *w, slabfeed_read_mode mode,
-                                 int chunked, sf__err *e)
+                                 const int64_t chunk[3], sf__err *e)
 {
   enum { IND = 1, DIRECT = 2 };
   char fs[64] = "";
   const char *why = fs;
+  const int chunked = chunk[0] > 0;
+  for (int a = 0; a < 3; a++)
+    w->chunk[a] = chunked ? chunk[a] : 0;
   int how = mode == SLABFEED_READ_INDEPENDENT ? IND
             : mode == SLABFEED_READ_DIRECT    ? IND | DIRECT
                                               : 0;
-  if (chunked)
-    how = 0, why = "a chunked output";
-  else if (mode == SLABFEED_READ_AUTO && w->rank == 0)
+  if (mode == SLABFEED_READ_AUTO && w->rank == 0)
     how = sf__h5_local_fs(w->as.tmp, fs, sizeof fs) ? IND | DIRECT : 0;
+#if H5_VERSION_GE(1, 10, 5)
+  if (chunked && how == IND)
+    how = 0, why = "a chunked output: ranks share chunks";
+#else
+  if (chunked)
+    how = 0, why = "a chunked output: no chunk lookup before HDF5 1.10.5";
+#endif
   int rc = MPI_Bcast(&how, 1, MPI_INT, 0, w->comm);
   int node_ranks = 1;
   if (rc == MPI_SUCCESS)
@@ -1147,7 +1159,7 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     sf__h5_quiet_end(&q);
   }
   if (e.status == SLABFEED_OK)
-    choose_io(w, l->cfg.pub.read_mode, c.chunk[0] > 0, &e);
+    choose_io(w, l->cfg.pub.read_mode, c.chunk, &e);
   const double t_done = sf__now();
 #ifdef SF_HAVE_CUDA
   if (reg_thread)
@@ -1581,6 +1593,33 @@ static int run_matches(const slabfeed_writer *w, int64_t q, int64_t n,
   return 1;
 }
 
+/* Direct writes of a chunked output (choose_io, 0.10): this rank's planes
+ * at its chunks' offsets (looked up on the writer's handle, whose metadata
+ * reads are each rank's own), float16 converted on the way. Local. */
+static slabfeed_status write_chunks(slabfeed_writer *w, hid_t dset,
+                                    sf__progress *pg, sf__err *e)
+{
+  hsize_t dims[4];
+  file_dims(w, dims);
+  slabfeed_dataset_info info = SLABFEED_DATASET_INFO_INIT;
+  info.ndim = 4;
+  info.channels = w->C;
+  info.layout = w->cl ? SLABFEED_LAYOUT_CL : SLABFEED_LAYOUT_CF;
+  info.type_bits = w->f16 ? 16 : 32;
+  info.chunked = 1;
+  for (int a = 0; a < 4; a++)
+    info.dims[a] = (int64_t)dims[a];
+  for (int a = 0; a < 3; a++) {
+    info.shape[a] = w->region[3 + a];
+    info.chunk[w->cl ? a : a + 1] = w->chunk[a];
+  }
+  info.chunk[w->cl ? 3 : 0] = w->cl ? w->C : 1;
+  const int64_t zq = planes_of(w, w->rank);
+  return sf__h5_write_direct(dset, w->as.tmp, w->name, &info, w->z0[w->rank],
+                             zq, w->slab, zq * (plane_elems(w) / w->C),
+                             w->io_threads, pg, e);
+}
+
 /* Direct writes (choose_io): this rank's planes with pwrite on its share
  * of the node's cores at the dataset's offset in the file aside (stored
  * contiguously, allocated at creation and never filled by HDF5, which
@@ -1591,6 +1630,8 @@ static int run_matches(const slabfeed_writer *w, int64_t q, int64_t n,
 static slabfeed_status write_direct(slabfeed_writer *w, hid_t dset, float *buf,
                                     sf__progress *pg, sf__err *e)
 {
+  if (w->chunk[0] > 0)
+    return write_chunks(w, dset, pg, e);
   const haddr_t at = H5Dget_offset(dset);
   if (at == HADDR_UNDEF) {
     H5Eclear2(H5E_DEFAULT);
