@@ -939,9 +939,10 @@ SLABFEED_API const char *slabfeed_writer_last_error(const slabfeed_writer *w);
  * ("direct pwrite on 16 threads (read_mode auto: tmpfs)"): the loader's
  * read_mode rules applied to the output's filesystem (0.9: auto and
  * direct write each rank's planes with pwrite on its share of the node's
- * cores where the file is on a node-local or memory filesystem;
- * independent: independent MPI-IO); collective on other filesystems and
- * for a chunked output. Other ranks get the choice without the reason.
+ * cores where the file is on a node-local or memory filesystem, 0.10:
+ * also into a chunked output's chunks; independent: independent MPI-IO,
+ * collective for a chunked output); collective on other filesystems.
+ * Other ranks get the choice without the reason.
  * Collective no. Lifetime: w's. NULL w: "". */
 SLABFEED_API const char *slabfeed_writer_io(const slabfeed_writer *w);
 

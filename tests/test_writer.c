@@ -73,8 +73,8 @@ static void pass_config(slabfeed_config *c, const pass_case *k)
   static int ncase;
   const int i = ncase++;
   slabfeed_config_init(c);
-  c->read_mode = (slabfeed_read_mode)(k->mode > 0 ? k->mode - 1
-                                                 : (i + i / 4) % 4);
+  c->read_mode =
+      (slabfeed_read_mode)(k->mode > 0 ? k->mode - 1 : (i + i / 4) % 4);
   c->shared_window = i % 2 ? SLABFEED_WINDOW_ONE : SLABFEED_WINDOW_PER_RANK;
   c->touch_threads = i % 4 < 2 ? 3 : 1;
   c->path = input;

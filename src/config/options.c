@@ -424,7 +424,7 @@ const sf__option sf__options[] = {
               "threads where the dataset is stored contiguously or in "
               "chunks without filters, float32 or float16; else "
               "independent MPI-IO) and collective (MPI-IO aggregation) on "
-              "others; or as named"},
+              "others; or as named; the writer's close writes likewise"},
      FIELD(read_mode)},
     {{.name = "shared_window",
       .flag = "shared-window",

@@ -865,7 +865,7 @@ typedef struct piece_job {
   float *dst;       /* reads: where the planes go */
   const float *src; /* writes: where they come from */
   int err;          /* errno, or -1: the file ends first */
-  int64_t bad; /* the piece that failed */
+  int64_t bad;      /* the piece that failed */
 } piece_job;
 
 /* Value i of a row of stored values (float32, or binary16 widened). */
@@ -1192,8 +1192,7 @@ static void *write_piece_range(void *arg)
 {
   piece_job *j = arg;
   const stored *s = j->s;
-  const int64_t vc = j->all ? s->edge[0] : 1, E2 = s->edge[2],
-                E3 = s->edge[3];
+  const int64_t vc = j->all ? s->edge[0] : 1, E2 = s->edge[2], E3 = s->edge[3];
   int64_t most = 0;
   for (int64_t i = j->a; i < j->b; i++)
     most = j->p[i].bytes > most ? j->p[i].bytes : most;
@@ -1203,22 +1202,21 @@ static void *write_piece_range(void *arg)
   for (int64_t i = j->a; i < j->b && j->err == 0; i++) {
     const piece *p = &j->p[i];
     const int64_t plane = j->Y * j->X, vs = j->all ? j->C : 1;
-    const float *from = j->src + (j->all ? 0 : p->c * j->kstride) +
-                        (p->z - j->z0) * plane * vs;
+    const float *from =
+        j->src + (j->all ? 0 : p->c * j->kstride) + (p->z - j->z0) * plane * vs;
     if (j->whole && !s->half) { /* rows are whole planes: straight out */
-      j->err = sf__pio(j->fd, (char *)from, (size_t)p->bytes, (off_t)p->at,
-                       1, 1);
+      j->err =
+          sf__pio(j->fd, (char *)from, (size_t)p->bytes, (off_t)p->at, 1, 1);
     } else {
       int64_t o = 0; /* values of the box's rows, in its order */
       for (int64_t q = 0; q < p->nz; q++)
         for (int64_t y = 0; y < E2; y++)
           for (int64_t x = 0; x < E3; x++)
             for (int64_t k = 0; k < vc; k++, o++) {
-              const int in = p->y + y < j->Y && p->x + x < j->X &&
-                             p->c + k < j->C;
+              const int in =
+                  p->y + y < j->Y && p->x + x < j->X && p->c + k < j->C;
               const float v =
-                  in ? from[(q * plane + (p->y + y) * j->X + p->x + x) * vs +
-                            k]
+                  in ? from[(q * plane + (p->y + y) * j->X + p->x + x) * vs + k]
                      : 0.0f;
               if (s->half) {
                 const uint16_t h = sf__f32_to_f16(v);
@@ -1227,8 +1225,8 @@ static void *write_piece_range(void *arg)
                 memcpy(buf + 4 * o, &v, sizeof v);
               }
             }
-      j->err = sf__pio(j->fd, (char *)buf, (size_t)p->bytes, (off_t)p->at, 1,
-                       1);
+      j->err =
+          sf__pio(j->fd, (char *)buf, (size_t)p->bytes, (off_t)p->at, 1, 1);
     }
     if (j->err != 0)
       j->bad = i;
@@ -1278,10 +1276,10 @@ slabfeed_status sf__h5_write_direct(hid_t dset, const char *path,
                            .kstride = cstride,
                            .src = src};
   int64_t bad = 0;
-  const int err = e->status == SLABFEED_OK
-                      ? pieces_run(write_piece_range, &proto, ps.n, threads,
-                                   &bad)
-                      : 0;
+  const int err =
+      e->status == SLABFEED_OK
+          ? pieces_run(write_piece_range, &proto, ps.n, threads, &bad)
+          : 0;
   if (err != 0) {
     const piece *p = &ps.p[bad];
     sf__fail(e, err == ENOMEM ? SLABFEED_ERR_NOMEM : SLABFEED_ERR_IO,
