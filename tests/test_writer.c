@@ -439,16 +439,23 @@ static void bad_input(void)
   CHECK(!exists(out), "a file was left after a failed close");
 
   /* An injected failure at each collective stage, on the last rank. */
+  /* writer.chunks: the direct write of a chunked output (0.10). */
   const char *stages[] = {"writer.alloc", "writer.create", "writer.write",
-                          "writer.selfcheck"};
+                          "writer.chunks", "writer.selfcheck"};
+  const pass_case kc = {.name = "bad_chunks",
+                        .T = 6,
+                        .P = 2,
+                        .batch = 2,
+                        .chunked = 1,
+                        .mode = 1 + SLABFEED_READ_DIRECT};
   /* The self-check of MPI_Put runs only between nodes. */
   const char *rpn = getenv("SLABFEED_RANK_PER_NODE");
-  const int nstages = rpn != NULL && strcmp(rpn, "1") == 0 && size > 1 ? 4 : 3;
+  const int nstages = rpn != NULL && strcmp(rpn, "1") == 0 && size > 1 ? 5 : 4;
   for (int i = 0; i < nstages; i++) {
     char spec[64];
     snprintf(spec, sizeof spec, "%s@%d", stages[i], size - 1);
     setenv("SLABFEED_TEST_FAIL", spec, 1);
-    st = partial_pass(&k, out, -1, -1, err, sizeof err);
+    st = partial_pass(i == 3 ? &kc : &k, out, -1, -1, err, sizeof err);
     unsetenv("SLABFEED_TEST_FAIL");
     int lo = st, hi = st;
     MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);

@@ -1615,6 +1615,11 @@ static slabfeed_status write_chunks(slabfeed_writer *w, hid_t dset,
   }
   info.chunk[w->cl ? 3 : 0] = w->cl ? w->C : 1;
   const int64_t zq = planes_of(w, w->rank);
+  if (sf__inject("writer.chunks", w->rank)) /* a failure of this rank alone */
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "injected failure at stage 'writer.chunks' of '%s' "
+                    "(written aside as '%s')",
+                    w->path, w->as.tmp);
   return sf__h5_write_direct(dset, w->as.tmp, w->name, &info, w->z0[w->rank],
                              zq, w->slab, zq * (plane_elems(w) / w->C),
                              w->io_threads, pg, e);
