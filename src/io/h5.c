@@ -856,7 +856,8 @@ static slabfeed_status pieces_of(const stored *s, const box_map *m,
 /* One thread's pieces [a, b) of planes from z0 on, read into dst (dense
  * planes of y x x floats from plane z0; with every channel (all), channel
  * k's kstride floats after channel 0's), through buf where a piece's rows
- * are not whole planes of one channel. */
+ * are not whole planes of one channel, neighbours in the file with one
+ * pread; or written from src (write_piece_range). */
 typedef struct piece_job {
   int fd, all, whole;
   const stored *s;
@@ -881,51 +882,77 @@ static inline float stored_value(const unsigned char *row, int64_t i, int half)
   return v;
 }
 
+/* The end of the group of pieces from i on (before b) that lie one after
+ * the other in the file and fit cap bytes together: read or written with
+ * one call (chunks allocated one after the other are neighbours). */
+static int64_t group_end(const piece *p, int64_t i, int64_t b, int64_t cap)
+{
+  int64_t g = i + 1, bytes = p[i].bytes;
+  while (g < b && p[g].at == p[g - 1].at + p[g - 1].bytes &&
+         bytes + p[g].bytes <= cap)
+    bytes += p[g++].bytes;
+  return g;
+}
+
+/* The rows of piece p, read into buf, sorted out to their planes. */
+static void scatter_piece(const piece_job *j, const piece *p,
+                          const unsigned char *buf)
+{
+  const stored *s = j->s;
+  const int64_t vc = j->all ? s->edge[0] : 1;
+  float *at =
+      j->dst + (j->all ? p->c * j->kstride : 0) + (p->z - j->z0) * j->Y * j->X;
+  const int64_t ny = j->Y - p->y < s->edge[2] ? j->Y - p->y : s->edge[2],
+                nx = j->X - p->x < s->edge[3] ? j->X - p->x : s->edge[3];
+  /* The box's channels past the dataset's last are not kept. */
+  const int64_t nk = j->all && j->C - p->c < vc ? j->C - p->c : vc;
+  for (int64_t q = 0; q < p->nz; q++)
+    for (int64_t y = 0; y < ny; y++) {
+      const unsigned char *from =
+          buf + ((q * s->edge[2] + y) * s->edge[3]) * vc * s->esize;
+      float *to = at + (q * j->Y + p->y + y) * j->X + p->x;
+      if (vc == 1 && !s->half)
+        memcpy(to, from, (size_t)nx * sizeof(float));
+      else /* channels side by side in the file: one to each plane */
+        for (int64_t k = 0; k < nk; k++)
+          for (int64_t x = 0; x < nx; x++)
+            to[k * j->kstride + x] = stored_value(from, x * vc + k, s->half);
+    }
+}
+
 static void *read_piece_range(void *arg)
 {
   piece_job *j = arg;
   const stored *s = j->s;
   const int whole = j->whole;
-  /* Values per voxel in a piece's rows: the box's channels, or one. */
-  const int64_t vc = j->all ? s->edge[0] : 1;
-  int64_t most = 0; /* the buffer: the largest piece of the thread's */
+  /* The buffer: the largest piece of the thread's, at least
+   * SF_PIECE_BYTES (groups of neighbours). */
+  int64_t cap = 0;
   for (int64_t i = j->a; i < j->b && !whole; i++)
-    most = j->p[i].bytes > most ? j->p[i].bytes : most;
-  unsigned char *buf = most > 0 ? malloc((size_t)most) : NULL;
-  if (most > 0 && buf == NULL)
+    cap = j->p[i].bytes > cap ? j->p[i].bytes : cap;
+  cap = cap > 0 && cap < SF_PIECE_BYTES ? SF_PIECE_BYTES : cap;
+  unsigned char *buf = cap > 0 ? malloc((size_t)cap) : NULL;
+  if (cap > 0 && buf == NULL)
     j->err = ENOMEM, j->bad = j->a;
-  for (int64_t i = j->a; i < j->b && j->err == 0; i++) {
+  for (int64_t i = j->a; i < j->b && j->err == 0;) {
     const piece *p = &j->p[i];
-    float *at = j->dst + (j->all ? p->c * j->kstride : 0) +
-                (p->z - j->z0) * j->Y * j->X;
     if (whole) { /* rows are whole planes: straight into place */
+      float *at = j->dst + (j->all ? p->c * j->kstride : 0) +
+                  (p->z - j->z0) * j->Y * j->X;
       j->err = sf__pio(j->fd, (char *)at, (size_t)p->bytes, (off_t)p->at, 1, 0);
       const widen_job w = {at, 0, (size_t)(p->bytes / s->esize)};
       if (j->err == 0 && s->half)
         widen_range((void *)&w);
-    } else {
-      j->err =
-          sf__pio(j->fd, (char *)buf, (size_t)p->bytes, (off_t)p->at, 1, 0);
-      const int64_t ny = j->Y - p->y < s->edge[2] ? j->Y - p->y : s->edge[2],
-                    nx = j->X - p->x < s->edge[3] ? j->X - p->x : s->edge[3];
-      /* The box's channels past the dataset's last are not kept. */
-      const int64_t nk = j->all && j->C - p->c < vc ? j->C - p->c : vc;
-      for (int64_t q = 0; q < p->nz && j->err == 0; q++)
-        for (int64_t y = 0; y < ny; y++) {
-          const unsigned char *from =
-              buf + ((q * s->edge[2] + y) * s->edge[3]) * vc * s->esize;
-          float *to = at + (q * j->Y + p->y + y) * j->X + p->x;
-          if (vc == 1 && !s->half)
-            memcpy(to, from, (size_t)nx * sizeof(float));
-          else /* channels side by side in the file: one to each plane */
-            for (int64_t k = 0; k < nk; k++)
-              for (int64_t x = 0; x < nx; x++)
-                to[k * j->kstride + x] =
-                    stored_value(from, x * vc + k, s->half);
-        }
+      j->bad = i++;
+      continue;
     }
-    if (j->err != 0)
-      j->bad = i;
+    const int64_t g = group_end(j->p, i, j->b, cap);
+    const int64_t bytes = j->p[g - 1].at + j->p[g - 1].bytes - p->at;
+    j->err = sf__pio(j->fd, (char *)buf, (size_t)bytes, (off_t)p->at, 1, 0);
+    for (int64_t k = i; k < g && j->err == 0; k++)
+      scatter_piece(j, &j->p[k], buf + (j->p[k].at - p->at));
+    j->bad = i;
+    i = g;
   }
   free(buf);
   return NULL;
@@ -1183,53 +1210,74 @@ int sf__h5_direct_ok(hid_t dset, const slabfeed_dataset_info *info)
 
 /* ---- Direct writes of chunks (0.10) ------------------------------------ */
 
+/* The rows of piece p gathered from src into out, in the stored type. */
+static void gather_piece(const piece_job *j, const piece *p, unsigned char *out)
+{
+  const stored *s = j->s;
+  const int64_t vc = j->all ? s->edge[0] : 1, E2 = s->edge[2], E3 = s->edge[3];
+  const int64_t plane = j->Y * j->X, vs = j->all ? j->C : 1, es = s->esize;
+  const float *from =
+      j->src + (j->all ? 0 : p->c * j->kstride) + (p->z - j->z0) * plane * vs;
+  const int64_t ny = j->Y - p->y < E2 ? j->Y - p->y : E2,
+                nx = j->X - p->x < E3 ? j->X - p->x : E3,
+                nk = j->C - p->c < vc ? j->C - p->c : vc;
+  /* Float32 rows whose values are the source's, one after the other. */
+  const int plain = !s->half && nk == vc && (vc == 1 || vc == vs);
+  for (int64_t q = 0; q < p->nz; q++)
+    for (int64_t y = 0; y < E2; y++) {
+      unsigned char *row = out + (q * E2 + y) * E3 * vc * es;
+      const int64_t done = y < ny ? nx : 0; /* values past the edges: 0 */
+      const float *r = from + (q * plane + (p->y + y) * j->X + p->x) * vs;
+      if (done > 0 && plain)
+        memcpy(row, r, (size_t)(nx * vc * es));
+      else
+        for (int64_t x = 0; x < done; x++)
+          for (int64_t k = 0; k < vc; k++) {
+            const float v = k < nk ? r[x * vs + k] : 0.0f;
+            if (s->half) {
+              const uint16_t h = sf__f32_to_f16(v);
+              memcpy(row + (x * vc + k) * 2, &h, sizeof h);
+            } else {
+              memcpy(row + (x * vc + k) * 4, &v, sizeof v);
+            }
+          }
+      memset(row + done * vc * es, 0, (size_t)((E3 - done) * vc * es));
+    }
+}
+
 /* One thread's pieces [a, b) of planes from z0 on, from src (dense planes
  * of y x x floats: channel k's kstride floats after channel 0's; with
  * all, every voxel's C values side by side) into the boxes' rows in the
- * stored type, written with pwrite; the values of a box past the
- * dataset's edges are written as zeros. */
+ * stored type (gather_piece), neighbours in the file with one pwrite;
+ * the values of a box past the dataset's edges are written as zeros. */
 static void *write_piece_range(void *arg)
 {
   piece_job *j = arg;
   const stored *s = j->s;
-  const int64_t vc = j->all ? s->edge[0] : 1, E2 = s->edge[2], E3 = s->edge[3];
-  int64_t most = 0;
+  int64_t cap = 0;
   for (int64_t i = j->a; i < j->b; i++)
-    most = j->p[i].bytes > most ? j->p[i].bytes : most;
-  unsigned char *buf = most > 0 ? malloc((size_t)most) : NULL;
-  if (most > 0 && buf == NULL)
+    cap = j->p[i].bytes > cap ? j->p[i].bytes : cap;
+  cap = cap > 0 && cap < SF_PIECE_BYTES ? SF_PIECE_BYTES : cap;
+  unsigned char *buf = cap > 0 ? malloc((size_t)cap) : NULL;
+  if (cap > 0 && buf == NULL)
     j->err = ENOMEM, j->bad = j->a;
-  for (int64_t i = j->a; i < j->b && j->err == 0; i++) {
+  for (int64_t i = j->a; i < j->b && j->err == 0;) {
     const piece *p = &j->p[i];
-    const int64_t plane = j->Y * j->X, vs = j->all ? j->C : 1;
-    const float *from =
-        j->src + (j->all ? 0 : p->c * j->kstride) + (p->z - j->z0) * plane * vs;
     if (j->whole && !s->half) { /* rows are whole planes: straight out */
+      const float *from =
+          j->src + p->c * j->kstride + (p->z - j->z0) * j->Y * j->X;
       j->err =
           sf__pio(j->fd, (char *)from, (size_t)p->bytes, (off_t)p->at, 1, 1);
-    } else {
-      int64_t o = 0; /* values of the box's rows, in its order */
-      for (int64_t q = 0; q < p->nz; q++)
-        for (int64_t y = 0; y < E2; y++)
-          for (int64_t x = 0; x < E3; x++)
-            for (int64_t k = 0; k < vc; k++, o++) {
-              const int in =
-                  p->y + y < j->Y && p->x + x < j->X && p->c + k < j->C;
-              const float v =
-                  in ? from[(q * plane + (p->y + y) * j->X + p->x + x) * vs + k]
-                     : 0.0f;
-              if (s->half) {
-                const uint16_t h = sf__f32_to_f16(v);
-                memcpy(buf + 2 * o, &h, sizeof h);
-              } else {
-                memcpy(buf + 4 * o, &v, sizeof v);
-              }
-            }
-      j->err =
-          sf__pio(j->fd, (char *)buf, (size_t)p->bytes, (off_t)p->at, 1, 1);
+      j->bad = i++;
+      continue;
     }
-    if (j->err != 0)
-      j->bad = i;
+    const int64_t g = group_end(j->p, i, j->b, cap);
+    for (int64_t k = i; k < g; k++)
+      gather_piece(j, &j->p[k], buf + (j->p[k].at - p->at));
+    const int64_t bytes = j->p[g - 1].at + j->p[g - 1].bytes - p->at;
+    j->err = sf__pio(j->fd, (char *)buf, (size_t)bytes, (off_t)p->at, 1, 1);
+    j->bad = i;
+    i = g;
   }
   free(buf);
   return NULL;
