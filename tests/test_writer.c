@@ -218,8 +218,11 @@ static void round_trip(const pass_case *k, int affine)
     const char *how = slabfeed_writer_io(w);
     char fs[64];
     const int local = sf__h5_local_fs(".", fs, sizeof fs); /* out is here */
-    const int direct = c.read_mode == SLABFEED_READ_DIRECT ||
-                       (c.read_mode == SLABFEED_READ_AUTO && local);
+    int direct = c.read_mode == SLABFEED_READ_DIRECT ||
+                 (c.read_mode == SLABFEED_READ_AUTO && local);
+#if !H5_VERSION_GE(1, 10, 5)
+    direct = direct && !k->chunked; /* no chunk lookup before 1.10.5 */
+#endif
     const int ind = !k->chunked && c.read_mode == SLABFEED_READ_INDEPENDENT;
     CHECK(strstr(how, direct ? "direct pwrite on "
                       : ind  ? "independent MPI-IO"
@@ -527,10 +530,55 @@ int main(int argc, char **argv)
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     round_trip(&cases[i], 0);
-  /* Chunked outputs written directly (0.10): chunks cut at every edge,
-   * channels last in float16; chunks of two whole planes that two ranks
-   * share (and the region's wrap), float32 channels first, by auto. */
+  /* Chunked outputs written directly (0.10): chunks cut at every edge
+   * (rows gathered through a buffer) and chunks of two whole planes that
+   * two ranks share (float32 channels first: straight from the slab;
+   * float16 or channels last: through the buffer), each layout and file
+   * dtype; the last case by auto (direct on a local filesystem) with the
+   * region's wrap. */
+  const int D = 1 + SLABFEED_READ_DIRECT;
   const pass_case chunked[] = {
+      {.name = "chunks_cf_T6_P2_g13",
+       .T = 6,
+       .P = 2,
+       .symmetry = 13,
+       .chunked = 1,
+       .mode = D,
+       .batch = 2},
+      {.name = "chunks_cf_f16_T5_P1_g40",
+       .T = 5,
+       .P = 1,
+       .symmetry = 40,
+       .file_dtype = SLABFEED_DTYPE_F16,
+       .dtype = SLABFEED_DTYPE_F16,
+       .chunked = 1,
+       .mode = D,
+       .batch = 2},
+      {.name = "chunks_cl_T4_P2_g29",
+       .T = 4,
+       .P = 2,
+       .symmetry = 29,
+       .file_layout = SLABFEED_LAYOUT_CL,
+       .chunked = 1,
+       .mode = D,
+       .batch = 3},
+      {.name = "chunks_planes_f16_T6_P1_g2",
+       .T = 6,
+       .P = 1,
+       .symmetry = 2,
+       .file_dtype = SLABFEED_DTYPE_F16,
+       .dtype = SLABFEED_DTYPE_F16,
+       .chunked = 2,
+       .mode = D,
+       .batch = 2},
+      {.name = "chunks_planes_cl_T5_P2_g44",
+       .T = 5,
+       .P = 2,
+       .symmetry = 44,
+       .file_layout = SLABFEED_LAYOUT_CL,
+       .chunked = 2,
+       .mode = D,
+       .batch = 2},
       {.name = "chunks_cl_f16_T5_P1_g21",
        .T = 5,
        .P = 1,
@@ -539,7 +587,7 @@ int main(int argc, char **argv)
        .file_dtype = SLABFEED_DTYPE_F16,
        .dtype = SLABFEED_DTYPE_F16,
        .chunked = 1,
-       .mode = 1 + SLABFEED_READ_DIRECT,
+       .mode = D,
        .batch = 3},
       {.name = "chunks_planes_T4_P2_g6",
        .T = 4,

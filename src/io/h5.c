@@ -810,17 +810,17 @@ static int64_t box_of(const stored *s, const box_map *m, const int64_t o[4])
 /* Appends the pieces of planes [z, z + n) of channel c (c < 0: every
  * channel, whole boxes of channels: the ranges of the read ceiling) of
  * the dataset to *ps, box by box in z, y, x order (and channel order
- * where c < 0), their offsets from m (which covers those planes). Pieces
- * narrower than a plane are cut into plane groups of at most
- * SF_PIECE_BYTES. Local; a failure in *e. */
+ * where c < 0), their offsets from m (which covers those planes). Unless
+ * whole (the pieces move straight between the file and the planes, with
+ * no buffer: rows_whole, as the caller uses them), pieces are cut into
+ * plane groups of at most SF_PIECE_BYTES. Local; a failure in *e. */
 static slabfeed_status pieces_of(const stored *s, const box_map *m,
                                  const slabfeed_dataset_info *info, int64_t c,
-                                 int64_t z, int64_t n, pieces *ps,
+                                 int64_t z, int64_t n, int whole, pieces *ps,
                                  const char *path, const char *name, sf__err *e)
 {
   const int64_t *E = s->edge, C = info->channels, Y = info->shape[1],
                 X = info->shape[2];
-  const int whole = rows_whole(s, info, c);
   const int64_t cs = c < 0 ? E[0] : 1; /* channels per piece */
   /* Bytes of one plane of a piece, its planes per piece. */
   const int64_t pb = cs * E[2] * E[3] * s->esize;
@@ -999,7 +999,8 @@ static slabfeed_status read_planes(int fd, const stored *s, const box_map *m,
   pieces ps = {NULL, 0, 0};
   if (n <= 0)
     return e->status;
-  if (pieces_of(s, m, info, c, z, n, &ps, path, name, e) != SLABFEED_OK) {
+  if (pieces_of(s, m, info, c, z, n, rows_whole(s, info, c), &ps, path, name,
+                e) != SLABFEED_OK) {
     free(ps.p);
     return e->status;
   }
@@ -1249,13 +1250,13 @@ static void gather_piece(const piece_job *j, const piece *p, unsigned char *out)
  * of y x x floats: channel k's kstride floats after channel 0's; with
  * all, every voxel's C values side by side) into the boxes' rows in the
  * stored type (gather_piece), neighbours in the file with one pwrite;
- * the values of a box past the dataset's edges are written as zeros. */
+ * the values of a box past the dataset's y and x edges are written as
+ * zeros (planes past its last plane are not written). */
 static void *write_piece_range(void *arg)
 {
   piece_job *j = arg;
-  const stored *s = j->s;
-  int64_t cap = 0;
-  for (int64_t i = j->a; i < j->b; i++)
+  int64_t cap = 0; /* the buffer: none where pieces go straight out */
+  for (int64_t i = j->a; i < j->b && !j->whole; i++)
     cap = j->p[i].bytes > cap ? j->p[i].bytes : cap;
   cap = cap > 0 && cap < SF_PIECE_BYTES ? SF_PIECE_BYTES : cap;
   unsigned char *buf = cap > 0 ? malloc((size_t)cap) : NULL;
@@ -1263,7 +1264,7 @@ static void *write_piece_range(void *arg)
     j->err = ENOMEM, j->bad = j->a;
   for (int64_t i = j->a; i < j->b && j->err == 0;) {
     const piece *p = &j->p[i];
-    if (j->whole && !s->half) { /* rows are whole planes: straight out */
+    if (j->whole) { /* float32 rows of whole planes: straight out */
       const float *from =
           j->src + p->c * j->kstride + (p->z - j->z0) * j->Y * j->X;
       j->err =
@@ -1309,12 +1310,15 @@ slabfeed_status sf__h5_write_direct(hid_t dset, const char *path,
   map_boxes(&s, dset, info, z, z + n, &map, path, name, e);
   /* Channels first: each channel's planes; channels last: the planes of
    * every channel at once (a box holds all channels). */
+  /* Float32 rows of whole planes go straight from the planes; float16
+   * ones through the buffer, in pieces of at most SF_PIECE_BYTES. */
+  const int whole = rows_whole(&s, info, s.cf ? 0 : -1) && !s.half;
   for (int64_t c = s.cf ? 0 : -1;
        c < (s.cf ? info->channels : 0) && e->status == SLABFEED_OK; c++)
-    pieces_of(&s, &map, info, c, z, n, &ps, path, name, e);
+    pieces_of(&s, &map, info, c, z, n, whole, &ps, path, name, e);
   const piece_job proto = {.fd = fd,
                            .all = !s.cf,
-                           .whole = rows_whole(&s, info, s.cf ? 0 : -1),
+                           .whole = whole,
                            .s = &s,
                            .p = ps.p,
                            .z0 = z,
@@ -1335,7 +1339,7 @@ slabfeed_status sf__h5_write_direct(hid_t dset, const char *path,
              "with pwrite failed (the chunk's rows at y %lld, x %lld): %s",
              (long long)p->z, (long long)(p->z + p->nz), s.cf ? "" : "s from",
              (long long)p->c, name, path, (long long)p->y, (long long)p->x,
-             strerror(err));
+             err == ENOMEM ? "no memory for a thread's buffer" : strerror(err));
   } else if (pg != NULL && e->status == SLABFEED_OK) {
     sf__progress_add(pg, (double)(n * info->shape[1] * info->shape[2] *
                                   info->channels * s.esize));
@@ -1369,7 +1373,8 @@ slabfeed_status sf__h5_ranges(hid_t dset, const char *path, const char *name,
   for (int64_t c = s.cf ? 0 : -1;
        c < (s.cf ? info->channels : 0) && e->status == SLABFEED_OK && z1 > z0;
        c++)
-    pieces_of(&s, &map, info, c, z0, z1 - z0, &ps, path, name, e);
+    pieces_of(&s, &map, info, c, z0, z1 - z0, rows_whole(&s, info, c), &ps,
+              path, name, e);
   free(map.at);
   /* Neighbouring pieces of the file as one range. */
   slabfeed_byte_range cur = {0, 0};

@@ -135,7 +135,9 @@ slabfeed_status sf__h5_ranges(hid_t dset, const char *path, const char *name,
  * channel 0's; channels last, n planes of every voxel's C values side by
  * side. Each plane's rows of a chunk are one range of the file, so ranks
  * writing different planes of one chunk write disjoint bytes; a chunk's
- * values past the dataset's edges are written as zeros. The bytes
+ * values past the dataset's y and x edges are written as zeros, its
+ * planes past the last plane are left as they are (HDF5 never returns
+ * them). The bytes
  * written count in pg (NULL: none). A failure in *e names the planes,
  * the chunk, the dataset and the file. */
 slabfeed_status sf__h5_write_direct(hid_t dset, const char *path,
