@@ -958,6 +958,23 @@ static void *read_piece_range(void *arg)
   return NULL;
 }
 
+/* A job over the pieces of ps (its range and dst or src set later). */
+static piece_job job_of(int fd, const stored *s, const pieces *ps,
+                        const slabfeed_dataset_info *info, int all, int whole,
+                        int64_t z0, int64_t kstride)
+{
+  return (piece_job){.fd = fd,
+                     .all = all,
+                     .whole = whole,
+                     .s = s,
+                     .p = ps->p,
+                     .z0 = z0,
+                     .Y = info->shape[1],
+                     .X = info->shape[2],
+                     .C = info->channels,
+                     .kstride = kstride};
+}
+
 /* Pieces [0, n) by up to `threads` threads, each a run of neighbours as
  * fn's job (proto with its range [a, b) set); the first error, and the
  * piece that failed into *bad. */
@@ -1020,17 +1037,8 @@ static slabfeed_status read_planes(int fd, const stored *s, const box_map *m,
       bad = i;
     }
   } else {
-    const piece_job proto = {.fd = fd,
-                             .all = c < 0,
-                             .whole = whole,
-                             .s = s,
-                             .p = ps.p,
-                             .z0 = z,
-                             .Y = info->shape[1],
-                             .X = info->shape[2],
-                             .C = info->channels,
-                             .kstride = kstride,
-                             .dst = dst};
+    piece_job proto = job_of(fd, s, &ps, info, c < 0, whole, z, kstride);
+    proto.dst = dst;
     err = pieces_run(read_piece_range, &proto, ps.n, threads, &bad);
   }
   if (err != 0) {
@@ -1309,24 +1317,15 @@ slabfeed_status sf__h5_write_direct(hid_t dset, const char *path,
   pieces ps = {NULL, 0, 0};
   map_boxes(&s, dset, info, z, z + n, &map, path, name, e);
   /* Channels first: each channel's planes; channels last: the planes of
-   * every channel at once (a box holds all channels). */
-  /* Float32 rows of whole planes go straight from the planes; float16
-   * ones through the buffer, in pieces of at most SF_PIECE_BYTES. */
+   * every channel at once (a box holds all channels). Float32 rows of
+   * whole planes go straight from the planes; float16 ones through the
+   * buffer, in pieces of at most SF_PIECE_BYTES. */
   const int whole = rows_whole(&s, info, s.cf ? 0 : -1) && !s.half;
   for (int64_t c = s.cf ? 0 : -1;
        c < (s.cf ? info->channels : 0) && e->status == SLABFEED_OK; c++)
     pieces_of(&s, &map, info, c, z, n, whole, &ps, path, name, e);
-  const piece_job proto = {.fd = fd,
-                           .all = !s.cf,
-                           .whole = whole,
-                           .s = &s,
-                           .p = ps.p,
-                           .z0 = z,
-                           .Y = info->shape[1],
-                           .X = info->shape[2],
-                           .C = info->channels,
-                           .kstride = cstride,
-                           .src = src};
+  piece_job proto = job_of(fd, &s, &ps, info, !s.cf, whole, z, cstride);
+  proto.src = src;
   int64_t bad = 0;
   const int err =
       e->status == SLABFEED_OK
