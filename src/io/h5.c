@@ -882,6 +882,21 @@ static inline float stored_value(const unsigned char *row, int64_t i, int half)
   return v;
 }
 
+/* A thread's buffer of *cap bytes: none where its pieces move straight
+ * (whole), else its largest piece and at least SF_PIECE_BYTES (groups of
+ * neighbours). NULL with j->err ENOMEM where it cannot be had. */
+static unsigned char *job_buffer(piece_job *j, int64_t *cap)
+{
+  *cap = 0;
+  for (int64_t i = j->a; i < j->b && !j->whole; i++)
+    *cap = j->p[i].bytes > *cap ? j->p[i].bytes : *cap;
+  *cap = *cap > 0 && *cap < SF_PIECE_BYTES ? SF_PIECE_BYTES : *cap;
+  unsigned char *buf = *cap > 0 ? malloc((size_t)*cap) : NULL;
+  if (*cap > 0 && buf == NULL)
+    j->err = ENOMEM, j->bad = j->a;
+  return buf;
+}
+
 /* The end of the group of pieces from i on (before b) that lie one after
  * the other in the file and fit cap bytes together: read or written with
  * one call (chunks allocated one after the other are neighbours). */
@@ -925,15 +940,8 @@ static void *read_piece_range(void *arg)
   piece_job *j = arg;
   const stored *s = j->s;
   const int whole = j->whole;
-  /* The buffer: the largest piece of the thread's, at least
-   * SF_PIECE_BYTES (groups of neighbours). */
   int64_t cap = 0;
-  for (int64_t i = j->a; i < j->b && !whole; i++)
-    cap = j->p[i].bytes > cap ? j->p[i].bytes : cap;
-  cap = cap > 0 && cap < SF_PIECE_BYTES ? SF_PIECE_BYTES : cap;
-  unsigned char *buf = cap > 0 ? malloc((size_t)cap) : NULL;
-  if (cap > 0 && buf == NULL)
-    j->err = ENOMEM, j->bad = j->a;
+  unsigned char *buf = job_buffer(j, &cap);
   for (int64_t i = j->a; i < j->b && j->err == 0;) {
     const piece *p = &j->p[i];
     if (whole) { /* rows are whole planes: straight into place */
@@ -1263,13 +1271,8 @@ static void gather_piece(const piece_job *j, const piece *p, unsigned char *out)
 static void *write_piece_range(void *arg)
 {
   piece_job *j = arg;
-  int64_t cap = 0; /* the buffer: none where pieces go straight out */
-  for (int64_t i = j->a; i < j->b && !j->whole; i++)
-    cap = j->p[i].bytes > cap ? j->p[i].bytes : cap;
-  cap = cap > 0 && cap < SF_PIECE_BYTES ? SF_PIECE_BYTES : cap;
-  unsigned char *buf = cap > 0 ? malloc((size_t)cap) : NULL;
-  if (cap > 0 && buf == NULL)
-    j->err = ENOMEM, j->bad = j->a;
+  int64_t cap = 0;
+  unsigned char *buf = job_buffer(j, &cap);
   for (int64_t i = j->a; i < j->b && j->err == 0;) {
     const piece *p = &j->p[i];
     if (j->whole) { /* float32 rows of whole planes: straight out */
