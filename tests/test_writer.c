@@ -442,9 +442,10 @@ static void bad_input(void)
   CHECK(!exists(out), "a file was left after a failed close");
 
   /* An injected failure at each collective stage, on the last rank. */
-  /* writer.chunks: the direct write of a chunked output (0.10). */
+  /* writer.direct: the direct write (pwrite, no collective call), of a
+   * chunked output (0.10). */
   const char *stages[] = {"writer.alloc", "writer.create", "writer.write",
-                          "writer.chunks", "writer.selfcheck"};
+                          "writer.direct", "writer.selfcheck"};
   const pass_case kc = {.name = "bad_chunks",
                         .T = 6,
                         .P = 2,
@@ -538,6 +539,15 @@ int main(int argc, char **argv)
    * region's wrap. */
   const int D = 1 + SLABFEED_READ_DIRECT;
   const pass_case chunked[] = {
+      /* Contiguous channels last, direct: one range per rank, split over
+       * the rank's threads where it has more than one. */
+      {.name = "contig_cl_T5_P1_g7",
+       .T = 5,
+       .P = 1,
+       .symmetry = 7,
+       .file_layout = SLABFEED_LAYOUT_CL,
+       .mode = D,
+       .batch = 2},
       {.name = "chunks_cf_T6_P2_g13",
        .T = 6,
        .P = 2,

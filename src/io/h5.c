@@ -1227,14 +1227,22 @@ int sf__h5_direct_ok(hid_t dset, const slabfeed_dataset_info *info)
 
 /* ---- Direct writes of chunks (0.10) ------------------------------------ */
 
+/* Where piece p's first plane starts in the source (with all, channels
+ * side by side: the box holds every channel, p->c is 0). */
+static const float *piece_source(const piece_job *j, const piece *p)
+{
+  const int64_t vs = j->all ? j->C : 1;
+  return j->src + (j->all ? 0 : p->c * j->kstride) +
+         (p->z - j->z0) * j->Y * j->X * vs;
+}
+
 /* The rows of piece p gathered from src into out, in the stored type. */
 static void gather_piece(const piece_job *j, const piece *p, unsigned char *out)
 {
   const stored *s = j->s;
   const int64_t vc = j->all ? s->edge[0] : 1, E2 = s->edge[2], E3 = s->edge[3];
   const int64_t plane = j->Y * j->X, vs = j->all ? j->C : 1, es = s->esize;
-  const float *from =
-      j->src + (j->all ? 0 : p->c * j->kstride) + (p->z - j->z0) * plane * vs;
+  const float *from = piece_source(j, p);
   const int64_t ny = j->Y - p->y < E2 ? j->Y - p->y : E2,
                 nx = j->X - p->x < E3 ? j->X - p->x : E3,
                 nk = j->C - p->c < vc ? j->C - p->c : vc;
@@ -1276,10 +1284,8 @@ static void *write_piece_range(void *arg)
   for (int64_t i = j->a; i < j->b && j->err == 0;) {
     const piece *p = &j->p[i];
     if (j->whole) { /* float32 rows of whole planes: straight out */
-      const float *from =
-          j->src + p->c * j->kstride + (p->z - j->z0) * j->Y * j->X;
-      j->err =
-          sf__pio(j->fd, (char *)from, (size_t)p->bytes, (off_t)p->at, 1, 1);
+      j->err = sf__pio(j->fd, (char *)piece_source(j, p), (size_t)p->bytes,
+                       (off_t)p->at, 1, 1);
       j->bad = i++;
       continue;
     }
@@ -1303,12 +1309,12 @@ slabfeed_status sf__h5_write_direct(hid_t dset, const char *path,
                                     sf__progress *pg, sf__err *e)
 {
   stored s;
-  if (!direct_of(dset, info, &s) || !s.chunked ||
-      (s.cf ? s.edge[0] != 1 : s.edge[0] != info->channels))
+  if (!direct_of(dset, info, &s) || (!s.cf && s.edge[0] != info->channels))
     return sf__fail(e, SLABFEED_ERR_IO,
-                    "'%s' in '%s' cannot be written directly: not in "
-                    "allocated chunks without filters of one channel "
-                    "(channels first) or all (channels last)",
+                    "'%s' in '%s' cannot be written directly: its values are "
+                    "not at known offsets (contiguous and allocated, or in "
+                    "allocated chunks without filters, of every channel "
+                    "where channels are last)",
                     name, path);
   if (n <= 0)
     return e->status;
@@ -1321,26 +1327,40 @@ slabfeed_status sf__h5_write_direct(hid_t dset, const char *path,
   map_boxes(&s, dset, info, z, z + n, &map, path, name, e);
   /* Channels first: each channel's planes; channels last: the planes of
    * every channel at once (a box holds all channels). Float32 rows of
-   * whole planes go straight from the planes; float16 ones through the
-   * buffer, in pieces of at most SF_PIECE_BYTES. */
-  const int whole = rows_whole(&s, info, s.cf ? 0 : -1) && !s.half;
+   * whole planes are the source's bytes (channels last: with every
+   * channel, as the source holds them) and go straight out; the rest
+   * through the buffer, in pieces of at most SF_PIECE_BYTES. */
+  const int whole =
+      s.edge[2] == info->shape[1] && s.edge[3] == info->shape[2] && !s.half;
   for (int64_t c = s.cf ? 0 : -1;
        c < (s.cf ? info->channels : 0) && e->status == SLABFEED_OK; c++)
     pieces_of(&s, &map, info, c, z, n, whole, &ps, path, name, e);
   piece_job proto = job_of(fd, &s, &ps, info, !s.cf, whole, z, cstride);
   proto.src = src;
   int64_t bad = 0;
-  const int err =
-      e->status == SLABFEED_OK
-          ? pieces_run(write_piece_range, &proto, ps.n, threads, &bad)
-          : 0;
+  int err = 0;
+  const int split = whole && ps.n < threads;
+  for (int64_t i = 0; split && i < ps.n && err == 0; i++) {
+    /* Fewer pieces of whole planes than threads (contiguous storage, or
+     * chunks of whole planes): each split over the threads in turn. */
+    const piece *p = &ps.p[i];
+    err = sf__pio(fd, (char *)piece_source(&proto, p), (size_t)p->bytes,
+                  (off_t)p->at, threads, 1);
+    bad = i;
+  }
+  if (e->status == SLABFEED_OK && !split)
+    err = pieces_run(write_piece_range, &proto, ps.n, threads, &bad);
   if (err != 0) {
     const piece *p = &ps.p[bad];
+    char where[96] = "";
+    if (s.chunked)
+      snprintf(where, sizeof where, " (the chunk's rows at y %lld, x %lld)",
+               (long long)p->y, (long long)p->x);
     sf__fail(e, err == ENOMEM ? SLABFEED_ERR_NOMEM : SLABFEED_ERR_IO,
              "writing planes [%lld, %lld) of channel%s %lld of '%s' in '%s' "
-             "with pwrite failed (the chunk's rows at y %lld, x %lld): %s",
+             "with pwrite failed%s: %s",
              (long long)p->z, (long long)(p->z + p->nz), s.cf ? "" : "s from",
-             (long long)p->c, name, path, (long long)p->y, (long long)p->x,
+             (long long)p->c, name, path, where,
              err == ENOMEM ? "no memory for a thread's buffer" : strerror(err));
   } else if (pg != NULL && e->status == SLABFEED_OK) {
     sf__progress_add(pg, (double)(n * info->shape[1] * info->shape[2] *

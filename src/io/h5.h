@@ -126,11 +126,12 @@ slabfeed_status sf__h5_ranges(hid_t dset, const char *path, const char *name,
 
 /* Local: no collective call (dset's handle must allow this rank's own
  * metadata reads: not collective metadata reads). Writes planes
- * [z, z + n) of every channel of dataset dset, stored in chunks without
- * filters, all allocated, of one channel (channels first) or all of them
- * (channels last), IEEE float32 or binary16 little endian, with pwrite
- * on up to `threads` threads into path at the chunks' offsets (0.10: the
- * writer's direct writes of chunked outputs). The values come from src:
+ * [z, z + n) of every channel of dataset dset, stored where
+ * sf__h5_direct_ok reads it (contiguous, or in allocated chunks without
+ * filters; channels last: chunks of every channel), IEEE float32 or
+ * binary16 little endian, with pwrite on up to `threads` threads into
+ * path where the values lie (the writer's direct writes: contiguous
+ * outputs since 0.9, chunked ones since 0.10). The values come from src:
  * channels first, channel k's n dense planes (y x x) cstride floats after
  * channel 0's; channels last, n planes of every voxel's C values side by
  * side. Each plane's rows of a chunk are one range of the file, so ranks

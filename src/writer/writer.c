@@ -1593,10 +1593,14 @@ static int run_matches(const slabfeed_writer *w, int64_t q, int64_t n,
   return 1;
 }
 
-/* Direct writes of a chunked output (choose_io, 0.10): this rank's planes
- * at its chunks' offsets (looked up on the writer's handle, whose metadata
- * reads are each rank's own), float16 converted on the way. Local. */
-static slabfeed_status write_chunks(slabfeed_writer *w, hid_t dset,
+/* Direct writes (choose_io): this rank's planes with pwrite on its share
+ * of the node's cores where the output's values lie in the file aside
+ * (sf__h5_write_direct): contiguous storage at the dataset's offset
+ * (allocated at creation and never filled by HDF5, which writes no raw
+ * data of it afterwards), chunked storage at its chunks' offsets (0.10,
+ * looked up on the writer's handle, whose metadata reads are each rank's
+ * own); float16 converted on the way. Local: no collective call. */
+static slabfeed_status write_direct(slabfeed_writer *w, hid_t dset,
                                     sf__progress *pg, sf__err *e)
 {
   hsize_t dims[4];
@@ -1606,85 +1610,30 @@ static slabfeed_status write_chunks(slabfeed_writer *w, hid_t dset,
   info.channels = w->C;
   info.layout = w->cl ? SLABFEED_LAYOUT_CL : SLABFEED_LAYOUT_CF;
   info.type_bits = w->f16 ? 16 : 32;
-  info.chunked = 1;
+  info.chunked = w->chunk[0] > 0;
   for (int a = 0; a < 4; a++)
     info.dims[a] = (int64_t)dims[a];
-  for (int a = 0; a < 3; a++) {
-    info.shape[a] = w->region[3 + a];
+  for (int a = 0; a < 3 && info.chunked; a++)
     info.chunk[w->cl ? a : a + 1] = w->chunk[a];
-  }
-  info.chunk[w->cl ? 3 : 0] = w->cl ? w->C : 1;
+  info.chunk[w->cl ? 3 : 0] = info.chunked ? (w->cl ? w->C : 1) : 0;
+  for (int a = 0; a < 3; a++)
+    info.shape[a] = w->region[3 + a];
   const int64_t zq = planes_of(w, w->rank);
-  if (sf__inject("writer.chunks", w->rank)) /* a failure of this rank alone */
+  if (sf__inject("writer.direct", w->rank)) /* a failure of this rank alone */
     return sf__fail(e, SLABFEED_ERR_IO,
-                    "injected failure at stage 'writer.chunks' of '%s' "
+                    "injected failure at stage 'writer.direct' of '%s' "
                     "(written aside as '%s')",
                     w->path, w->as.tmp);
-  return sf__h5_write_direct(dset, w->as.tmp, w->name, &info, w->z0[w->rank],
-                             zq, w->slab, zq * (plane_elems(w) / w->C),
-                             w->io_threads, pg, e);
-}
-
-/* Direct writes (choose_io): this rank's planes with pwrite on its share
- * of the node's cores at the dataset's offset in the file aside (stored
- * contiguously, allocated at creation and never filled by HDF5, which
- * writes no raw data of it afterwards): float32 straight from the slab,
- * float16 converted run by run into buf, each channel's planes one range
- * of the file (channels first) or all of them one range (channels last).
- * Local: no collective call. */
-static slabfeed_status write_direct(slabfeed_writer *w, hid_t dset, float *buf,
-                                    sf__progress *pg, sf__err *e)
-{
-  if (w->chunk[0] > 0)
-    return write_chunks(w, dset, pg, e);
-  const haddr_t at = H5Dget_offset(dset);
-  if (at == HADDR_UNDEF) {
-    H5Eclear2(H5E_DEFAULT);
-    return sf__fail(e, SLABFEED_ERR_IO,
-                    "writer: '%s' in '%s' has no offset in the file: it "
-                    "cannot be written directly",
-                    w->name, w->as.tmp);
+  if (sf__h5_write_direct(dset, w->as.tmp, w->name, &info, w->z0[w->rank], zq,
+                          w->slab, zq * (plane_elems(w) / w->C), w->io_threads,
+                          pg, e) != SLABFEED_OK) {
+    /* Named by the output the user asked for, as the other writes are. */
+    char what[SF_ERRLEN];
+    const slabfeed_status st = e->status;
+    memcpy(what, e->msg, sizeof what);
+    sf__err_clear(e);
+    sf__fail(e, st, "writer: output '%s': %s", w->path, what);
   }
-  const int fd = open(w->as.tmp, O_WRONLY | O_CLOEXEC);
-  if (fd < 0)
-    return sf__fail(e, SLABFEED_ERR_IO, "writer: cannot open '%s' to write: %s",
-                    w->as.tmp, strerror(errno));
-  hsize_t dims[4];
-  file_dims(w, dims);
-  const int64_t Z = (int64_t)dims[w->cl ? 0 : 1], z0 = w->z0[w->rank];
-  const int64_t zq = planes_of(w, w->rank), pe = plane_elems(w);
-  const int64_t pc = pe / w->C, es = w->f16 ? 2 : 4;
-  const int64_t cap = w->f16 ? run_planes(w) : zq;
-  for (int64_t q = 0; q < zq && e->status == SLABFEED_OK; q += cap) {
-    const int64_t n = zq - q < cap ? zq - q : cap;
-    const char *src = (const char *)w->slab;
-    if (w->f16) {
-      stage_run(w, q, n, buf); /* halves, as in the file */
-      src = (const char *)buf;
-    }
-    /* Channel c's n planes from q on: where they are in src, and in the
-     * file (channels last: all channels at once, one range). */
-    const int64_t ranges = w->cl ? 1 : w->C;
-    for (int64_t c = 0; c < ranges && e->status == SLABFEED_OK; c++) {
-      const int64_t count = w->cl ? n * pe : n * pc;
-      const int64_t from = w->cl ? (w->f16 ? 0 : q * pe)
-                                 : (w->f16 ? c * n * pc : c * zq * pc + q * pc);
-      const int64_t to = w->cl ? (z0 + q) * pe : (c * Z + z0 + q) * pc;
-      const int err = sf__pio(fd, (char *)src + from * es, (size_t)(count * es),
-                              (off_t)((int64_t)at + to * es), w->io_threads, 1);
-      if (err != 0)
-        sf__fail(e, SLABFEED_ERR_IO,
-                 "writer: writing output planes [%lld,%lld) of '%s' (written "
-                 "aside as '%s') with pwrite failed: %s",
-                 (long long)(z0 + q), (long long)(z0 + q + n), w->path,
-                 w->as.tmp, strerror(err));
-      else
-        sf__progress_add(pg, (double)(count * es));
-    }
-  }
-  if (close(fd) != 0 && e->status == SLABFEED_OK)
-    sf__fail(e, SLABFEED_ERR_IO, "writer: closing '%s' after writing: %s",
-             w->as.tmp, strerror(errno));
   return e->status;
 }
 
@@ -1699,7 +1648,8 @@ static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
   const int64_t most = planes_of(w, 0), runs = (most + cap - 1) / cap;
   const int64_t pe = plane_elems(w);
   const size_t bytes = (size_t)((zq < cap ? zq : cap) * pe + 1) * sizeof(float);
-  const int need = readback || w->f16; /* a staging buffer */
+  const int direct = w->direct && !readback;
+  const int need = readback || (w->f16 && !direct); /* a staging buffer */
   float *buf = need ? malloc(bytes) : NULL;
   float *ref = readback && w->f16 ? malloc(bytes) : NULL;
   const hid_t dxpl = write_dxpl(w);
@@ -1714,9 +1664,8 @@ static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
                      readback ? "reading the output back"
                               : "writing the output",
                      mine, mine > 0 ? (double)data_bytes(w) / mine : 1);
-  const int direct = w->direct && !readback;
   if (direct && dxpl >= 0 && e->status == SLABFEED_OK)
-    write_direct(w, dset, buf, &pg, e);
+    write_direct(w, dset, &pg, e);
   for (int64_t i = 0; i < runs && dxpl >= 0 && !direct; i++) {
     const int64_t q = i * cap;
     int64_t n = q >= zq ? 0 : (zq - q < cap ? zq - q : cap);
