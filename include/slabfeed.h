@@ -167,6 +167,33 @@ typedef enum {
   SLABFEED_WINDOW_PER_RANK = 2
 } slabfeed_shared_window;
 
+/* Transparent huge pages for the slab memory (0.11): the open's segment
+ * and the writer's output slab. AUTO asks the kernel for them (madvise)
+ * before the pages are first touched: a 2 MiB page faults once where 512
+ * pages of 4 KiB fault 512 times, and the first touch of the open's and
+ * the writer's memory is bound by page faults. The kernel's policy decides
+ * (transparent_hugepage/enabled for private memory, shmem_enabled for
+ * the node's shared memory); slabfeed_placement and slabfeed_writer_io
+ * say how many bytes it gave and, where none, why. OFF asks for 4 KiB
+ * pages (madvise MADV_NOHUGEPAGE). */
+typedef enum {
+  SLABFEED_HUGE_AUTO = 0,
+  SLABFEED_HUGE_OFF = 1
+} slabfeed_huge_pages;
+
+/* How the writer holds its output (0.11). AUTO: where close would write
+ * directly (read_mode direct, or auto on a node-local or memory
+ * filesystem), on one node, for a contiguous float32 output whose planes
+ * are whole pages of the file and whose space the filesystem reserved,
+ * the output slab is the file's own pages, mapped (mmap, shared): puts
+ * land in the file and close writes nothing; elsewhere, and with OFF,
+ * the slab is memory of its own that close writes. slabfeed_writer_io
+ * says which. */
+typedef enum {
+  SLABFEED_WRITE_MAP_AUTO = 0,
+  SLABFEED_WRITE_MAP_OFF = 1
+} slabfeed_write_map;
+
 /* Where the slabs live for device batches (0.8). HOST: in the node's
  * shared window, crops cross the host-to-device link (0.7's way). DEVICE:
  * each rank's slab (core + halo) is also held in its GPU's memory, filled
@@ -402,6 +429,10 @@ typedef struct slabfeed_config {
    * edge c / g at (o + pad) / g of the target's grid, and every origin o
    * has o + pad a multiple of g (docs/CONVENTIONS.md). */
   int coarsen_factor; /* default 1 */
+  /* Added in 0.11: slabfeed_huge_pages above. */
+  slabfeed_huge_pages huge_pages; /* default SLABFEED_HUGE_AUTO */
+  /* Added in 0.11: slabfeed_write_map above. */
+  slabfeed_write_map write_map; /* default SLABFEED_WRITE_MAP_AUTO */
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -865,7 +896,8 @@ static inline void slabfeed_writer_config_init(slabfeed_writer_config *cfg)
  * options against the pass (l opened with tile > 0), creates the file
  * aside (<path>.slabfeed-partial.<pid>), creates the dataset, reserves its
  * space on the file system and takes the memory put will need: this
- * rank's output slab in the node's shared window, host staging of one
+ * rank's output slab in the node's shared window (or, with write_map, the
+ * file's own pages mapped: slabfeed_writer_io), host staging of one
  * batch and, for a device loader, pinned staging and a stream of its own.
  * The writer keeps no reference to l: either may be closed first.
  * Collective over l's communicator.
@@ -942,6 +974,13 @@ SLABFEED_API const char *slabfeed_writer_last_error(const slabfeed_writer *w);
  * cores where the file is on a node-local or memory filesystem, 0.10:
  * also into a chunked output's chunks; independent: independent MPI-IO,
  * collective for a chunked output); collective on other filesystems.
+ * 0.11: where auto or direct would write a contiguous float32 output on
+ * one node whose planes are whole pages, the output slab is the file's
+ * own pages, mapped (config write_map): "the file's own pages, mapped
+ * (write_map auto): puts land in the file, close writes nothing". After
+ * the choice, where the open's time went: the slab's memory and its page
+ * faults (and the huge pages the kernel gave it), the file's creation and
+ * reservation, the CUDA registration.
  * Other ranks get the choice without the reason.
  * Collective no. Lifetime: w's. NULL w: "". */
 SLABFEED_API const char *slabfeed_writer_io(const slabfeed_writer *w);

@@ -5,10 +5,16 @@
  * (SLABFEED_TEST_NO_POPULATE=1): every byte keeps its value, and a rank
  * reads the other's values through the window after it populated. The
  * automatic thread count stays within [1, SF_TOUCH_AUTO_MAX]. And the
- * release of a shared window's pages (sf__release_pages). */
+ * release of a shared window's pages (sf__release_pages). Huge pages
+ * (0.11): every page of fresh memory is resident after a populate split
+ * over threads at 2 MiB boundaries, with huge pages asked for and
+ * refused; refused, none is mapped huge; asked for where the kernel's
+ * policy allows them, some are; and what sf__huge_report says. */
+#define _DEFAULT_SOURCE /* mincore(2) */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <mpi.h>
@@ -197,10 +203,108 @@ static void release(void)
   CHECK(sf__release_pages(NULL, 100) == 0, "NULL: nothing released");
 }
 
+/* Pages of [p, p + n) resident (mincore), n page-aligned. */
+static size_t resident(void *p, size_t n)
+{
+  const size_t pg = (size_t)sysconf(_SC_PAGESIZE), pages = n / pg;
+  unsigned char *v = malloc(pages);
+  size_t in = 0;
+  if (v != NULL && mincore(p, n, v) == 0)
+    for (size_t i = 0; i < pages; i++)
+      in += v[i] & 1;
+  free(v);
+  return in * pg;
+}
+
+static void huge_pages(void)
+{
+  const size_t n = (size_t)13 << 20; /* 13 MiB: at least 5 whole 2 MiB */
+  char policy[32];
+  sf__huge_policy(0, policy, sizeof policy);
+  const int allowed =
+      strcmp(policy, "always") == 0 || strcmp(policy, "madvise") == 0;
+  for (int want = 0; want < 2; want++)
+    for (int threads = 1; threads <= 5; threads += 2) {
+      char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      CHECK(p != MAP_FAILED, "mmap %zu bytes", n);
+      if (p == MAP_FAILED)
+        return;
+      CHECK(sf__huge_advise(p, n, want) == 1, "madvise %s refused",
+            want ? "MADV_HUGEPAGE" : "MADV_NOHUGEPAGE");
+      sf__populate(p, n, threads);
+      CHECK(resident(p, n) == n,
+            "huge %d, %d threads: %zu of %zu bytes resident after the "
+            "populate",
+            want, threads, resident(p, n), n);
+      int shared = -1;
+      const uint64_t got = sf__huge_bytes(p, n, &shared);
+      CHECK(shared == 0 && got <= n,
+            "private memory: %llu huge bytes, shared %d",
+            (unsigned long long)got, shared);
+      if (!want)
+        CHECK(got == 0, "huge pages refused, %llu bytes mapped huge",
+              (unsigned long long)got);
+      else
+        CHECK(!allowed || got >= SF_HUGE_PAGE,
+              "huge pages asked for (policy %s): %llu bytes mapped huge",
+              policy, (unsigned long long)got);
+      size_t zero = 0;
+      for (size_t i = 0; i < n; i++)
+        zero += p[i] == 0;
+      for (size_t i = 0; i < n; i++)
+        p[i] = (char)pattern(i);
+      CHECK(zero == n && intact((unsigned char *)p, n, 0),
+            "fresh pages read 0 (%zu of %zu) and keep what is written", zero,
+            n);
+      char line[256];
+      sf__huge_report(p, n, want, line, sizeof line);
+      CHECK(want ? strncmp(line, "huge pages: ", 12) == 0 &&
+                       strcmp(line, "huge pages: off") != 0
+                 : strcmp(line, "huge pages: off") == 0,
+            "report of huge %d: '%s'", want, line);
+      munmap(p, n);
+    }
+  CHECK(sf__huge_bytes(NULL, 10, NULL) == 0, "NULL: no huge bytes");
+  CHECK(strchr(policy, '[') == NULL && strchr(policy, ']') == NULL &&
+            policy[0] != '\0',
+        "the policy word '%s'", policy);
+  /* The node's shared window: shared memory, said so. */
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                      &node);
+  int nsize = 1;
+  MPI_Comm_size(node, &nsize);
+  char *mine = NULL;
+  MPI_Win win;
+  CHECK(MPI_Win_allocate_shared((MPI_Aint)n, 1, MPI_INFO_NULL, node, &mine,
+                                &win) == MPI_SUCCESS,
+        "MPI_Win_allocate_shared");
+  sf__huge_advise(mine, n, 1);
+  sf__populate(mine, n, 3);
+  int shared = -1;
+  const uint64_t got = sf__huge_bytes(mine, n, &shared);
+  char line[256];
+  sf__huge_report(mine, n, 1, line, sizeof line);
+  CHECK(nsize == 1 || shared == 1, "a window of %d ranks is shared memory",
+        nsize);
+  CHECK(got > 0 ? strstr(line, " of ") != NULL
+                : strstr(line, shared ? "(shared memory" : "(private memory") !=
+                      NULL,
+        "report of the window: '%s'", line);
+  if (rank == 0)
+    printf("  window of %d ranks: %s\n", nsize, line);
+  MPI_Win_free(&win);
+  MPI_Comm_free(&node);
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
   release();
+  huge_pages();
   private_memory(0);
   setenv("SLABFEED_TEST_NO_POPULATE", "1", 1);
   private_memory(1);

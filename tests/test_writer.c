@@ -62,13 +62,16 @@ typedef struct pass_case {
   int chunked; /* 1: chunks of 3 x 4 x 5, 2: of 2 whole planes */
   int mode;    /* 1 + the read_mode (and write mode); 0: by the case */
   int batch;
-  int norm; /* 1: an exact normalisation (power-of-two scales), 2: a log */
+  int norm;      /* 1: an exact normalisation (power-of-two scales), 2: a log */
+  int nomap;     /* write_map off (0.11) */
+  int overwrite; /* the writer's overwrite */
 } pass_case;
 
 static void pass_config(slabfeed_config *c, const pass_case *k)
 {
   /* The cases go through the reads and writes of every read_mode, both
-   * shared windows and page faults on 1 or 3 threads (0.7): the file must
+   * shared windows, page faults on 1 or 3 threads (0.7) and huge pages
+   * asked for or not (0.11): the file must
    * be the same bit for bit every way. */
   static int ncase;
   const int i = ncase++;
@@ -77,6 +80,8 @@ static void pass_config(slabfeed_config *c, const pass_case *k)
       (slabfeed_read_mode)(k->mode > 0 ? k->mode - 1 : (i + i / 4) % 4);
   c->shared_window = i % 2 ? SLABFEED_WINDOW_ONE : SLABFEED_WINDOW_PER_RANK;
   c->touch_threads = i % 4 < 2 ? 3 : 1;
+  c->huge_pages = i / 2 % 2 ? SLABFEED_HUGE_OFF : SLABFEED_HUGE_AUTO;
+  c->write_map = k->nomap ? SLABFEED_WRITE_MAP_OFF : SLABFEED_WRITE_MAP_AUTO;
   c->path = input;
   c->input = "Nbody";
   c->target = NULL;
@@ -153,6 +158,7 @@ static void writer_config(slabfeed_writer_config *wc, const char *path,
   wc->layout = k->file_layout;
   wc->dtype = k->file_dtype;
   wc->like = like;
+  wc->overwrite = k->overwrite;
   if (k->chunked == 1)
     wc->chunk[0] = 3, wc->chunk[1] = 4, wc->chunk[2] = 5;
   if (k->chunked == 2) /* whole planes, two ranks' planes in one chunk */
@@ -224,11 +230,31 @@ static void round_trip(const pass_case *k, int affine)
     direct = direct && !k->chunked; /* no chunk lookup before 1.10.5 */
 #endif
     const int ind = !k->chunked && c.read_mode == SLABFEED_READ_INDEPENDENT;
-    CHECK(strstr(how, direct ? "direct pwrite on "
-                      : ind  ? "independent MPI-IO"
-                             : "collective MPI-IO") != NULL,
+    /* write_map (0.11): the slab is the file's pages where close writes
+     * directly, on one node, for a contiguous float32 output of planes of
+     * whole pages (the 32 x 32 input's). */
+    const int cl = k->file_layout == SLABFEED_LAYOUT_CL;
+    const long page = sysconf(_SC_PAGESIZE);
+    const int64_t pb =
+        (cl ? shape[1] * shape[2] * shape[3] : shape[2] * shape[3]) *
+        4; /* bytes of a plane (of a channel) */
+    const int nodes1 = size == 1 || getenv(SLABFEED_ENV_RANK_PER_NODE) == NULL;
+    const int mapped = direct && !k->nomap && nodes1 && !k->chunked &&
+                       k->file_dtype != SLABFEED_DTYPE_F16 && pb % page == 0;
+    CHECK(strstr(how, mapped   ? "the file's own pages, mapped"
+                      : direct ? "direct pwrite on "
+                      : ind    ? "independent MPI-IO"
+                               : "collective MPI-IO") != NULL,
           "%s: read_mode %d, %s output: writer io '%s'", k->name,
           (int)c.read_mode, k->chunked ? "chunked" : "contiguous", how);
+    /* The output slab's pages as asked (0.11); mapped: the file's. */
+    const char *huge = strstr(how, "(huge pages: ");
+    CHECK(mapped ? huge == NULL
+                 : huge != NULL &&
+                       (c.huge_pages == SLABFEED_HUGE_OFF) ==
+                           (strncmp(huge, "(huge pages: off)", 17) == 0),
+          "%s: huge_pages %s: writer io '%s'", k->name,
+          c.huge_pages == SLABFEED_HUGE_OFF ? "off" : "auto", how);
     if (rank == 0)
       printf("  %-28s %s, touch_threads %d, %s window\n", k->name, how,
              c.touch_threads,
@@ -472,6 +498,59 @@ static void bad_input(void)
   }
 }
 
+/* The mapped slab (write_map, 0.11), failing on the last rank alone: at
+ * the open's mapping of the file (writer.map) and at the close
+ * (writer.direct, where nothing is left to write): the same error on
+ * every rank, and an earlier file of the name byte for byte as it was. */
+static void bad_mapped(void)
+{
+  const pass_case k = {.name = "bad_mapped",
+                       .T = 8,
+                       .P = 2,
+                       .batch = 2,
+                       .mode = 1 + SLABFEED_READ_DIRECT,
+                       .overwrite = 1};
+  char out[700], err[1024] = "";
+  snprintf(out, sizeof out, "%s_bad_mapped.h5", tag);
+  const char earlier[] = "an earlier file of the name";
+  if (rank == 0) {
+    FILE *f = fopen(out, "w");
+    if (f != NULL) {
+      fputs(earlier, f);
+      fclose(f);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const char *stages[] = {"writer.map", "writer.direct"};
+  for (int i = 0; i < 2; i++) {
+    char spec[64];
+    snprintf(spec, sizeof spec, "%s@%d", stages[i], size - 1);
+    setenv("SLABFEED_TEST_FAIL", spec, 1);
+    const slabfeed_status st = partial_pass(&k, out, -1, -1, err, sizeof err);
+    unsetenv("SLABFEED_TEST_FAIL");
+    int lo = st, hi = st;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(st == SLABFEED_ERR_IO && lo == hi && strstr(err, stages[i]) != NULL,
+          "stage %s: status %s on rank %d: %s", stages[i],
+          slabfeed_status_name(st), rank, err);
+    char got[64] = "";
+    FILE *f = fopen(out, "r");
+    if (f != NULL) {
+      if (fgets(got, sizeof got, f) == NULL)
+        got[0] = '\0';
+      fclose(f);
+    }
+    CHECK(strcmp(got, earlier) == 0, "stage %s: the earlier file reads '%s'",
+          stages[i], got);
+    if (rank == 0)
+      printf("  injected %-19s -> %s\n", stages[i], err);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0)
+    unlink(out);
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -615,6 +694,63 @@ int main(int argc, char **argv)
       .name = "affine_like_none", .T = 6, .P = 1, .symmetry = 0, .batch = 2};
   round_trip(&affine, 1);
   bad_input();
+  /* Planes of whole pages (32 x 32 floats, 4 KiB): the slab is the
+   * file's pages where close writes directly (write_map auto), also of
+   * channels last, with a symmetry, a normalisation and a band that
+   * wraps; and not with write_map off, a float16 output or collective
+   * writes. */
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0)
+    unlink(input);
+  snprintf(input, sizeof input, "%s_in32.h5", tag);
+  make_file(input, 13, 32, 32, SLABFEED_LAYOUT_CF, 0, 0, 0);
+  const pass_case paged[] = {
+      {.name = "map_box_T8_P2_g5",
+       .T = 8,
+       .P = 2,
+       .symmetry = 5,
+       .mode = 1 + SLABFEED_READ_DIRECT,
+       .batch = 2},
+      {.name = "map_cl_band_T4_P1_g30_centre",
+       .T = 4,
+       .P = 1,
+       .n_region = 1,
+       .region = {9, 0, 0, 7, 0, 0},
+       .symmetry = 30,
+       .centre = 1,
+       .file_layout = SLABFEED_LAYOUT_CL,
+       .mode = 1 + SLABFEED_READ_AUTO,
+       .batch = 3},
+      {.name = "map_norm_T8_P0_g11",
+       .T = 8,
+       .P = 0,
+       .symmetry = 11,
+       .norm = 1,
+       .mode = 1 + SLABFEED_READ_AUTO,
+       .batch = 2},
+      {.name = "map_off_T8_P2",
+       .T = 8,
+       .P = 2,
+       .nomap = 1,
+       .mode = 1 + SLABFEED_READ_DIRECT,
+       .batch = 2},
+      {.name = "map_f16_T8_P1",
+       .T = 8,
+       .P = 1,
+       .file_dtype = SLABFEED_DTYPE_F16,
+       .mode = 1 + SLABFEED_READ_DIRECT,
+       .batch = 2},
+      {.name = "map_collective_T8_P1",
+       .T = 8,
+       .P = 1,
+       .mode = 1 + SLABFEED_READ_COLLECTIVE,
+       .batch = 2},
+  };
+  for (size_t i = 0; i < sizeof paged / sizeof paged[0]; i++)
+    round_trip(&paged[i], 0);
+  const char *rpn = getenv(SLABFEED_ENV_RANK_PER_NODE);
+  if (size == 1 || rpn == NULL) /* one node: mapped */
+    bad_mapped();
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0)
     unlink(input);

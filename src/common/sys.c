@@ -122,6 +122,126 @@ void sf__run_jobs(void *(*fn)(void *), void *jobs, size_t size, int n)
       pthread_join(th[t], NULL);
 }
 
+int sf__huge_advise(void *p, size_t bytes, int want)
+{
+  const long pg = sysconf(_SC_PAGESIZE);
+  if (p == NULL || pg <= 0)
+    return 0;
+  const uintptr_t page = (uintptr_t)pg, a = (uintptr_t)p;
+  const uintptr_t lo = (a + page - 1) / page * page;
+  const uintptr_t hi = (a + (uintptr_t)bytes) / page * page;
+  if (hi <= lo)
+    return 0;
+  return madvise((void *)lo, (size_t)(hi - lo),
+                 want ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0;
+}
+
+/* The kB of a "Key:   N kB" line of smaps into *kb; 1 where it is one. */
+static int smaps_kb(const char *line, const char *key, uint64_t *kb)
+{
+  const size_t n = strlen(key);
+  unsigned long long v = 0;
+  if (strncmp(line, key, n) != 0 || line[n] != ':' ||
+      sscanf(line + n + 1, "%llu", &v) != 1)
+    return 0;
+  *kb += (uint64_t)v;
+  return 1;
+}
+
+uint64_t sf__huge_bytes(const void *p, size_t bytes, int *shared)
+{
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (shared != NULL)
+    *shared = 0;
+  if (f == NULL || p == NULL || bytes == 0) {
+    if (f != NULL)
+      fclose(f);
+    return 0;
+  }
+  const uintptr_t lo = (uintptr_t)p, hi = lo + (uintptr_t)bytes;
+  uint64_t total = 0, kb = 0, share = 0;
+  int in = 0, first = 1;
+  char line[512];
+  /* A mapping's header ("start-end perms ...") then its "Key: N kB"
+   * lines; the huge kB of a mapping count up to its overlap with the
+   * range. */
+  for (;;) {
+    const int more = fgets(line, sizeof line, f) != NULL;
+    unsigned long long a = 0, b = 0;
+    char perms[8] = "";
+    const int header =
+        more && sscanf(line, "%llx-%llx %7s", &a, &b, perms) == 3;
+    if (!more || header) {
+      if (in)
+        total += kb * 1024 < share ? kb * 1024 : share;
+      if (!more)
+        break;
+      in = (uintptr_t)a < hi && (uintptr_t)b > lo;
+      kb = 0;
+      if (in) {
+        const uintptr_t s0 = (uintptr_t)a > lo ? (uintptr_t)a : lo;
+        const uintptr_t s1 = (uintptr_t)b < hi ? (uintptr_t)b : hi;
+        share = (uint64_t)(s1 - s0);
+        if (first && shared != NULL)
+          *shared = perms[3] == 's';
+        first = 0;
+      }
+    } else if (in && !smaps_kb(line, "AnonHugePages", &kb) &&
+               !smaps_kb(line, "ShmemPmdMapped", &kb))
+      smaps_kb(line, "FilePmdMapped", &kb);
+  }
+  fclose(f);
+  return total;
+}
+
+const char *sf__huge_policy(int shared, char *buf, size_t len)
+{
+  const char *path = shared
+                         ? "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+                         : "/sys/kernel/mm/transparent_hugepage/enabled";
+  char line[256] = "";
+  FILE *f = fopen(path, "r");
+  const int got = f != NULL && fgets(line, sizeof line, f) != NULL;
+  if (f != NULL)
+    fclose(f);
+  const char *o = got ? strchr(line, '[') : NULL;
+  const char *c = o != NULL ? strchr(o, ']') : NULL;
+  if (c == NULL)
+    snprintf(buf, len, "unknown");
+  else
+    snprintf(buf, len, "%.*s", (int)(c - o - 1), o + 1);
+  return buf;
+}
+
+void sf__huge_report(const void *p, size_t bytes, int want, char *buf,
+                     size_t len)
+{
+  if (!want) {
+    snprintf(buf, len, "huge pages: off");
+    return;
+  }
+  int shared = 0;
+  const uint64_t got = sf__huge_bytes(p, bytes, &shared);
+  char policy[32];
+  sf__huge_policy(shared, policy, sizeof policy);
+  const char *mem = shared ? "shared" : "private";
+  const char *knob = shared ? "shmem_enabled" : "enabled";
+  if (got > 0)
+    snprintf(buf, len, "huge pages: %.1f of %.1f MB", (double)got / 1e6,
+             (double)bytes / 1e6);
+  else if (strcmp(policy, "never") == 0 || strcmp(policy, "deny") == 0 ||
+           strcmp(policy, "unknown") == 0)
+    snprintf(buf, len,
+             "huge pages: none (%s memory: the kernel's "
+             "transparent_hugepage/%s is %s)",
+             mem, knob, policy);
+  else
+    snprintf(buf, len,
+             "huge pages: none (%s memory: the kernel gave none though "
+             "transparent_hugepage/%s is %s; under 2 MiB, or none free)",
+             mem, knob, policy);
+}
+
 int sf__populate(void *p, size_t bytes, int threads)
 {
   enum { MAX = 64 };
@@ -134,11 +254,19 @@ int sf__populate(void *p, size_t bytes, int threads)
   const int T = threads < 1 ? 1 : threads > MAX ? MAX : threads;
   const size_t pages = (n + page - 1) / page;
   const size_t per = (pages + (size_t)T - 1) / (size_t)T * page;
+  /* Thread t's range ends at the boundary after t + 1 shares, moved up
+   * to a 2 MiB address where a share holds whole huge pages (no huge page
+   * faulted by two threads). */
+  const uintptr_t align = per >= SF_HUGE_PAGE ? SF_HUGE_PAGE : page;
   populate_job job[MAX];
+  size_t at = 0;
   for (int t = 0; t < T; t++) {
-    const size_t at = (size_t)t * per < n ? (size_t)t * per : n;
-    job[t] = (populate_job){a + at, at + per < n ? per : n - at, p,
-                            (char *)p + bytes, 0};
+    const uintptr_t want = (uintptr_t)a + (size_t)(t + 1) * per;
+    const uintptr_t up = (want + align - 1) / align * align;
+    size_t end = t == T - 1 ? n : (size_t)(up - (uintptr_t)a);
+    end = end < at ? at : end > n ? n : end;
+    job[t] = (populate_job){a + at, end - at, p, (char *)p + bytes, 0};
+    at = end;
   }
   sf__run_jobs(populate_range, job, sizeof job[0], T);
   int advised = 1;

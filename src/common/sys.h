@@ -24,6 +24,9 @@ uint64_t sf__meminfo(const char *key);
  * (slabfeed_config.touch_threads), else (auto) the node's online cores
  * over its `node_ranks` ranks, at least 1 and at most SF_TOUCH_AUTO_MAX. */
 #define SF_TOUCH_AUTO_MAX 8
+
+/* The huge page of x86-64 and of aarch64 with 4 KiB pages. */
+#define SF_HUGE_PAGE ((size_t)2 << 20)
 int sf__touch_threads(int option, int node_ranks);
 
 /* The node's online cores shared by its node_ranks ranks (at least 1):
@@ -32,13 +35,44 @@ int sf__touch_threads(int option, int node_ranks);
 int sf__core_share(int node_ranks);
 
 /* Faults in the pages of [p, p + bytes) for writing, spread over
- * `threads` threads (this one among them; 1: this one alone): each range
+ * `threads` threads (this one among them; 1: this one alone) in ranges
+ * of whole 2 MiB blocks where the memory is large enough (a huge page is
+ * faulted by one thread): each range
  * with madvise(MADV_POPULATE_WRITE) where the kernel has it (Linux 5.14),
  * else by rewriting one byte of each page with its own value. Contents
  * are kept. A thread that cannot start leaves its range to this one.
  * Returns 1 where madvise populated every range, 0 where pages were
  * touched instead. Local; no MPI; the memory must stay mapped. */
 int sf__populate(void *p, size_t bytes, int threads);
+
+/* Transparent huge pages for [p, p + bytes) (whole pages inside it):
+ * want 1 asks the kernel for them (madvise MADV_HUGEPAGE), want 0 asks
+ * for none (MADV_NOHUGEPAGE). Call it before the memory is first
+ * touched; the kernel's policy decides (sf__huge_policy). Returns 1 where
+ * madvise accepted the advice, 0 where it refused (the memory is then
+ * unchanged). Local; no MPI. */
+int sf__huge_advise(void *p, size_t bytes, int want);
+
+/* Bytes of [p, p + bytes) that the kernel maps with huge pages now
+ * (AnonHugePages, ShmemPmdMapped and FilePmdMapped of the mappings that
+ * hold it, in /proc/self/smaps, at most each mapping's share of the
+ * range), and into *shared whether the first of those mappings is shared
+ * memory (1) or private (0). 0 where /proc is not readable. Local. */
+uint64_t sf__huge_bytes(const void *p, size_t bytes, int *shared);
+
+/* The kernel's transparent huge page policy for private (shared 0) or
+ * shared memory (shared 1), the word in brackets of
+ * /sys/kernel/mm/transparent_hugepage/enabled or shmem_enabled ("always",
+ * "madvise", "never", ...), into buf; "unknown" where it cannot be read.
+ * Returns buf. Local. */
+const char *sf__huge_policy(int shared, char *buf, size_t len);
+
+/* What the memory [p, p + bytes) got, as text for a report into buf:
+ * "huge pages: off" (want 0), "huge pages: X of Y MB", or "huge pages:
+ * none (<private|shared> memory: the kernel's transparent_hugepage/
+ * <enabled|shmem_enabled> is <policy>)". Local. */
+void sf__huge_report(const void *p, size_t bytes, int want, char *buf,
+                     size_t len);
 
 /* Runs fn on each of n jobs (jobs[0] .. jobs[n - 1], `size` bytes
  * apart; n at most 64): jobs 1 .. n - 1 on threads of their own, job 0

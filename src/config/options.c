@@ -480,6 +480,30 @@ const sf__option sf__options[] = {
               "coarser target): its crop is the input crop's core / G at "
               "(origin + pad) / G; crop, tile and region multiples of G"},
      FIELD(coarsen_factor)},
+    {{.name = "huge_pages",
+      .flag = "huge-pages",
+      .kind = SLABFEED_OPTION_CHOICE,
+      .choices = "auto|off",
+      .default_value = "auto",
+      .metavar = "auto|off",
+      .help = "transparent huge pages for the slab memory (the open's "
+              "segment, the writer's output slab): auto asks the kernel for "
+              "them where its policy allows (one page fault per 2 MiB), off "
+              "keeps 4 KiB pages; the open's report says what the kernel "
+              "gave"},
+     FIELD(huge_pages)},
+    {{.name = "write_map",
+      .flag = "write-map",
+      .kind = SLABFEED_OPTION_CHOICE,
+      .choices = "auto|off",
+      .default_value = "auto",
+      .metavar = "auto|off",
+      .help = "the writer's output slab: auto maps the output file's own "
+              "pages where close would write directly (one node, contiguous "
+              "float32, planes of whole pages, space reserved): puts land "
+              "in the file and close writes nothing; off: memory of its own, "
+              "written at close"},
+     FIELD(write_map)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);

@@ -118,6 +118,10 @@ static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v,
    * slab goes through a sink: those pages are never touched. */
   const sf__store *ss = &l->store;
   const int touch = sf__touch_threads(l->cfg.pub.touch_threads, ss->node_size);
+  /* Huge pages asked for (or refused) before the first touch. */
+  const int huge = l->cfg.pub.huge_pages == SLABFEED_HUGE_AUTO;
+  if (sink == NULL && e->status == SLABFEED_OK)
+    sf__huge_advise(ss->base, (size_t)ss->bytes, huge);
   if (touch > 1 && sink == NULL && e->status == SLABFEED_OK)
     sf__populate(ss->base, (size_t)ss->bytes, touch);
   /* The read's outcome is agreed; the sink's end is local, so publish
@@ -130,6 +134,9 @@ static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v,
     sf__store_publish(&l->store, sink == NULL, e);
   snprintf(l->read_how, sizeof l->read_how, "%s%s", v->read_how,
            sink != NULL ? ", straight to GPU memory" : "");
+  if (sink == NULL && ss->base != NULL && ss->bytes > 0)
+    sf__huge_report(ss->base, (size_t)ss->bytes, huge, l->huge_how,
+                    sizeof l->huge_how);
   const sf__store *st = &l->store;
   const slabfeed_stats read = {.t_read = sf__now() - t0,
                                .slab_bytes = (uint64_t)st->bytes,
@@ -548,6 +555,10 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
     snprintf(buf + used, len - used, "; slab reads: %s; shared memory: %s",
              l->read_how,
              s->n_shm > 1 ? "a window per rank" : "one window for the node");
+    used = strlen(buf);
+  }
+  if (l->huge_how[0] != '\0' && used + 1 < len) {
+    snprintf(buf + used, len - used, ", %s", l->huge_how);
     used = strlen(buf);
   }
   if (l->reside_how[0] != '\0' && used + 1 < len) {

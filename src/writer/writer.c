@@ -1,3 +1,4 @@
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
 /* The writer of a tiled pass (slabfeed_writer_*): the mirror of the crop
  * gather. Each rank owns one z-slab of the output (the region's planes
  * split like slabfeed_slab_plan) in its node's shared-memory window. A put
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,12 +77,20 @@ struct slabfeed_writer {
                        (independent too: no collective write) */
   int io_threads;   /* direct: the node's cores over its ranks */
   int64_t chunk[3]; /* the output's chunk (z, y, x); 0: contiguous */
-  char io_how[256]; /* which, and why (slabfeed_writer_io), and where
+  char io_how[512]; /* which, and why (slabfeed_writer_io), and where
                        the open's time went */
-  float *slab;  /* this rank's planes, [C][planes][Y][X] or [planes][Y][X][C] */
-  float **peer; /* [size]: slab of each rank of this node, else NULL */
-  float *part;  /* staging of one tile's owned part, in the slab layout */
-  struct view *views;             /* [B]: the slots of the put in progress */
+  float *slab; /* this rank's planes, [C][planes][Y][X] or [planes][Y][X][C] */
+  /* write_map (0.11): the slabs are the file's pages. map_base[q] is this
+   * process's mapping of rank q's planes (map_len[q] bytes, one shared
+   * mapping of the file per channel, placed one after the other), NULL
+   * where rank q has none; map_fd the file aside, opened to map it. */
+  int mapped, map_fd;
+  uint64_t map_off; /* the data's offset in the file */
+  char **map_base;
+  size_t *map_len;
+  float **peer;       /* [size]: slab of each rank of this node, else NULL */
+  float *part;        /* staging of one tile's owned part, in the slab layout */
+  struct view *views; /* [B]: the slots of the put in progress */
   struct inv_map *maps;           /* [B] */
   uint64_t *sent_vox, *sent_hash; /* [size]: what this rank put per owner */
   /* Device outputs. */
@@ -403,6 +413,9 @@ out:
  * slabs become visible to the node's ranks (and theirs to it). */
 static int shm_sync(const slabfeed_writer *w)
 {
+  /* The mapped slabs (write_map) have no window: a full fence orders this
+   * rank's stores (the barrier that follows makes them the others'). */
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
   int rc = MPI_SUCCESS;
   for (int k = 0; k < w->n_shm && rc == MPI_SUCCESS; k++)
     rc = MPI_Win_sync(w->shm[k]);
@@ -417,6 +430,150 @@ static slabfeed_status node_sync(slabfeed_writer *w, sf__err *e)
   SF_MPI_GOTO(shm_sync(w), e, out);
 out:
   return e->status;
+}
+
+/* ---- The output slab as the file's pages (write_map, 0.11) ---------------
+ */
+
+/* Bytes of one plane of the output as stored: of one channel (channels
+ * first) or of all (channels last). */
+static int64_t plane_run_bytes(const slabfeed_writer *w)
+{
+  return (w->cl ? plane_elems(w) : plane_elems(w) / w->C) *
+         (int64_t)sizeof(float);
+}
+
+static uint64_t data_bytes(const slabfeed_writer *w);
+
+/* Whether the writer may map the file, as far as the options and the
+ * output's shape tell before the file exists: write_map auto, one node, a
+ * contiguous float32 output whose planes are whole pages, and a close
+ * that writes directly (read_mode direct, or auto where rank 0 finds the
+ * output's directory on a node-local or memory filesystem). Collective:
+ * rank 0's answer for all. */
+static slabfeed_status plan_map(slabfeed_writer *w, const slabfeed_config *lc,
+                                const int64_t chunk[3], sf__err *e)
+{
+  const long page = sysconf(_SC_PAGESIZE);
+  int may = lc->write_map == SLABFEED_WRITE_MAP_AUTO && w->nodes == 1 &&
+            !w->f16 && chunk[0] == 0 && page > 0 &&
+            plane_run_bytes(w) % page == 0 &&
+            (lc->read_mode == SLABFEED_READ_DIRECT ||
+             lc->read_mode == SLABFEED_READ_AUTO);
+  if (may && w->rank == 0 && lc->read_mode == SLABFEED_READ_AUTO) {
+    char dir[SF_ASIDE_PATH], fs[64];
+    snprintf(dir, sizeof dir, "%s", w->path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+      snprintf(dir, sizeof dir, ".");
+    else
+      slash[slash == dir] = '\0'; /* "/x" -> "/" */
+    may = sf__h5_local_fs(dir, fs, sizeof fs);
+  }
+  const int rc = MPI_Bcast(&may, 1, MPI_INT, 0, w->comm);
+  if (rc != MPI_SUCCESS)
+    return sf__fail_mpi(e, rc, "MPI_Bcast (writer: write_map)");
+  w->mapped = may;
+  return SLABFEED_OK;
+}
+
+/* Whether the file made by create_file can be mapped: its dataset's data
+ * starts on a page, lies inside the file's size and inside the blocks
+ * rank 0 reserved (a store into a mapped page the filesystem cannot back
+ * is a SIGBUS, not an error), and close writes directly. Rank 0's answer
+ * for all; *off the data's offset. Collective. */
+static int map_fits(slabfeed_writer *w, uint64_t *off, sf__err *e)
+{
+  uint64_t at[2] = {0, 0}; /* fits, offset */
+  if (w->rank == 0 && w->direct && e->status == SLABFEED_OK) {
+    const haddr_t a = H5Dget_offset(w->dset);
+    const uint64_t end = (uint64_t)a + data_bytes(w);
+    const long page = sysconf(_SC_PAGESIZE);
+    struct stat st;
+    at[0] = a != HADDR_UNDEF && page > 0 && a % (haddr_t)page == 0 &&
+            stat(w->as.tmp, &st) == 0 && (uint64_t)st.st_size >= end &&
+            w->as.reserved >= end;
+    at[1] = (uint64_t)a;
+  }
+  const int rc = MPI_Bcast(at, 2, MPI_UINT64_T, 0, w->comm);
+  if (rc != MPI_SUCCESS) {
+    sf__fail_mpi(e, rc, "MPI_Bcast (writer: write_map)");
+    return 0;
+  }
+  *off = at[1];
+  return at[0] != 0;
+}
+
+/* Maps every rank's planes of the file (one node: every rank's slab is
+ * this process's to reach) at the data's offset `off`: for rank q, an
+ * address range of its slab's size, each channel's planes a shared
+ * mapping of the file placed one after the other, so that the slab keeps
+ * its layout ([C][planes][Y][X] or [planes][Y][X][C]). Local. */
+static slabfeed_status map_slabs(slabfeed_writer *w, uint64_t off, sf__err *e)
+{
+  w->peer = calloc((size_t)w->size, sizeof *w->peer);
+  w->map_base = calloc((size_t)w->size, sizeof *w->map_base);
+  w->map_len = calloc((size_t)w->size, sizeof *w->map_len);
+  if (w->peer == NULL || w->map_base == NULL || w->map_len == NULL)
+    return sf__fail(e, SLABFEED_ERR_NOMEM,
+                    "writer: cannot allocate the peer table");
+  w->map_fd = open(w->as.tmp, O_RDWR | O_CLOEXEC);
+  if (w->map_fd < 0)
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "writer: cannot open '%s' (written aside for '%s') to map "
+                    "its data: %s",
+                    w->as.tmp, w->path, strerror(errno));
+  if (sf__inject("writer.map", w->rank)) /* a failure of this rank alone */
+    return sf__fail(e, SLABFEED_ERR_IO,
+                    "injected failure at stage 'writer.map' of '%s' (written "
+                    "aside as '%s')",
+                    w->path, w->as.tmp);
+  const int64_t runs = w->cl ? 1 : w->C, pb = plane_run_bytes(w);
+  for (int q = 0; q < w->size && e->status == SLABFEED_OK; q++) {
+    const int64_t zq = planes_of(w, q);
+    if (zq == 0)
+      continue;
+    const size_t run = (size_t)(zq * pb), len = run * (size_t)runs;
+    char *base = mmap(NULL, len, PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED)
+      return sf__fail(e, SLABFEED_ERR_NOMEM,
+                      "writer: cannot reserve %zu bytes of addresses to map "
+                      "rank %d's planes of '%s': %s",
+                      len, q, w->as.tmp, strerror(errno));
+    w->map_base[q] = base;
+    w->map_len[q] = len;
+    for (int64_t k = 0; k < runs && e->status == SLABFEED_OK; k++) {
+      /* Channel k's planes [z0, z0 + zq) of the file (channels first),
+       * or the planes of every channel (channels last). */
+      const int64_t plane = k * w->region[3] + w->z0[q];
+      const off_t at = (off_t)(off + (uint64_t)(plane * pb));
+      if (mmap(base + (size_t)k * run, run, PROT_READ | PROT_WRITE,
+               MAP_SHARED | MAP_FIXED, w->map_fd, at) == MAP_FAILED)
+        sf__fail(e, SLABFEED_ERR_IO,
+                 "writer: cannot map %zu bytes at offset %lld of '%s': %s", run,
+                 (long long)at, w->as.tmp, strerror(errno));
+    }
+    w->peer[q] = (float *)(void *)base;
+  }
+  w->slab = w->peer[w->rank];
+  return e->status;
+}
+
+static void unmap_slabs(slabfeed_writer *w)
+{
+  for (int q = 0; w->map_base != NULL && q < w->size; q++)
+    if (w->map_base[q] != NULL)
+      munmap(w->map_base[q], w->map_len[q]);
+  free(w->map_base);
+  free(w->map_len);
+  w->map_base = NULL;
+  w->map_len = NULL;
+  if (w->map_fd >= 0)
+    close(w->map_fd);
+  w->map_fd = -1;
+  if (w->mapped)
+    w->slab = NULL;
 }
 
 /* ---- Parts: one owner's share of one tile --------------------------------
@@ -772,6 +929,11 @@ static slabfeed_status create_file(slabfeed_writer *w, const int64_t chunk[3],
       H5Pset_coll_metadata_write(fapl, 1) < 0)
     sf__fail(e, SLABFEED_ERR_IO, "writer: cannot set the MPI-IO driver");
 #endif
+  /* Data of a page or more starts on a page (write_map maps it). */
+  const long page = sysconf(_SC_PAGESIZE);
+  if (fapl >= 0 && page > 0 &&
+      H5Pset_alignment(fapl, (hsize_t)page, (hsize_t)page) < 0)
+    sf__fail(e, SLABFEED_ERR_IO, "writer: cannot set the file's alignment");
   w->ftype = sf__h5_file_type(w->f16);
   if (w->ftype < 0)
     sf__fail(e, SLABFEED_ERR_IO, "writer: cannot make the file type");
@@ -841,10 +1003,23 @@ static slabfeed_status choose_io(slabfeed_writer *w, slabfeed_read_mode mode,
   w->independent = (how & IND) != 0;
   w->direct = (how & DIRECT) != 0;
   w->io_threads = sf__core_share(node_ranks);
+  /* write_map as planned (plan_map) where the file allows it. */
+  const int planned = w->mapped;
+  if (planned)
+    w->mapped = map_fits(w, &w->map_off, e);
   static const char *const modes[] = {"auto", "collective", "independent",
                                       "direct"};
-  char what[64];
-  if (w->direct)
+  char what[160];
+  if (w->mapped)
+    snprintf(what, sizeof what,
+             "the file's own pages, mapped (write_map auto): puts land in "
+             "the file, close writes nothing");
+  else if (w->direct && planned)
+    snprintf(what, sizeof what,
+             "direct pwrite on %d thread%s, not mapped (the data is not on "
+             "a page, or its space is not reserved)",
+             w->io_threads, w->io_threads == 1 ? "" : "s");
+  else if (w->direct)
     snprintf(what, sizeof what, "direct pwrite on %d thread%s", w->io_threads,
              w->io_threads == 1 ? "" : "s");
   else
@@ -1010,6 +1185,24 @@ static slabfeed_status put_selfcheck(slabfeed_writer *w, sf__err *e)
 
 static void release(slabfeed_writer *w);
 
+/* This rank's slab faulted in on several threads (registration with CUDA
+ * would fault it on one), with huge pages asked for or refused first
+ * (memory of its own; the file's pages keep the filesystem's). Returns
+ * its bytes (0: none, or after a failure). The caller's agreement orders
+ * every rank's faults before any registers the node's slabs. */
+static size_t fault_slab(slabfeed_writer *w, int huge, const sf__err *e)
+{
+  const size_t bytes =
+      e->status == SLABFEED_OK && w->slab != NULL
+          ? (size_t)(planes_of(w, w->rank) * plane_elems(w)) * sizeof(float)
+          : 0;
+  if (bytes > 0 && !w->mapped)
+    sf__huge_advise(w->slab, bytes, huge);
+  if (bytes > 0 && w->touch > 1)
+    sf__populate(w->slab, bytes, w->touch);
+  return bytes;
+}
+
 slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
                                      const slabfeed_writer_config *cfg,
                                      slabfeed_writer **out, char *errbuf,
@@ -1036,6 +1229,7 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
   w->world = MPI_WIN_NULL;
   w->file = w->dset = w->ftype = H5I_INVALID_HID;
   w->device = -1;
+  w->map_fd = -1;
   sf__err_clear(&w->failed);
   int rc = MPI_Comm_dup(l->comm, &w->comm);
   if (rc != MPI_SUCCESS) {
@@ -1127,16 +1321,13 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     MPI_Comm_size(w->node, &nsize);
     w->per_rank = l->store.per_rank;
     w->touch = sf__touch_threads(l->cfg.pub.touch_threads, nsize);
-    make_windows(w, &e);
+    /* The slab as the file's pages (write_map) once the file exists; else
+     * memory of its own now. */
+    if (plan_map(w, &l->cfg.pub, c.chunk, &e) == SLABFEED_OK && !w->mapped)
+      make_windows(w, &e);
   }
-  /* This rank's slab faulted in on several threads (registration with
-   * CUDA would fault it on one); the agreement below orders every rank's
-   * faults before any registers the node's slabs. */
-  if (e.status == SLABFEED_OK && w->slab != NULL && w->touch > 1)
-    sf__populate(w->slab,
-                 (size_t)(planes_of(w, w->rank) * plane_elems(w)) *
-                     sizeof(float),
-                 w->touch);
+  const int huge = l->cfg.pub.huge_pages == SLABFEED_HUGE_AUTO;
+  size_t slab_bytes = fault_slab(w, huge, &e);
   if (sf__agree(w->comm, &e) == SLABFEED_OK)
     put_selfcheck(w, &e);
   const double t_file = sf__now();
@@ -1146,7 +1337,7 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
   register_job job = {w, 0};
   pthread_t reg;
   int reg_thread = 0;
-  if (e.status == SLABFEED_OK && w->device >= 0) {
+  if (e.status == SLABFEED_OK && w->device >= 0 && !w->mapped) {
     reg_thread = pthread_create(&reg, NULL, register_thread, &job) == 0;
     if (!reg_thread)
       register_thread(&job);
@@ -1158,8 +1349,24 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     create_file(w, c.chunk, &e);
     sf__h5_quiet_end(&q);
   }
+  const int planned = w->mapped;
   if (e.status == SLABFEED_OK)
     choose_io(w, l->cfg.pub.read_mode, c.chunk, &e);
+  /* Planned to map: the file's pages mapped (their faults taken now, on
+   * several threads: they exist, reserved), or, where the file does not
+   * allow it, memory of its own after all; registered after either. */
+  if (sf__agree(w->comm, &e) == SLABFEED_OK && planned) {
+    if (w->mapped)
+      map_slabs(w, w->map_off, &e);
+    else
+      make_windows(w, &e);
+    if (sf__agree(w->comm, &e) == SLABFEED_OK)
+      slab_bytes = fault_slab(w, huge, &e);
+#ifdef SF_HAVE_CUDA
+    if (sf__agree(w->comm, &e) == SLABFEED_OK && w->device >= 0)
+      register_thread(&job);
+#endif
+  }
   const double t_done = sf__now();
 #ifdef SF_HAVE_CUDA
   if (reg_thread)
@@ -1172,11 +1379,24 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
       snprintf(reg_how, sizeof reg_how,
                " beside the CUDA registration of the node's slabs %.2f s%s",
                t_register, w->registered ? "" : " (refused: staged puts)");
+    char huge_how[160] = "";
+    if (slab_bytes > 0 && !w->mapped) {
+      huge_how[0] = ' ';
+      huge_how[1] = '(';
+      sf__huge_report(w->slab, slab_bytes, huge, huge_how + 2,
+                      sizeof huge_how - 3);
+      strcat(huge_how, ")");
+    }
     const size_t used = strlen(w->io_how);
-    snprintf(w->io_how + used, sizeof w->io_how - used,
-             "; open: slab windows and page faults %.2f s, file created and "
-             "reserved %.2f s%s",
-             t_file - t_mem, t_done - t_file, reg_how);
+    if (w->mapped)
+      snprintf(w->io_how + used, sizeof w->io_how - used,
+               "; open: file created, reserved and mapped %.2f s%s",
+               t_done - t_mem, reg_how);
+    else
+      snprintf(w->io_how + used, sizeof w->io_how - used,
+               "; open: slab windows and page faults %.2f s%s, file created "
+               "and reserved %.2f s%s",
+               t_file - t_mem, huge_how, t_done - t_file, reg_how);
   }
   if (e.status != SLABFEED_OK) {
     release(w);
@@ -1664,7 +1884,17 @@ static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
                      readback ? "reading the output back"
                               : "writing the output",
                      mine, mine > 0 ? (double)data_bytes(w) / mine : 1);
-  if (direct && dxpl >= 0 && e->status == SLABFEED_OK)
+  if (direct && w->mapped && e->status == SLABFEED_OK) {
+    /* The puts wrote the file's pages; the sync at commit makes them
+     * durable. The stage of a failure of this rank alone stays. */
+    if (sf__inject("writer.direct", w->rank))
+      sf__fail(e, SLABFEED_ERR_IO,
+               "injected failure at stage 'writer.direct' of '%s' (written "
+               "aside as '%s')",
+               w->path, w->as.tmp);
+    else
+      sf__progress_add(&pg, mine);
+  } else if (direct && dxpl >= 0 && e->status == SLABFEED_OK)
     write_direct(w, dset, &pg, e);
   for (int64_t i = 0; i < runs && dxpl >= 0 && !direct; i++) {
     const int64_t q = i * cap;
@@ -1747,6 +1977,7 @@ static void release(slabfeed_writer *w)
     if (w->reg[q])
       sf__cudart_host_unregister(w->peer[q]);
 #endif
+  unmap_slabs(w);
   if (w->world_locked)
     MPI_Win_unlock_all(w->world);
   for (int k = 0; k < w->shm_locked; k++)
