@@ -477,11 +477,23 @@ static slabfeed_status plan_map(slabfeed_writer *w, const slabfeed_config *lc,
   return SLABFEED_OK;
 }
 
+/* Whether the filesystem named (sf__h5_local_fs) writes into blocks
+ * reserved with fallocate in place: memory filesystems, ext4 and XFS.
+ * Copy-on-write ones (btrfs, ZFS) may need new blocks for the first
+ * store into a mapped page, which then fails as a SIGBUS on a full disk;
+ * overlay and f2fs are left out with them. */
+static int reserves_in_place(const char *fs)
+{
+  return strcmp(fs, "tmpfs") == 0 || strcmp(fs, "ramfs") == 0 ||
+         strcmp(fs, "ext4") == 0 || strcmp(fs, "xfs") == 0;
+}
+
 /* Whether the file made by create_file can be mapped: its dataset's data
  * starts on a page, lies inside the file's size and inside the blocks
- * rank 0 reserved (a store into a mapped page the filesystem cannot back
- * is a SIGBUS, not an error), and close writes directly. Rank 0's answer
- * for all; *off the data's offset. Collective. */
+ * rank 0 reserved on a filesystem that writes them in place (a store into
+ * a mapped page the filesystem cannot back is a SIGBUS, not an error),
+ * and close writes directly. Rank 0's answer for all; *off the data's
+ * offset. Collective. */
 static int map_fits(slabfeed_writer *w, uint64_t *off, sf__err *e)
 {
   uint64_t at[2] = {0, 0}; /* fits, offset */
@@ -490,9 +502,11 @@ static int map_fits(slabfeed_writer *w, uint64_t *off, sf__err *e)
     const uint64_t end = (uint64_t)a + data_bytes(w);
     const long page = sysconf(_SC_PAGESIZE);
     struct stat st;
-    at[0] = a != HADDR_UNDEF && page > 0 && a % (haddr_t)page == 0 &&
-            stat(w->as.tmp, &st) == 0 && (uint64_t)st.st_size >= end &&
-            w->as.reserved >= end;
+    char fs[64];
+    at[0] = sf__h5_local_fs(w->as.tmp, fs, sizeof fs) &&
+            reserves_in_place(fs) && a != HADDR_UNDEF && page > 0 &&
+            a % (haddr_t)page == 0 && stat(w->as.tmp, &st) == 0 &&
+            (uint64_t)st.st_size >= end && w->as.reserved >= end;
     at[1] = (uint64_t)a;
   }
   const int rc = MPI_Bcast(at, 2, MPI_UINT64_T, 0, w->comm);
@@ -1017,7 +1031,7 @@ static slabfeed_status choose_io(slabfeed_writer *w, slabfeed_read_mode mode,
   else if (w->direct && planned)
     snprintf(what, sizeof what,
              "direct pwrite on %d thread%s, not mapped (the data is not on "
-             "a page, or its space is not reserved)",
+             "a page, or its space is not reserved in place)",
              w->io_threads, w->io_threads == 1 ? "" : "s");
   else if (w->direct)
     snprintf(what, sizeof what, "direct pwrite on %d thread%s", w->io_threads,
