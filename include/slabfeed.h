@@ -181,14 +181,15 @@ typedef enum {
   SLABFEED_HUGE_OFF = 1
 } slabfeed_huge_pages;
 
-/* How the writer holds its output (0.11). AUTO: where close would write
- * directly (read_mode direct, or auto on a node-local or memory
- * filesystem), on one node, for a contiguous float32 output whose planes
- * are whole pages of the file and whose space the filesystem reserved,
- * the output slab is the file's own pages, mapped (mmap, shared): puts
- * land in the file and close writes nothing; elsewhere, and with OFF,
- * the slab is memory of its own that close writes. slabfeed_writer_io
- * says which. */
+/* How the writer holds its output (0.11). AUTO: where the output lies on
+ * a memory filesystem (tmpfs) and close would write directly (read_mode
+ * auto or direct), on one node, for a contiguous float32 output whose
+ * planes are whole pages of the file and whose space the filesystem
+ * reserved, the output slab is the file's own pages, mapped (mmap,
+ * shared): puts land in the file and close writes nothing; elsewhere,
+ * and with OFF, the slab is memory of its own that close writes.
+ * slabfeed_writer_io says which, and where it was planned but not done,
+ * why. */
 typedef enum {
   SLABFEED_WRITE_MAP_AUTO = 0,
   SLABFEED_WRITE_MAP_OFF = 1
@@ -975,9 +976,9 @@ SLABFEED_API const char *slabfeed_writer_last_error(const slabfeed_writer *w);
  * also into a chunked output's chunks; independent: independent MPI-IO,
  * collective for a chunked output); collective on other filesystems.
  * 0.11: where auto or direct would write a contiguous float32 output on
- * one node whose planes are whole pages, the output slab is the file's
- * own pages, mapped (config write_map): "the file's own pages, mapped
- * (write_map auto): puts land in the file, close writes nothing". After
+ * a tmpfs from one node whose planes are whole pages, the output slab is
+ * the file's own pages, mapped (config write_map): "the file's own pages,
+ * mapped (write_map auto): puts land in the file, close writes nothing". After
  * the choice, where the open's time went: the slab's memory and its page
  * faults (and the huge pages the kernel gave it), the file's creation and
  * reservation, the CUDA registration.

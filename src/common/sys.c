@@ -224,22 +224,32 @@ void sf__huge_report(const void *p, size_t bytes, int want, char *buf,
   const uint64_t got = sf__huge_bytes(p, bytes, &shared);
   char policy[32];
   sf__huge_policy(shared, policy, sizeof policy);
-  const char *mem = shared ? "shared" : "private";
-  const char *knob = shared ? "shmem_enabled" : "enabled";
+  const int refused = strcmp(policy, "never") == 0 ||
+                      strcmp(policy, "deny") == 0 ||
+                      strcmp(policy, "unknown") == 0;
   if (got > 0)
     snprintf(buf, len, "huge pages: %.1f of %.1f MB", (double)got / 1e6,
              (double)bytes / 1e6);
-  else if (strcmp(policy, "never") == 0 || strcmp(policy, "deny") == 0 ||
-           strcmp(policy, "unknown") == 0)
+  else if (shared)
+    /* An MPI window is a file of a tmpfs mount (/dev/shm): the mount's
+     * huge= option decides, shmem_enabled only where it forces or
+     * denies. */
     snprintf(buf, len,
-             "huge pages: none (%s memory: the kernel's "
-             "transparent_hugepage/%s is %s)",
-             mem, knob, policy);
+             "huge pages: none (shared memory: a file of a tmpfs mount, "
+             "whose huge= option decides; transparent_hugepage/"
+             "shmem_enabled is %s)",
+             policy);
+  else if (refused)
+    snprintf(buf, len,
+             "huge pages: none (private memory: the kernel's "
+             "transparent_hugepage/enabled is %s)",
+             policy);
   else
     snprintf(buf, len,
-             "huge pages: none (%s memory: the kernel gave none though "
-             "transparent_hugepage/%s is %s; under 2 MiB, or none free)",
-             mem, knob, policy);
+             "huge pages: none (private memory: the kernel gave none though "
+             "transparent_hugepage/enabled is %s; under 2 MiB, or none "
+             "free)",
+             policy);
 }
 
 int sf__populate(void *p, size_t bytes, int threads)

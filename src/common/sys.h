@@ -69,8 +69,9 @@ const char *sf__huge_policy(int shared, char *buf, size_t len);
 
 /* What the memory [p, p + bytes) got, as text for a report into buf:
  * "huge pages: off" (want 0), "huge pages: X of Y MB", or "huge pages:
- * none (<private|shared> memory: the kernel's transparent_hugepage/
- * <enabled|shmem_enabled> is <policy>)". Local. */
+ * none (...)" with the reason: for private memory the kernel's policy
+ * (transparent_hugepage/enabled), for shared memory the tmpfs mount's
+ * huge= option and shmem_enabled. Local. */
 void sf__huge_report(const void *p, size_t bytes, int want, char *buf,
                      size_t len);
 

@@ -499,10 +499,10 @@ const sf__option sf__options[] = {
       .default_value = "auto",
       .metavar = "auto|off",
       .help = "the writer's output slab: auto maps the output file's own "
-              "pages where close would write directly (one node, contiguous "
-              "float32, planes of whole pages, space reserved): puts land "
-              "in the file and close writes nothing; off: memory of its own, "
-              "written at close"},
+              "pages where it lies on a tmpfs and close would write directly "
+              "(one node, contiguous float32, planes of whole pages, space "
+              "reserved): puts land in the file and close writes nothing; "
+              "off: memory of its own, written at close"},
      FIELD(write_map)},
 };
 

@@ -447,10 +447,13 @@ static uint64_t data_bytes(const slabfeed_writer *w);
 
 /* Whether the writer may map the file, as far as the options and the
  * output's shape tell before the file exists: write_map auto, one node, a
- * contiguous float32 output whose planes are whole pages, and a close
- * that writes directly (read_mode direct, or auto where rank 0 finds the
- * output's directory on a node-local or memory filesystem). Collective:
- * rank 0's answer for all. */
+ * contiguous float32 output whose planes are whole pages, a close that
+ * writes directly (read_mode auto or direct) and the output's directory
+ * on a memory filesystem (tmpfs; rank 0 looks). Not on disk filesystems:
+ * a page pinned for CUDA's copies can be written back and cleaned while
+ * the device still stores into it (its later stores then miss the disk),
+ * and the zeros of the populate would be written back before the data.
+ * Collective: rank 0's answer for all. */
 static slabfeed_status plan_map(slabfeed_writer *w, const slabfeed_config *lc,
                                 const int64_t chunk[3], sf__err *e)
 {
@@ -460,7 +463,7 @@ static slabfeed_status plan_map(slabfeed_writer *w, const slabfeed_config *lc,
             plane_run_bytes(w) % page == 0 &&
             (lc->read_mode == SLABFEED_READ_DIRECT ||
              lc->read_mode == SLABFEED_READ_AUTO);
-  if (may && w->rank == 0 && lc->read_mode == SLABFEED_READ_AUTO) {
+  if (may && w->rank == 0) {
     char dir[SF_ASIDE_PATH], fs[64];
     snprintf(dir, sizeof dir, "%s", w->path);
     char *slash = strrchr(dir, '/');
@@ -468,7 +471,8 @@ static slabfeed_status plan_map(slabfeed_writer *w, const slabfeed_config *lc,
       snprintf(dir, sizeof dir, ".");
     else
       slash[slash == dir] = '\0'; /* "/x" -> "/" */
-    may = sf__h5_local_fs(dir, fs, sizeof fs);
+    sf__h5_local_fs(dir, fs, sizeof fs);
+    may = strcmp(fs, "tmpfs") == 0;
   }
   const int rc = MPI_Bcast(&may, 1, MPI_INT, 0, w->comm);
   if (rc != MPI_SUCCESS)
@@ -477,37 +481,31 @@ static slabfeed_status plan_map(slabfeed_writer *w, const slabfeed_config *lc,
   return SLABFEED_OK;
 }
 
-/* Whether the filesystem named (sf__h5_local_fs) writes into blocks
- * reserved with fallocate in place: memory filesystems, ext4 and XFS.
- * Copy-on-write ones (btrfs, ZFS) may need new blocks for the first
- * store into a mapped page, which then fails as a SIGBUS on a full disk;
- * overlay and f2fs are left out with them. */
-static int reserves_in_place(const char *fs)
-{
-  return strcmp(fs, "tmpfs") == 0 || strcmp(fs, "ramfs") == 0 ||
-         strcmp(fs, "ext4") == 0 || strcmp(fs, "xfs") == 0;
-}
-
 /* Whether the file made by create_file can be mapped: its dataset's data
  * starts on a page, lies inside the file's size and inside the blocks
- * rank 0 reserved on a filesystem that writes them in place (a store into
- * a mapped page the filesystem cannot back is a SIGBUS, not an error),
- * and close writes directly. Rank 0's answer for all; *off the data's
- * offset. Collective. */
-static int map_fits(slabfeed_writer *w, uint64_t *off, sf__err *e)
+ * rank 0 reserved (a store into a mapped page the filesystem cannot back
+ * is a SIGBUS, not an error), and close writes directly. Rank 0's answer
+ * for all, its reason (where not) into why[len]; *off the data's offset.
+ * Collective. */
+static int map_fits(slabfeed_writer *w, uint64_t *off, char *why, size_t len,
+                    sf__err *e)
 {
   uint64_t at[2] = {0, 0}; /* fits, offset */
-  if (w->rank == 0 && w->direct && e->status == SLABFEED_OK) {
+  if (w->rank == 0 && e->status == SLABFEED_OK) {
     const haddr_t a = H5Dget_offset(w->dset);
     const uint64_t end = (uint64_t)a + data_bytes(w);
     const long page = sysconf(_SC_PAGESIZE);
     struct stat st;
-    char fs[64];
-    at[0] = sf__h5_local_fs(w->as.tmp, fs, sizeof fs) &&
-            reserves_in_place(fs) && a != HADDR_UNDEF && page > 0 &&
-            a % (haddr_t)page == 0 && stat(w->as.tmp, &st) == 0 &&
-            (uint64_t)st.st_size >= end && w->as.reserved >= end;
+    const char *no = !w->direct ? "close does not write directly"
+                     : a == HADDR_UNDEF || page <= 0 || a % (haddr_t)page != 0
+                         ? "the data does not start on a page"
+                     : stat(w->as.tmp, &st) != 0 || (uint64_t)st.st_size < end
+                         ? "the file's size does not cover the data"
+                     : w->as.reserved < end ? "its space is not reserved"
+                                            : NULL;
+    at[0] = no == NULL;
     at[1] = (uint64_t)a;
+    snprintf(why, len, "%s", no != NULL ? no : "");
   }
   const int rc = MPI_Bcast(at, 2, MPI_UINT64_T, 0, w->comm);
   if (rc != MPI_SUCCESS) {
@@ -943,10 +941,11 @@ static slabfeed_status create_file(slabfeed_writer *w, const int64_t chunk[3],
       H5Pset_coll_metadata_write(fapl, 1) < 0)
     sf__fail(e, SLABFEED_ERR_IO, "writer: cannot set the MPI-IO driver");
 #endif
-  /* Data of a page or more starts on a page (write_map maps it). */
+  /* A mapped slab's data starts on a page (the only allocation as large
+   * as the data: the others keep their packing). */
   const long page = sysconf(_SC_PAGESIZE);
-  if (fapl >= 0 && page > 0 &&
-      H5Pset_alignment(fapl, (hsize_t)page, (hsize_t)page) < 0)
+  if (w->mapped && fapl >= 0 && page > 0 &&
+      H5Pset_alignment(fapl, (hsize_t)data_bytes(w), (hsize_t)page) < 0)
     sf__fail(e, SLABFEED_ERR_IO, "writer: cannot set the file's alignment");
   w->ftype = sf__h5_file_type(w->f16);
   if (w->ftype < 0)
@@ -1019,8 +1018,9 @@ static slabfeed_status choose_io(slabfeed_writer *w, slabfeed_read_mode mode,
   w->io_threads = sf__core_share(node_ranks);
   /* write_map as planned (plan_map) where the file allows it. */
   const int planned = w->mapped;
+  char no_map[64] = "";
   if (planned)
-    w->mapped = map_fits(w, &w->map_off, e);
+    w->mapped = map_fits(w, &w->map_off, no_map, sizeof no_map, e);
   static const char *const modes[] = {"auto", "collective", "independent",
                                       "direct"};
   char what[160];
@@ -1029,10 +1029,9 @@ static slabfeed_status choose_io(slabfeed_writer *w, slabfeed_read_mode mode,
              "the file's own pages, mapped (write_map auto): puts land in "
              "the file, close writes nothing");
   else if (w->direct && planned)
-    snprintf(what, sizeof what,
-             "direct pwrite on %d thread%s, not mapped (the data is not on "
-             "a page, or its space is not reserved in place)",
-             w->io_threads, w->io_threads == 1 ? "" : "s");
+    snprintf(what, sizeof what, "direct pwrite on %d thread%s, not mapped%s%s",
+             w->io_threads, w->io_threads == 1 ? "" : "s",
+             w->rank == 0 ? ": " : "", w->rank == 0 ? no_map : "");
   else if (w->direct)
     snprintf(what, sizeof what, "direct pwrite on %d thread%s", w->io_threads,
              w->io_threads == 1 ? "" : "s");
