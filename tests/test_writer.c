@@ -77,6 +77,8 @@ typedef struct pass_case {
   int nomap;     /* write_map off (0.11) */
   int overwrite; /* the writer's overwrite */
   int noreserve; /* SLABFEED_TEST_NO_RESERVE=1: planned to map, not mapped */
+  int nopopulate; /* SLABFEED_TEST_NO_POPULATE=1: mapped pages reserved
+                     with fallocate (a kernel without MADV_POPULATE_WRITE) */
 } pass_case;
 
 static void pass_config(slabfeed_config *c, const pass_case *k)
@@ -200,6 +202,8 @@ static void round_trip(const pass_case *k, int affine)
   snprintf(out, sizeof out, "%s%s_%s.h5", outdir, tag, k->name);
   if (k->noreserve)
     setenv("SLABFEED_TEST_NO_RESERVE", "1", 1);
+  if (k->nopopulate)
+    setenv("SLABFEED_TEST_NO_POPULATE", "1", 1);
   slabfeed_config c;
   slabfeed_loader *l = open_pass(k, &c);
   if (l == NULL)
@@ -283,6 +287,7 @@ static void round_trip(const pass_case *k, int affine)
     CHECK(st == SLABFEED_OK, "%s: writer close: %s", k->name, err);
   }
   unsetenv("SLABFEED_TEST_NO_RESERVE");
+  unsetenv("SLABFEED_TEST_NO_POPULATE");
   slabfeed_close(l);
   if (rank == 0 && st == SLABFEED_OK) {
     whole in, got;
@@ -520,7 +525,8 @@ static void bad_input(void)
 }
 
 /* The mapped slab (write_map, 0.11), failing on the last rank alone: at
- * the open's mapping of the file (writer.map) and at the close
+ * the open's mapping of the file (writer.map), at the reservation of its
+ * pages (writer.reserve: a full tmpfs) and at the close
  * (writer.direct, where nothing is left to write): the same error on
  * every rank, and an earlier file of the name byte for byte as it was. */
 static void bad_mapped(void)
@@ -542,8 +548,10 @@ static void bad_mapped(void)
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  const char *stages[] = {"writer.map", "writer.direct"};
-  for (int i = 0; i < 2; i++) {
+  const char *stages[] = {"writer.map", "writer.reserve", "writer.direct"};
+  /* writer.reserve stands for a full tmpfs: ENOSPC, said as such. */
+  const char *needles[] = {"writer.map", "cannot reserve", "writer.direct"};
+  for (int i = 0; i < 3; i++) {
     char spec[64];
     snprintf(spec, sizeof spec, "%s@%d", stages[i], size - 1);
     setenv("SLABFEED_TEST_FAIL", spec, 1);
@@ -552,7 +560,7 @@ static void bad_mapped(void)
     int lo = st, hi = st;
     MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    CHECK(st == SLABFEED_ERR_IO && lo == hi && strstr(err, stages[i]) != NULL,
+    CHECK(st == SLABFEED_ERR_IO && lo == hi && strstr(err, needles[i]) != NULL,
           "stage %s: status %s on rank %d: %s", stages[i],
           slabfeed_status_name(st), rank, err);
     char got[64] = "";
@@ -776,6 +784,14 @@ int main(int argc, char **argv)
        .T = 8,
        .P = 1,
        .mode = 1 + SLABFEED_READ_COLLECTIVE,
+       .batch = 2},
+      {.name = "map_fallocate_cl_T8_P1_g3",
+       .T = 8,
+       .P = 1,
+       .symmetry = 3,
+       .file_layout = SLABFEED_LAYOUT_CL,
+       .mode = 1 + SLABFEED_READ_DIRECT,
+       .nopopulate = 1,
        .batch = 2},
       {.name = "map_noreserve_T8_P2",
        .T = 8,

@@ -51,6 +51,8 @@ typedef struct populate_job {
   const char *lo; /* the caller's bytes: touches stay inside them */
   const char *hi;
   int advised; /* out: madvise populated the range */
+  int strict;  /* no page touches where madvise fails */
+  int err;     /* out, strict: 0 or madvise's errno */
 } populate_job;
 
 /* Test-only: SLABFEED_TEST_NO_POPULATE=1 takes the page touches of a
@@ -66,7 +68,8 @@ static void *populate_range(void *arg)
   populate_job *j = arg;
   j->advised = j->n == 0 || (populate_advice() &&
                              madvise(j->a, j->n, MADV_POPULATE_WRITE) == 0);
-  if (!j->advised) {
+  j->err = j->advised ? 0 : !populate_advice() ? EINVAL : errno;
+  if (!j->advised && !j->strict) {
     /* One byte of each page, the caller's own: the first page may start
      * before the range and the last end after it, and those bytes may
      * belong to another object that a thread writes meanwhile. */
@@ -252,9 +255,12 @@ void sf__huge_report(const void *p, size_t bytes, int want, char *buf,
              policy);
 }
 
-int sf__populate(void *p, size_t bytes, int threads)
+/* sf__populate (strict 0) and sf__populate_strict (strict 1): the
+ * first failing range's errno into *err. */
+static int populate(void *p, size_t bytes, int threads, int strict, int *err)
 {
   enum { MAX = 64 };
+  *err = 0;
   if (p == NULL || bytes == 0)
     return 1;
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -275,14 +281,31 @@ int sf__populate(void *p, size_t bytes, int threads)
     const uintptr_t up = (want + align - 1) / align * align;
     size_t end = t == T - 1 ? n : (size_t)(up - (uintptr_t)a);
     end = end < at ? at : end > n ? n : end;
-    job[t] = (populate_job){a + at, end - at, p, (char *)p + bytes, 0};
+    job[t] =
+        (populate_job){a + at, end - at, p, (char *)p + bytes, 0, strict, 0};
     at = end;
   }
   sf__run_jobs(populate_range, job, sizeof job[0], T);
   int advised = 1;
-  for (int t = 0; t < T; t++)
+  for (int t = 0; t < T; t++) {
     advised &= job[t].advised;
+    if (*err == 0)
+      *err = job[t].err;
+  }
   return advised;
+}
+
+int sf__populate(void *p, size_t bytes, int threads)
+{
+  int err;
+  return populate(p, bytes, threads, 0, &err);
+}
+
+int sf__populate_strict(void *p, size_t bytes, int threads)
+{
+  int err;
+  populate(p, bytes, threads, 1, &err);
+  return err;
 }
 
 /* Bytes [at, at + n) of the file and buf, one way, on one thread; err:

@@ -45,6 +45,14 @@ int sf__core_share(int node_ranks);
  * touched instead. Local; no MPI; the memory must stay mapped. */
 int sf__populate(void *p, size_t bytes, int threads);
 
+/* sf__populate without the page touches: where madvise fails nothing is
+ * touched. For a shared mapping of a file that may not back every page (a
+ * full tmpfs): the kernel then refuses (EFAULT, ENOMEM) where a touch
+ * would raise SIGBUS. Returns 0, or the first failing range's errno
+ * (EINVAL: no MADV_POPULATE_WRITE in this kernel, or the test variable
+ * SLABFEED_TEST_NO_POPULATE=1). Local; no MPI. */
+int sf__populate_strict(void *p, size_t bytes, int threads);
+
 /* Transparent huge pages for [p, p + bytes) (whole pages inside it):
  * want 1 asks the kernel for them (madvise MADV_HUGEPAGE), want 0 asks
  * for none (MADV_NOHUGEPAGE). Call it before the memory is first

@@ -205,6 +205,9 @@ slabfeed_status sf__aside_reserve(sf__aside *a, uint64_t bytes, sf__err *e)
                     "(written aside as '%s' while an earlier file stays; "
                     "1%% margin) but the filesystem of '%s' has %.2f MB free",
                     a->path, mb(bytes), a->tmp, dir, mb(avail));
+  a->checked = 1;
+  if (a->check_only)
+    return SLABFEED_OK;
 #if defined(__linux__) && defined(FALLOC_FL_KEEP_SIZE)
   /* Blocks reserved past the end (the size stays as the writer makes it):
    * writes into them cannot fail for space. */

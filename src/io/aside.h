@@ -72,6 +72,10 @@ typedef struct sf__aside {
   int writes;        /* this rank writes to the file */
   int live;          /* rank 0: the temporary file exists */
   uint64_t reserved; /* rank 0: bytes reserved with fallocate, or 0 */
+  int check_only;    /* set by the caller before sf__aside_reserve: the
+                        free space is checked, the blocks are the caller's
+                        to reserve (the writer's mapped pages) */
+  int checked;       /* rank 0: the free space was checked */
   char path[SF_ASIDE_PATH];
   char tmp[SF_ASIDE_PATH]; /* the name to create and write */
 } sf__aside;
@@ -85,7 +89,9 @@ slabfeed_status sf__aside_begin(sf__aside *a, MPI_Comm comm, const char *path,
                                 int writes, sf__err *e);
 
 /* Local (see above): `bytes` is the final size the file will take, data
- * and metadata. Does nothing when *e holds a failure. */
+ * and metadata. Does nothing when *e holds a failure. With a->check_only
+ * rank 0 checks the free space (and sets a->checked) but reserves
+ * nothing: the caller allocates the blocks itself. */
 slabfeed_status sf__aside_reserve(sf__aside *a, uint64_t bytes, sf__err *e);
 
 /* The caller's read-back check, called on every rank of the communicator

@@ -1,4 +1,4 @@
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
+#define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, fallocate */
 /* The writer of a tiled pass (slabfeed_writer_*): the mirror of the crop
  * gather. Each rank owns one z-slab of the output (the region's planes
  * split like slabfeed_slab_plan) in its node's shared-memory window. A put
@@ -85,7 +85,8 @@ struct slabfeed_writer {
    * mapping of the file per channel, placed one after the other), NULL
    * where rank q has none; map_fd the file aside, opened to map it. */
   int mapped, map_fd;
-  uint64_t map_off; /* the data's offset in the file */
+  uint64_t map_off;  /* the data's offset in the file */
+  uint64_t map_size; /* rank 0: the file's size when mapped */
   char **map_base;
   size_t *map_len;
   float **peer;       /* [size]: slab of each rank of this node, else NULL */
@@ -501,10 +502,11 @@ static int map_fits(slabfeed_writer *w, uint64_t *off, char *why, size_t len,
                          ? "the data does not start on a page"
                      : stat(w->as.tmp, &st) != 0 || (uint64_t)st.st_size < end
                          ? "the file's size does not cover the data"
-                     : w->as.reserved < end ? "its space is not reserved"
-                                            : NULL;
+                     : !w->as.checked ? "its space is not reserved"
+                                      : NULL;
     at[0] = no == NULL;
     at[1] = (uint64_t)a;
+    w->map_size = no == NULL ? (uint64_t)st.st_size : 0;
     snprintf(why, len, "%s", no != NULL ? no : "");
   }
   const int rc = MPI_Bcast(at, 2, MPI_UINT64_T, 0, w->comm);
@@ -569,6 +571,42 @@ static slabfeed_status map_slabs(slabfeed_writer *w, uint64_t off, sf__err *e)
     w->peer[q] = (float *)(void *)base;
   }
   w->slab = w->peer[w->rank];
+  return e->status;
+}
+
+/* This rank's planes of the mapped file allocated before any put stores
+ * into them: populated on the rank's threads (tmpfs allocates the pages,
+ * in parallel over the node's ranks, where rank 0's fallocate of the
+ * whole file would allocate them on one thread), or, where the kernel
+ * has no MADV_POPULATE_WRITE, reserved with fallocate. A refusal (a full
+ * tmpfs, a memory limit) is an error here, never a SIGBUS later. */
+static slabfeed_status reserve_pages(slabfeed_writer *w, sf__err *e)
+{
+  const int64_t zq = planes_of(w, w->rank);
+  if (zq == 0 || w->slab == NULL)
+    return e->status;
+  const size_t bytes = (size_t)(zq * plane_elems(w)) * sizeof(float);
+  int err = sf__inject("writer.reserve", w->rank)
+                ? ENOSPC
+                : sf__populate_strict(w->slab, bytes, w->touch);
+  if (err == EINVAL) { /* no MADV_POPULATE_WRITE: each channel's planes */
+    err = 0;
+    const int64_t runs = w->cl ? 1 : w->C, pb = plane_run_bytes(w);
+    for (int64_t k = 0; k < runs && err == 0; k++) {
+      const off_t at =
+          (off_t)(w->map_off +
+                  (uint64_t)((k * w->region[3] + w->z0[w->rank]) * pb));
+      if (fallocate(w->map_fd, FALLOC_FL_KEEP_SIZE, at, (off_t)(zq * pb)) != 0)
+        err = errno;
+    }
+  }
+  if (err != 0)
+    sf__fail(e, SLABFEED_ERR_IO,
+             "writer: cannot reserve %.2f MB for output planes [%lld,%lld) of "
+             "'%s' (written aside as '%s'): %s",
+             (double)bytes / 1e6, (long long)w->z0[w->rank],
+             (long long)(w->z0[w->rank] + zq), w->path, w->as.tmp,
+             strerror(err));
   return e->status;
 }
 
@@ -926,6 +964,18 @@ static slabfeed_status create_dataset(slabfeed_writer *w, hid_t fapl,
   return e->status;
 }
 
+/* The bytes to reserve for the file: its data and room for its metadata
+ * (256 KiB, and 256 bytes per chunk of a chunked output). */
+static uint64_t reserve_bytes(const slabfeed_writer *w, const int64_t chunk[3])
+{
+  int64_t chunks = 1;
+  for (int a = 0; a < 3 && chunk[0] > 0; a++)
+    chunks *= (w->region[3 + a] + chunk[a] - 1) / chunk[a];
+  return data_bytes(w) + ((uint64_t)256 << 10) +
+         (chunk[0] > 0 ? 256 * (uint64_t)chunks * (w->cl ? 1 : (uint64_t)w->C)
+                       : 0);
+}
+
 /* The file aside: created, its dataset created, its space reserved; each
  * stage agreed. On failure the caller's close path removes it. */
 static slabfeed_status create_file(slabfeed_writer *w, const int64_t chunk[3],
@@ -959,16 +1009,11 @@ static slabfeed_status create_file(slabfeed_writer *w, const int64_t chunk[3],
   }
   if (sf__inject("writer.create", w->rank))
     sf__fail(e, SLABFEED_ERR_IO, "injected failure at stage 'writer.create'");
-  int64_t chunks = 1;
-  for (int a = 0; a < 3 && chunk[0] > 0; a++)
-    chunks *= (w->region[3 + a] + chunk[a] - 1) / chunk[a];
+  /* A slab to be mapped: the space checked here, the pages reserved by
+   * every rank once mapped (reserve_pages). */
+  w->as.check_only = w->mapped;
   if (sf__agree(w->comm, e) == SLABFEED_OK)
-    sf__aside_reserve(&w->as,
-                      data_bytes(w) + ((uint64_t)256 << 10) +
-                          (chunk[0] > 0 ? 256 * (uint64_t)chunks *
-                                              (w->cl ? 1 : (uint64_t)w->C)
-                                        : 0),
-                      e);
+    sf__aside_reserve(&w->as, reserve_bytes(w, chunk), e);
   if (sf__agree(w->comm, e) == SLABFEED_OK)
     create_dataset(w, fapl, chunk, e);
   if (fapl >= 0)
@@ -1211,7 +1256,7 @@ static size_t fault_slab(slabfeed_writer *w, int huge, const sf__err *e)
           : 0;
   if (bytes > 0 && !w->mapped)
     sf__huge_advise(w->slab, bytes, huge);
-  if (bytes > 0 && w->touch > 1)
+  if (bytes > 0 && w->touch > 1 && !w->mapped) /* mapped: reserve_pages */
     sf__populate(w->slab, bytes, w->touch);
   return bytes;
 }
@@ -1373,8 +1418,17 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
       map_slabs(w, w->map_off, &e);
     else
       make_windows(w, &e);
+    /* Not mapped after all: rank 0 reserves the file as for any other. */
+    w->as.check_only = 0;
+    if (sf__agree(w->comm, &e) == SLABFEED_OK && !w->mapped)
+      sf__aside_reserve(&w->as, reserve_bytes(w, c.chunk), &e);
+    if (sf__agree(w->comm, &e) == SLABFEED_OK && w->mapped)
+      reserve_pages(w, &e);
     if (sf__agree(w->comm, &e) == SLABFEED_OK)
       slab_bytes = fault_slab(w, huge, &e);
+    /* Every rank's pages allocated: the file is covered (no read-back). */
+    if (e.status == SLABFEED_OK && w->mapped && w->rank == 0)
+      w->as.reserved = w->map_size;
 #ifdef SF_HAVE_CUDA
     if (sf__agree(w->comm, &e) == SLABFEED_OK && w->device >= 0)
       register_thread(&job);
