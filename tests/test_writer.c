@@ -550,7 +550,8 @@ static void bad_mapped(void)
   MPI_Barrier(MPI_COMM_WORLD);
   const char *stages[] = {"writer.map", "writer.reserve", "writer.direct"};
   /* writer.reserve stands for a full tmpfs: ENOSPC, said as such. */
-  const char *needles[] = {"writer.map", "cannot reserve", "writer.direct"};
+  const char *needles[] = {"writer.map", "has no room for them",
+                           "writer.direct"};
   for (int i = 0; i < 3; i++) {
     char spec[64];
     snprintf(spec, sizeof spec, "%s@%d", stages[i], size - 1);

@@ -600,13 +600,17 @@ static slabfeed_status reserve_pages(slabfeed_writer *w, sf__err *e)
         err = errno;
     }
   }
+  /* A page the filesystem cannot back: EFAULT from madvise (the fault's
+   * SIGBUS, refused), ENOSPC from fallocate. */
   if (err != 0)
     sf__fail(e, SLABFEED_ERR_IO,
              "writer: cannot reserve %.2f MB for output planes [%lld,%lld) of "
              "'%s' (written aside as '%s'): %s",
              (double)bytes / 1e6, (long long)w->z0[w->rank],
              (long long)(w->z0[w->rank] + zq), w->path, w->as.tmp,
-             strerror(err));
+             err == EFAULT || err == ENOSPC
+                 ? "the filesystem has no room for them"
+                 : strerror(err));
   return e->status;
 }
 
