@@ -85,15 +85,24 @@ static void *populate_range(void *arg)
   return NULL;
 }
 
-uint64_t sf__release_pages(void *p, uint64_t bytes)
+/* The whole pages inside [p, p + bytes) into [*lo, *hi); 0 where there
+ * is none. */
+static int whole_pages(const void *p, uint64_t bytes, uintptr_t *lo,
+                       uintptr_t *hi)
 {
   const long pg = sysconf(_SC_PAGESIZE);
   if (p == NULL || pg <= 0)
     return 0;
   const uintptr_t page = (uintptr_t)pg, a = (uintptr_t)p;
-  const uintptr_t lo = (a + page - 1) / page * page;
-  const uintptr_t hi = (a + (uintptr_t)bytes) / page * page;
-  if (hi <= lo)
+  *lo = (a + page - 1) / page * page;
+  *hi = (a + (uintptr_t)bytes) / page * page;
+  return *hi > *lo;
+}
+
+uint64_t sf__release_pages(void *p, uint64_t bytes)
+{
+  uintptr_t lo, hi;
+  if (!whole_pages(p, bytes, &lo, &hi))
     return 0;
   /* Shared memory: MADV_REMOVE frees the backing store. Private memory
    * (an MPI library may allocate a node window of one process so) refuses
@@ -127,13 +136,8 @@ void sf__run_jobs(void *(*fn)(void *), void *jobs, size_t size, int n)
 
 int sf__huge_advise(void *p, size_t bytes, int want)
 {
-  const long pg = sysconf(_SC_PAGESIZE);
-  if (p == NULL || pg <= 0)
-    return 0;
-  const uintptr_t page = (uintptr_t)pg, a = (uintptr_t)p;
-  const uintptr_t lo = (a + page - 1) / page * page;
-  const uintptr_t hi = (a + (uintptr_t)bytes) / page * page;
-  if (hi <= lo)
+  uintptr_t lo, hi;
+  if (!whole_pages(p, bytes, &lo, &hi))
     return 0;
   return madvise((void *)lo, (size_t)(hi - lo),
                  want ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0;
