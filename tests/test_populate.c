@@ -15,7 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <mpi.h>
@@ -312,10 +315,60 @@ static void huge_pages(void)
   MPI_Comm_free(&node);
 }
 
+/* sf__populate_strict over a shared mapping of a file that backs only
+ * its first 2 pages of 8 (the rest lie past its end: a touch would raise
+ * SIGBUS): the kernel's refusal comes back as an errno, with no signal;
+ * the 2 pages inside populate; with SLABFEED_TEST_NO_POPULATE=1 (a
+ * kernel without MADV_POPULATE_WRITE) EINVAL, and nothing touched. In a
+ * tmpfs where there is one (the writer's mapped slab), else here. */
+static void strict(void)
+{
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  char path[128];
+  snprintf(path, sizeof path, "%s/sf_strict_%d_%d",
+           access("/dev/shm", W_OK) == 0 ? "/dev/shm" : ".", (int)getpid(),
+           rank);
+  const int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  CHECK(fd >= 0 && ftruncate(fd, (off_t)(2 * pg)) == 0, "create %s", path);
+  if (fd < 0)
+    return;
+  unlink(path);
+  char *m = mmap(NULL, 8 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  CHECK(m != MAP_FAILED, "mmap 8 pages of %s", path);
+  if (m != MAP_FAILED) {
+    struct stat st;
+    setenv("SLABFEED_TEST_NO_POPULATE", "1", 1);
+    const int no = sf__populate_strict(m, 2 * pg, 2);
+    unsetenv("SLABFEED_TEST_NO_POPULATE");
+    CHECK(no == EINVAL && resident(m, 2 * pg) == 0 && fstat(fd, &st) == 0 &&
+              st.st_blocks == 0,
+          "without MADV_POPULATE_WRITE: errno %d, %zu bytes resident, %lld "
+          "blocks",
+          no, resident(m, 2 * pg), (long long)st.st_blocks);
+    const int past = sf__populate_strict(m, 8 * pg, 3);
+    const int in = sf__populate_strict(m, 2 * pg, 2);
+    /* EINVAL for both: a kernel before 5.14 (no MADV_POPULATE_WRITE). */
+    CHECK((past == EFAULT && in == 0) || (past == EINVAL && in == EINVAL),
+          "pages past the file's end: errno %d (want EFAULT); the file's 2 "
+          "pages: errno %d (want 0)",
+          past, in);
+    if (in == 0)
+      CHECK(resident(m, 2 * pg) == 2 * pg && fstat(fd, &st) == 0 &&
+                (size_t)st.st_blocks * 512 >= 2 * pg,
+            "the file's 2 pages populated: %zu bytes resident, %lld blocks",
+            resident(m, 2 * pg), (long long)st.st_blocks);
+    munmap(m, 8 * pg);
+  }
+  close(fd);
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
   release();
+  strict();
   huge_pages();
   private_memory(0);
   setenv("SLABFEED_TEST_NO_POPULATE", "1", 1);

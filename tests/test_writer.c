@@ -17,8 +17,10 @@
  *    rank, an injected failure at every collective stage: the same error
  *    on every rank, no hang, and no file (or the earlier file untouched)
  *    under the name. */
+#include <dirent.h>
 #include <math.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/convert.h"
@@ -30,6 +32,35 @@ static char tag[128], input[600];
 /* Where the outputs go: "" (the working directory), or "/dev/shm/" for
  * the cases of planes of whole pages, where it is a tmpfs. */
 static char outdir[64] = "";
+
+/* Bytes of storage the file written aside for `out` holds (the largest
+ * "<out>.slabfeed-partial.*"), 0 where there is none. */
+static uint64_t aside_allocated(const char *out)
+{
+  char dir[800];
+  snprintf(dir, sizeof dir, "%s", out);
+  char *slash = strrchr(dir, '/');
+  const char *base = slash != NULL ? slash + 1 : out;
+  if (slash != NULL)
+    *slash = '\0';
+  char prefix[900];
+  snprintf(prefix, sizeof prefix, "%s.slabfeed-partial.",
+           slash != NULL ? strrchr(out, '/') + 1 : base);
+  DIR *d = opendir(slash != NULL ? dir : ".");
+  uint64_t most = 0;
+  for (struct dirent *de = d != NULL ? readdir(d) : NULL; de != NULL;
+       de = readdir(d)) {
+    char path[1800];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", slash != NULL ? dir : ".", de->d_name);
+    if (strncmp(de->d_name, prefix, strlen(prefix)) == 0 &&
+        stat(path, &st) == 0 && (uint64_t)st.st_blocks * 512 > most)
+      most = (uint64_t)st.st_blocks * 512;
+  }
+  if (d != NULL)
+    closedir(d);
+  return most;
+}
 
 /* Whether the outputs may be mapped where they go: a tmpfs (write_map). */
 static int maps_here(void)
@@ -206,14 +237,20 @@ static void round_trip(const pass_case *k, int affine)
     setenv("SLABFEED_TEST_NO_POPULATE", "1", 1);
   slabfeed_config c;
   slabfeed_loader *l = open_pass(k, &c);
-  if (l == NULL)
+  if (l == NULL) {
+    unsetenv("SLABFEED_TEST_NO_RESERVE");
+    unsetenv("SLABFEED_TEST_NO_POPULATE");
     return;
+  }
   slabfeed_writer_config wc;
   writer_config(&wc, out, k, affine ? SLABFEED_LIKE_NONE : SLABFEED_LIKE_INPUT);
   char err[1024] = "";
   slabfeed_writer *w = NULL;
   slabfeed_status st = slabfeed_writer_open(l, &wc, &w, err, sizeof err);
   CHECK(st == SLABFEED_OK, "%s: writer open: %s", k->name, err);
+  /* The storage of the file aside after open, before any put: a mapped
+   * slab's pages are all allocated by then (write_map). */
+  const uint64_t at_open = rank == 0 ? aside_allocated(out) : 0;
   const uint64_t steps = slabfeed_steps_per_epoch(l);
   for (uint64_t s = 0; s < steps && w != NULL; s++) {
     slabfeed_batch b = SLABFEED_BATCH_INIT;
@@ -241,7 +278,8 @@ static void round_trip(const pass_case *k, int affine)
      * outputs where independent is named. */
     const char *how = slabfeed_writer_io(w);
     char fs[64];
-    const int local = sf__h5_local_fs(".", fs, sizeof fs); /* out is here */
+    const int local = sf__h5_local_fs(outdir[0] != '\0' ? "/dev/shm" : ".", fs,
+                                      sizeof fs); /* where out goes */
     int direct = c.read_mode == SLABFEED_READ_DIRECT ||
                  (c.read_mode == SLABFEED_READ_AUTO && local);
 #if !H5_VERSION_GE(1, 10, 5)
@@ -261,6 +299,19 @@ static void round_trip(const pass_case *k, int affine)
                         k->file_dtype != SLABFEED_DTYPE_F16 && pb % page == 0 &&
                         maps_here();
     const int mapped = planned && !k->noreserve;
+    /* Mapped: every page of the data allocated at open (populated, or
+     * with fallocate where the kernel cannot), and said which. */
+    if (mapped && rank == 0) {
+      const uint64_t data =
+          (uint64_t)(shape[0] * shape[1] * shape[2] * shape[3] * 4);
+      CHECK(
+          at_open >= data &&
+              strstr(how, k->nopopulate ? "pages reserved (fallocate)"
+                                        : "pages reserved (populated)") != NULL,
+          "%s: %llu bytes allocated at open for %llu of data; writer io "
+          "'%s'",
+          k->name, (unsigned long long)at_open, (unsigned long long)data, how);
+    }
     /* Planned but the space not reserved: written, not mapped, and why. */
     if (planned && !mapped && rank == 0)
       CHECK(strstr(how, "not mapped: its space is not reserved") != NULL,
@@ -739,12 +790,17 @@ int main(int argc, char **argv)
   char shm_fs[64];
   int pid = (int)getpid();
   MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (sf__h5_local_fs("/dev/shm", shm_fs, sizeof shm_fs) &&
-      strcmp(shm_fs, "tmpfs") == 0 && access("/dev/shm", W_OK) == 0)
+  struct statvfs shm;
+  int use_shm = sf__h5_local_fs("/dev/shm", shm_fs, sizeof shm_fs) &&
+                strcmp(shm_fs, "tmpfs") == 0 && access("/dev/shm", W_OK) == 0 &&
+                statvfs("/dev/shm", &shm) == 0 &&
+                (uint64_t)shm.f_bavail * shm.f_frsize >= ((uint64_t)16 << 20);
+  MPI_Bcast(&use_shm, 1, MPI_INT, 0, MPI_COMM_WORLD); /* rank 0's */
+  if (use_shm)
     snprintf(outdir, sizeof outdir, "/dev/shm/sf%d_", pid);
   else if (rank == 0)
-    printf("  (no writable tmpfs at /dev/shm: the outputs stay here, not "
-           "mapped)\n");
+    printf("  (no writable tmpfs with 16 MB free at /dev/shm: the outputs "
+           "stay here, not mapped)\n");
   const pass_case paged[] = {
       {.name = "map_box_T8_P2_g5",
        .T = 8,

@@ -85,8 +85,9 @@ struct slabfeed_writer {
    * mapping of the file per channel, placed one after the other), NULL
    * where rank q has none; map_fd the file aside, opened to map it. */
   int mapped, map_fd;
-  uint64_t map_off;  /* the data's offset in the file */
-  uint64_t map_size; /* rank 0: the file's size when mapped */
+  int map_fallocated; /* this rank's pages reserved with fallocate */
+  uint64_t map_off;   /* the data's offset in the file */
+  uint64_t map_size;  /* rank 0: the file's size when mapped */
   char **map_base;
   size_t *map_len;
   float **peer;       /* [size]: slab of each rank of this node, else NULL */
@@ -591,6 +592,7 @@ static slabfeed_status reserve_pages(slabfeed_writer *w, sf__err *e)
                 : sf__populate_strict(w->slab, bytes, w->touch);
   if (err == EINVAL) { /* no MADV_POPULATE_WRITE: each channel's planes */
     err = 0;
+    w->map_fallocated = 1;
     const int64_t runs = w->cl ? 1 : w->C, pb = plane_run_bytes(w);
     for (int64_t k = 0; k < runs && err == 0; k++) {
       const off_t at =
@@ -1461,8 +1463,10 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     const size_t used = strlen(w->io_how);
     if (w->mapped)
       snprintf(w->io_how + used, sizeof w->io_how - used,
-               "; open: file created, reserved and mapped %.2f s%s",
-               t_done - t_mem, reg_how);
+               "; open: file created, mapped and its pages reserved (%s) "
+               "%.2f s%s",
+               w->map_fallocated ? "fallocate" : "populated", t_done - t_mem,
+               reg_how);
     else
       snprintf(w->io_how + used, sizeof w->io_how - used,
                "; open: slab windows and page faults %.2f s%s, file created "
