@@ -11,20 +11,6 @@
 
 static int rank, size;
 
-/* The size of a transparent huge page (hpage_pmd_size), 2 MiB where the
- * kernel does not say. */
-static uint64_t pmd_size(void)
-{
-  unsigned long long v = 0;
-  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", "r");
-  if (f != NULL) {
-    if (fscanf(f, "%llu", &v) != 1)
-      v = 0;
-    fclose(f);
-  }
-  return v > 0 ? (uint64_t)v : (uint64_t)2 << 20;
-}
-
 static void run(slabfeed_huge_pages huge, const char *path, const whole w[2],
                 const int64_t N[3])
 {
@@ -71,7 +57,7 @@ static void run(slabfeed_huge_pages huge, const char *path, const whole w[2],
     } else
       /* The policy allows them and none came: a failure where the
        * segment (several MiB) holds whole huge pages of this kernel. */
-      CHECK(pmd_size() > ((uint64_t)2 << 20),
+      CHECK(sf__huge_page_size() > ((size_t)2 << 20),
             "huge_pages auto: a segment of several MiB got no huge page "
             "where the kernel allows them: '%.160s'",
             h);

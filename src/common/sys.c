@@ -134,6 +134,18 @@ void sf__run_jobs(void *(*fn)(void *), void *jobs, size_t size, int n)
       pthread_join(th[t], NULL);
 }
 
+size_t sf__huge_page_size(void)
+{
+  unsigned long long v = 0;
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", "r");
+  if (f != NULL) {
+    if (fscanf(f, "%llu", &v) != 1)
+      v = 0;
+    fclose(f);
+  }
+  return v > 0 ? (size_t)v : (size_t)2 << 20;
+}
+
 int sf__huge_advise(void *p, size_t bytes, int want)
 {
   uintptr_t lo, hi;
@@ -277,7 +289,8 @@ static int populate(void *p, size_t bytes, int threads, int strict, int *err)
   /* Thread t's range ends at the boundary after t + 1 shares, moved up
    * to a 2 MiB address where a share holds whole huge pages (no huge page
    * faulted by two threads). */
-  const uintptr_t align = per >= SF_HUGE_PAGE ? SF_HUGE_PAGE : page;
+  const size_t huge = sf__huge_page_size();
+  const uintptr_t align = per >= huge ? huge : page;
   populate_job job[MAX];
   size_t at = 0;
   for (int t = 0; t < T; t++) {

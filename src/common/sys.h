@@ -25,8 +25,10 @@ uint64_t sf__meminfo(const char *key);
  * over its `node_ranks` ranks, at least 1 and at most SF_TOUCH_AUTO_MAX. */
 #define SF_TOUCH_AUTO_MAX 8
 
-/* The huge page of x86-64 and of aarch64 with 4 KiB pages. */
-#define SF_HUGE_PAGE ((size_t)2 << 20)
+/* The size of a transparent huge page (transparent_hugepage/
+ * hpage_pmd_size: 2 MiB on x86-64 and on aarch64 with 4 KiB pages), 2 MiB
+ * where the kernel does not say. Local. */
+size_t sf__huge_page_size(void);
 int sf__touch_threads(int option, int node_ranks);
 
 /* The node's online cores shared by its node_ranks ranks (at least 1):

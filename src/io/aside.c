@@ -76,7 +76,7 @@ static void unguard(const sf__aside *a)
  */
 
 /* The directory part of path ("." when it has none). */
-static void dir_of(const char *path, char *dir, size_t len)
+void sf__dir_of(const char *path, char *dir, size_t len)
 {
   const char *slash = strrchr(path, '/');
   if (slash == NULL)
@@ -98,7 +98,7 @@ static slabfeed_status make_temp(sf__aside *a, sf__err *e)
     return sf__fail(e, SLABFEED_ERR_IO,
                     "cannot write '%s': it exists and is %s", a->path,
                     S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
-  dir_of(a->path, dir, sizeof dir);
+  sf__dir_of(a->path, dir, sizeof dir);
   if (access(dir, W_OK | X_OK) != 0)
     return sf__fail(e, SLABFEED_ERR_IO, "cannot write '%s': directory '%s': %s",
                     a->path, dir, strerror(errno));
@@ -191,7 +191,7 @@ slabfeed_status sf__aside_reserve(sf__aside *a, uint64_t bytes, sf__err *e)
   if (a->rank != 0 || !a->live || (skip != NULL && strcmp(skip, "1") == 0))
     return SLABFEED_OK;
   char dir[SF_ASIDE_PATH];
-  dir_of(a->path, dir, sizeof dir);
+  sf__dir_of(a->path, dir, sizeof dir);
   /* Free space with a margin of 1% (the filesystem's own blocks, other
    * writers): the only check where the filesystem cannot reserve. */
   struct statvfs fs;
@@ -333,7 +333,7 @@ slabfeed_status sf__aside_commit(sf__aside *a, sf__aside_verify verify,
     } else {
       a->live = 0;
       char dir[SF_ASIDE_PATH]; /* the rename itself durable (best effort) */
-      dir_of(a->path, dir, sizeof dir);
+      sf__dir_of(a->path, dir, sizeof dir);
       const int dfd = open(dir, O_RDONLY);
       if (dfd >= 0) {
         fsync(dfd);

@@ -80,6 +80,10 @@ typedef struct sf__aside {
   char tmp[SF_ASIDE_PATH]; /* the name to create and write */
 } sf__aside;
 
+/* Local. The directory of path into dir ("." without a slash, "/" for a
+ * path in the root). */
+void sf__dir_of(const char *path, char *dir, size_t len);
+
 /* Collective over comm, agreed. Call on every rank, also after a local
  * failure in *e (then nothing is created and the failure is agreed).
  * `writes`: whether this rank writes to the file (limits are checked on

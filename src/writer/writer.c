@@ -467,12 +467,7 @@ static slabfeed_status plan_map(slabfeed_writer *w, const slabfeed_config *lc,
              lc->read_mode == SLABFEED_READ_AUTO);
   if (may && w->rank == 0) {
     char dir[SF_ASIDE_PATH], fs[64];
-    snprintf(dir, sizeof dir, "%s", w->path);
-    char *slash = strrchr(dir, '/');
-    if (slash == NULL)
-      snprintf(dir, sizeof dir, ".");
-    else
-      slash[slash == dir] = '\0'; /* "/x" -> "/" */
+    sf__dir_of(w->path, dir, sizeof dir);
     sf__h5_local_fs(dir, fs, sizeof fs);
     may = strcmp(fs, "tmpfs") == 0;
   }
@@ -519,12 +514,21 @@ static int map_fits(slabfeed_writer *w, uint64_t *off, char *why, size_t len,
   return at[0] != 0;
 }
 
+/* The file offset of run k of rank q's planes in the mapped file: channel
+ * k's planes [z0, z0 + zq) (channels first), or the planes of every
+ * channel (channels last, k 0). */
+static off_t run_offset(const slabfeed_writer *w, int q, int64_t k)
+{
+  return (off_t)(w->map_off + (uint64_t)((k * w->region[3] + w->z0[q]) *
+                                         plane_run_bytes(w)));
+}
+
 /* Maps every rank's planes of the file (one node: every rank's slab is
- * this process's to reach) at the data's offset `off`: for rank q, an
+ * this process's to reach) at the data's offset w->map_off: for rank q, an
  * address range of its slab's size, each channel's planes a shared
  * mapping of the file placed one after the other, so that the slab keeps
  * its layout ([C][planes][Y][X] or [planes][Y][X][C]). Local. */
-static slabfeed_status map_slabs(slabfeed_writer *w, uint64_t off, sf__err *e)
+static slabfeed_status map_slabs(slabfeed_writer *w, sf__err *e)
 {
   w->peer = calloc((size_t)w->size, sizeof *w->peer);
   w->map_base = calloc((size_t)w->size, sizeof *w->map_base);
@@ -559,10 +563,7 @@ static slabfeed_status map_slabs(slabfeed_writer *w, uint64_t off, sf__err *e)
     w->map_base[q] = base;
     w->map_len[q] = len;
     for (int64_t k = 0; k < runs && e->status == SLABFEED_OK; k++) {
-      /* Channel k's planes [z0, z0 + zq) of the file (channels first),
-       * or the planes of every channel (channels last). */
-      const int64_t plane = k * w->region[3] + w->z0[q];
-      const off_t at = (off_t)(off + (uint64_t)(plane * pb));
+      const off_t at = run_offset(w, q, k);
       if (mmap(base + (size_t)k * run, run, PROT_READ | PROT_WRITE,
                MAP_SHARED | MAP_FIXED, w->map_fd, at) == MAP_FAILED)
         sf__fail(e, SLABFEED_ERR_IO,
@@ -594,13 +595,10 @@ static slabfeed_status reserve_pages(slabfeed_writer *w, sf__err *e)
     err = 0;
     w->map_fallocated = 1;
     const int64_t runs = w->cl ? 1 : w->C, pb = plane_run_bytes(w);
-    for (int64_t k = 0; k < runs && err == 0; k++) {
-      const off_t at =
-          (off_t)(w->map_off +
-                  (uint64_t)((k * w->region[3] + w->z0[w->rank]) * pb));
-      if (fallocate(w->map_fd, FALLOC_FL_KEEP_SIZE, at, (off_t)(zq * pb)) != 0)
+    for (int64_t k = 0; k < runs && err == 0; k++)
+      if (fallocate(w->map_fd, FALLOC_FL_KEEP_SIZE, run_offset(w, w->rank, k),
+                    (off_t)(zq * pb)) != 0)
         err = errno;
-    }
   }
   /* A page the filesystem cannot back: EFAULT from madvise (the fault's
    * SIGBUS, refused), ENOSPC from fallocate. */
@@ -1421,7 +1419,7 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
    * allow it, memory of its own after all; registered after either. */
   if (sf__agree(w->comm, &e) == SLABFEED_OK && planned) {
     if (w->mapped)
-      map_slabs(w, w->map_off, &e);
+      map_slabs(w, &e);
     else
       make_windows(w, &e);
     /* Not mapped after all: rank 0 reserves the file as for any other. */
@@ -1888,7 +1886,9 @@ static int run_matches(const slabfeed_writer *w, int64_t q, int64_t n,
   return 1;
 }
 
-/* Direct writes (choose_io): this rank's planes with pwrite on its share
+/* Direct writes (choose_io): nothing where the slab is the file's pages
+ * (write_map: the sync at commit makes them durable); else this rank's
+ * planes with pwrite on its share
  * of the node's cores where the output's values lie in the file aside
  * (sf__h5_write_direct): contiguous storage at the dataset's offset
  * (allocated at creation and never filled by HDF5, which writes no raw
@@ -1919,6 +1919,10 @@ static slabfeed_status write_direct(slabfeed_writer *w, hid_t dset,
                     "injected failure at stage 'writer.direct' of '%s' "
                     "(written aside as '%s')",
                     w->path, w->as.tmp);
+  if (w->mapped) { /* the puts wrote the file's pages: nothing left */
+    sf__progress_add(pg, (double)(zq * plane_elems(w)) * sizeof(float));
+    return e->status;
+  }
   if (sf__h5_write_direct(dset, w->as.tmp, w->name, &info, w->z0[w->rank], zq,
                           w->slab, zq * (plane_elems(w) / w->C), w->io_threads,
                           pg, e) != SLABFEED_OK) {
@@ -1959,17 +1963,7 @@ static slabfeed_status write_slabs(slabfeed_writer *w, hid_t dset, int readback,
                      readback ? "reading the output back"
                               : "writing the output",
                      mine, mine > 0 ? (double)data_bytes(w) / mine : 1);
-  if (direct && w->mapped && e->status == SLABFEED_OK) {
-    /* The puts wrote the file's pages; the sync at commit makes them
-     * durable. The stage of a failure of this rank alone stays. */
-    if (sf__inject("writer.direct", w->rank))
-      sf__fail(e, SLABFEED_ERR_IO,
-               "injected failure at stage 'writer.direct' of '%s' (written "
-               "aside as '%s')",
-               w->path, w->as.tmp);
-    else
-      sf__progress_add(&pg, mine);
-  } else if (direct && dxpl >= 0 && e->status == SLABFEED_OK)
+  if (direct && dxpl >= 0 && e->status == SLABFEED_OK)
     write_direct(w, dset, &pg, e);
   for (int64_t i = 0; i < runs && dxpl >= 0 && !direct; i++) {
     const int64_t q = i * cap;
