@@ -13,7 +13,10 @@
 # -1 without a GPU), OUTDIR (the file's directory), PYTHON (the
 # interpreter jobs/env.sh finds), OUT (a folder for the log and JSON),
 # PREDICT_ARGS (more options of slabfeed-predict, e.g. "--huge-pages off
-# --write-map off" for 0.10's memory; LABEL names them in the JSON).
+# --write-map off" for 0.10's memory; LABEL names them in the JSON),
+# LAUNCH_ARGS (more flags of the launcher for slabfeed's runs, e.g.
+# "--bind-to none": Open MPI's mpirun binds one or two ranks to one core
+# each, and the loader then reads and faults on that one core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . jobs/mpi.sh
@@ -25,6 +28,7 @@ FILE=${FILE:-/dev/shm/box$SIZE.h5}
 TILE=${TILE:-128} PAD=${PAD:-16} WORKERS=${WORKERS:-8} RANKS=${RANKS:-"1 4"}
 DEVICE=${DEVICE:-0}
 read -r -a EXTRA <<< "${PREDICT_ARGS:-}"
+read -r -a LAUNCH <<< "${LAUNCH_ARGS:-}"
 LABEL=${LABEL:-default}
 OUTDIR=${OUTDIR:-$(dirname "$FILE")}
 OUT=${OUT:-bench-out}
@@ -48,17 +52,17 @@ for n in $RANKS; do
   # Timed as a user runs it (no ceilings measured inside), then again for
   # the read and write ceilings of the same ranks and file.
   t0=$(now)
-  "${SF_MPIRUN[@]}" -n "$n" "$B/slabfeed-predict" --file "$FILE" --input Nbody \
+  "${SF_MPIRUN[@]}" "${LAUNCH[@]}" -n "$n" "$B/slabfeed-predict" --file "$FILE" --input Nbody \
     --tile "$TILE" --pad "$PAD" --device "$DEVICE" \
     --out "$OUTDIR/slabfeed.h5" --overwrite --no-read-ceiling "${EXTRA[@]}" | log
   t_sf=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
   rm -f "$OUTDIR/slabfeed.h5"
-  "${SF_MPIRUN[@]}" -n "$n" "$B/slabfeed-predict" --file "$FILE" --input Nbody \
+  "${SF_MPIRUN[@]}" "${LAUNCH[@]}" -n "$n" "$B/slabfeed-predict" --file "$FILE" --input Nbody \
     --tile "$TILE" --pad "$PAD" --device "$DEVICE" \
     --out "$OUTDIR/slabfeed.h5" --overwrite --write-ceiling "${EXTRA[@]}" | grep -E "ceiling" | log
   rm -f "$OUTDIR/slabfeed.h5"
   ratio=$(awk -v a="$t_sf" -v b="$t_orig" 'BEGIN { printf "%.3f", a / b }')
   echo "slabfeed-predict, $n ranks: wall $t_sf s = $ratio x the original's $t_orig s" | log
-  echo "JSON {\"bench\": \"predict_vs_original\", \"file\": \"$FILE\", \"ranks\": $n, \"label\": \"$LABEL\", \"tile\": $TILE, \"pad\": $PAD, \"wall_slabfeed\": $t_sf, \"wall_original\": $t_orig, \"ratio\": $ratio}" | log
+  echo "JSON {\"bench\": \"predict_vs_original\", \"file\": \"$FILE\", \"ranks\": $n, \"label\": \"$LABEL\", \"launch\": \"${LAUNCH_ARGS:-}\", \"tile\": $TILE, \"pad\": $PAD, \"wall_slabfeed\": $t_sf, \"wall_original\": $t_orig, \"ratio\": $ratio}" | log
 done
 grep '^JSON' "$OUT/predict_vs_original.log" | sed 's/^JSON //' > "$OUT/predict_vs_original.jsonl"

@@ -5,7 +5,8 @@
  * per-channel normalisation (log channels with negative arguments, shifts,
  * negative and tiny scales, vector groups of one scale), whose float log,
  * division and NaN rules must give the host's bits (gpu.normf compares
- * the functions of common/normf.h alone). */
+ * the functions of common/normf.h alone). And a crop read in place from
+ * channels more than 2^31 floats from the slab's start (run_far_channels). */
 #include <string.h>
 
 #include "gpu.h"
@@ -117,6 +118,78 @@ static void run_norm(int64_t e0, int64_t e1, int64_t e2, int channels, int g,
         norm);
 }
 
+/* A crop read in place from slabs whose channels lie 2^30 + 4096 floats
+ * apart (a 1024^3 slab per channel, resident on the GPU): channel 2 and 3
+ * start past 2^31 floats, which the kernel's 32-bit offsets once refused
+ * (sf__kparams_part said -1 and the crop went through staging). One
+ * launch of sf__kparams_part's parameters over the whole crop equals the
+ * host reference bit for bit. The source is managed memory: only the
+ * crop's planes of each channel are touched, so 16 GB of address space
+ * costs a few MB. */
+static int run_far_channels(const float *in, void *want, void *got, void *dout)
+{
+  const int64_t E = 29, C = 4, ys = 64, zs = 64 * 64;
+  const int64_t cs = ((int64_t)1 << 30) + 4096;
+  float *src = NULL;
+  const cudaError_t rc = cudaMallocManaged(
+      (void **)&src, (size_t)(C * cs) * sizeof(float), cudaMemAttachGlobal);
+  if (rc != cudaSuccess) {
+    printf("gpu.transform: far channels skipped: cudaMallocManaged of %.1f "
+           "GB: %s\n",
+           (double)(C * cs) * 4 / 1e9, cudaGetErrorString(rc));
+    (void)cudaGetLastError();
+    return 0;
+  }
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t z = 0; z < E; z++)
+      for (int64_t y = 0; y < E; y++)
+        CUDA_CHECK(cudaMemcpy(
+            src + c * cs + z * zs + y * ys, in + ((c * E + z) * E + y) * E,
+            (size_t)E * sizeof(float), cudaMemcpyHostToDevice));
+  int cases = 0;
+  for (int g = 0; g < 48; g += 5)
+    for (int dt = 0; dt < 3; dt++)
+      for (int lay = 0; lay < 2; lay++) {
+        sf__xform x;
+        memset(&x, 0, sizeof x);
+        x.ext[0] = x.ext[1] = x.ext[2] = E;
+        x.channels = (int)C;
+        x.ngroups = 1;
+        const int gr[2][3] = {{1, 2, 3}, {0, 0, 0}};
+        memcpy(x.groups, gr, sizeof gr);
+        x.dtype = (slabfeed_dtype)dt;
+        x.layout = (slabfeed_out_layout)lay;
+        const size_t out_bytes = (size_t)sf__xform_elems(&x) * (dt ? 2 : 4);
+        sf__transform_aug(&x, g, NULL, in, want);
+        const int64_t d[3] = {0, 0, 0}, n[3] = {E, E, E};
+        sf__kparams k;
+        int64_t at = -1;
+        CHECK_EQ(sf__kparams_part(&x, g, d, n, cs, zs, ys, &k, &at), 1,
+                 "channels 2^30 + 4096 floats apart run in place (g %d)", g);
+        CHECK_EQ(at, 0, "the whole crop starts at the sample's voxel 0");
+        CUDA_CHECK(cudaMemset(dout, 0xff, out_bytes));
+        CUDA_CHECK(sf__transform_launch(&k, src, dout, NULL));
+        CUDA_CHECK(cudaMemcpy(got, dout, out_bytes, cudaMemcpyDeviceToHost));
+        CHECK(memcmp(want, got, out_bytes) == 0,
+              "far channels: kernel != reference: g=%d dtype=%d layout=%d", g,
+              dt, lay);
+        cases++;
+      }
+  /* A plane stride past 2^31 floats still goes through staging. */
+  sf__xform x;
+  memset(&x, 0, sizeof x);
+  x.ext[0] = x.ext[1] = x.ext[2] = E;
+  x.channels = 1;
+  sf__kparams k;
+  int64_t at;
+  const int64_t d[3] = {0, 0, 0}, n[3] = {E, E, E};
+  CHECK_EQ(sf__kparams_part(&x, 0, d, n, (int64_t)1 << 32, (int64_t)1 << 31, 64,
+                            &k, &at),
+           -1, "a plane stride of 2^31 floats is refused");
+  CUDA_CHECK(cudaFree(src));
+  return cases;
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -165,6 +238,9 @@ int main(int argc, char **argv)
   printf("gpu.transform: %d kernel launches compared bit for bit (half of "
          "them with normalisation)\n",
          2 * cases);
+  printf("gpu.transform: %d launches over channels 2^30 + 4096 floats apart "
+         "compared bit for bit\n",
+         run_far_channels(in, want, got, dout));
   cudaFree(din);
   cudaFree(dout);
   free(in);

@@ -1,5 +1,6 @@
 #define _DEFAULT_SOURCE /* madvise(2) */
 #include "common/sys.h"
+#include "common/topo.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -26,11 +27,35 @@ uint64_t sf__meminfo(const char *key)
   return (uint64_t)kb * 1024;
 }
 
+int sf__cpus_allowed(void)
+{
+  sf__idset cpus;
+  return sf__topo_allowed(&cpus) == 0 ? sf__idset_count(&cpus) : 0;
+}
+
 int sf__core_share(int node_ranks)
 {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const long per = cores > 0 && node_ranks > 0 ? cores / node_ranks : 1;
+  long per = cores > 0 && node_ranks > 0 ? cores / node_ranks : 1;
+  const int allowed = sf__cpus_allowed();
+  if (allowed > 0 && per > allowed)
+    per = allowed; /* bound by the launcher: no more threads than CPUs */
   return per < 1 ? 1 : per > INT_MAX ? INT_MAX : (int)per;
+}
+
+void sf__core_note(int node_ranks, char *buf, size_t len)
+{
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const long per = cores > 0 && node_ranks > 0 ? cores / node_ranks : 1;
+  const int allowed = sf__cpus_allowed();
+  if (allowed > 0 && allowed < per)
+    snprintf(buf, len,
+             " (the rank is bound to %d CPU%s of the %ld it could share: "
+             "mpirun --bind-to none, or --map-by ...:PE=N, or srun "
+             "--cpus-per-task=N gives it more)",
+             allowed, allowed == 1 ? "" : "s", per);
+  else if (len > 0)
+    buf[0] = '\0';
 }
 
 int sf__touch_threads(int option, int node_ranks)

@@ -31,10 +31,21 @@ uint64_t sf__meminfo(const char *key);
 size_t sf__huge_page_size(void);
 int sf__touch_threads(int option, int node_ranks);
 
-/* The node's online cores shared by its node_ranks ranks (at least 1):
- * the threads one rank takes for its direct reads and writes and its
- * float16 widening. */
+/* The node's online cores shared by its node_ranks ranks (at least 1),
+ * and no more than the CPUs the calling thread may run on (a launcher's
+ * binding: Open MPI's mpirun binds one or two ranks to a core each): the
+ * threads one rank takes for its direct reads and writes, its page
+ * faults and its float16 widening. Local. */
 int sf__core_share(int node_ranks);
+
+/* The CPUs the calling thread may run on (its affinity mask), 0 where
+ * the kernel does not say. Local. */
+int sf__cpus_allowed(void);
+
+/* Into buf: "" where sf__core_share(node_ranks) is the node's share, else
+ * a note that the launcher's binding narrowed it and how to widen it (for
+ * the reports of the open and the writer). Local. */
+void sf__core_note(int node_ranks, char *buf, size_t len);
 
 /* Faults in the pages of [p, p + bytes) for writing, spread over
  * `threads` threads (this one among them; 1: this one alone) in ranges

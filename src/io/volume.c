@@ -441,7 +441,7 @@ static int read_mode(sf__volume *v, const char *path, sf__err *e)
 /* v->read_how whole: what ran, then why ("read_mode ..." from
  * read_mode). direct[1] datasets read with pread, direct[0] that could
  * not be (the same on every rank: a dataset's metadata decides). */
-static void said_how(sf__volume *v, const int direct[2], int threads)
+static void said_how(sf__volume *v, const int direct[2], int node_ranks)
 {
   if (v->read_how[0] == '\0')
     return; /* nothing was read */
@@ -449,18 +449,22 @@ static void said_how(sf__volume *v, const int direct[2], int threads)
   snprintf(why, sizeof why, "%.80s", v->read_how);
   const char *rest = v->read_flags & SF_H5_INDEPENDENT ? "independent MPI-IO"
                                                        : "collective MPI-IO";
-  char pread[48] = "";
-  if (direct[1] > 0)
+  const int threads = sf__core_share(node_ranks);
+  char pread[48] = "", bound[160] = "";
+  if (direct[1] > 0) {
     snprintf(pread, sizeof pread, "direct pread on %d thread%s", threads,
              threads == 1 ? "" : "s");
+    sf__core_note(node_ranks, bound, sizeof bound);
+  }
   if (direct[1] > 0 && direct[0] > 0)
     snprintf(v->read_how, sizeof v->read_how,
              "%.40s (%d dataset%s), %s (%d: not float32/float16 stored "
-             "contiguously or in chunks without filters) (%.80s)",
-             pread, direct[1], direct[1] == 1 ? "" : "s", rest, direct[0], why);
+             "contiguously or in chunks without filters) (%.80s)%s",
+             pread, direct[1], direct[1] == 1 ? "" : "s", rest, direct[0], why,
+             bound);
   else
-    snprintf(v->read_how, sizeof v->read_how, "%.40s (%.80s)",
-             direct[1] > 0 ? pread : rest, why);
+    snprintf(v->read_how, sizeof v->read_how, "%.40s (%.80s)%s",
+             direct[1] > 0 ? pread : rest, why, bound);
 }
 
 slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
@@ -527,7 +531,7 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
       break;
   }
   sf__progress_end(&pg, e->status == SLABFEED_OK);
-  said_how(v, direct, sf__core_share(s->node_size));
+  said_how(v, direct, s->node_size);
   SF_RANGE_POP();
   return e->status;
 }

@@ -28,7 +28,7 @@ typedef struct sf__volume {
   int64_t fchannels[2][SF_MAX_FIELDS]; /* channels of each field, alike in
                                           every volume (checked) */
   sf__h5_quiet quiet; /* HDF5's error stack, silenced while open */
-  char read_how[256]; /* after the read: "independent MPI-IO (read_mode
+  char read_how[448]; /* after the read: "independent MPI-IO (read_mode
                          auto, tmpfs)" (rank 0 names the filesystem) */
   int read_flags;     /* the first file's SF_H5_* read flags */
 } sf__volume;

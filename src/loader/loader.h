@@ -19,7 +19,7 @@ struct slabfeed_loader {
   uint64_t epoch, step; /* position of the next batch */
   volatile int forked;
   char last_error[SF_ERRLEN];
-  char read_how[288];   /* how the open's slab reads went (io/volume.h) */
+  char read_how[480];   /* how the open's slab reads went (io/volume.h) */
   char huge_how[160];   /* what the segment's pages are (sf__huge_report) */
   char reside_how[512]; /* device batches: where crops are read from
                            (as long as sf__resident.how) */

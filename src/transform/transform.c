@@ -230,9 +230,10 @@ int sf__kparams_part(const sf__xform *x, int g, const int64_t d[3],
   k->os[1] = E[2];
   k->os[2] = 1;
   *out_at = (lo[0] * E[1] + lo[1]) * E[2] + lo[2];
-  /* The kernel's offsets are 32-bit: the last channel's farthest voxel. */
-  if ((int64_t)(x->channels - 1) * cs + reach >= ((int64_t)1 << 31) ||
-      zs >= ((int64_t)1 << 31) || cs >= ((int64_t)1 << 31))
+  /* The kernel's offsets inside a channel are 32-bit (a channel's base is
+   * 64-bit): the farthest voxel of one channel, and its stride. */
+  if (reach >= ((int64_t)1 << 31) || zs >= ((int64_t)1 << 31) ||
+      cs >= ((int64_t)1 << 31))
     return -1;
   return 1;
 }

@@ -59,11 +59,13 @@ constexpr int kMinBlocksCfNorm = 6;
 
 // The launch geometry reduced to scalars (no dynamic indexing of params).
 struct Geo {
-  int e1, e2, er;                 // output extents of axes t1, 2, r
-  int s1, s2, sr;                 // input steps along output axes t1, 2, r
-  int o1, orr;                    // output strides of axes t1 and r (axis 2: 1)
-  int start, vol, ovol, channels; // vol: staged input, ovol: output
-  bool along_t1;                  // input contiguous along t1 (else along 2)
+  int e1, e2, er; // output extents of axes t1, 2, r
+  int s1, s2, sr; // input steps along output axes t1, 2, r
+  int o1, orr;    // output strides of axes t1 and r (axis 2: 1)
+  // vol: voxels of one input channel (its base is 64-bit: c * vol may pass
+  // 2^31 in a slab, as for 1024^3 x 4), ovol: of one output channel.
+  int start, vol, ovol, channels;
+  bool along_t1; // input contiguous along t1 (else along 2)
 };
 
 // What the kernels read of the channels: the channel map and the signs
@@ -185,8 +187,8 @@ __global__ void __launch_bounds__(kTile *kRows,
 
   for (int ir = blockIdx.y * kPlanes; ir < rend; ir++) {
     float v[kPer];
-    load_tile(g, in, k.src[ch] * g.vol + g.start + ir * g.sr, i1base, i2base,
-              sign, v);
+    load_tile(g, in + (int64_t)k.src[ch] * g.vol, g.start + ir * g.sr, i1base,
+              i2base, sign, v);
     if constexpr (NORM)
       normalise(k, ch, v);
 #pragma unroll
@@ -232,8 +234,8 @@ __global__ void __launch_bounds__(kTile *kRows, kMinBlocksCl)
       if (kk < kn) {
         const int ch = k0 + kk;
         float v[kPer];
-        load_tile(g, in, k.src[ch] * g.vol + g.start + ir * g.sr, i1base,
-                  i2base, sign_mask(k, ch), v);
+        load_tile(g, in + (int64_t)k.src[ch] * g.vol, g.start + ir * g.sr,
+                  i1base, i2base, sign_mask(k, ch), v);
         if constexpr (NORM)
           normalise(k, ch, v);
 #pragma unroll

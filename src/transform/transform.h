@@ -67,8 +67,9 @@ void sf__kparams_set_aug(struct sf__kparams *k, const sf__xform *x,
  * symmetry g narrowed to the part's output box, whose first voxel's offset
  * in the sample (voxels) goes to *out_at; the output strides stay the
  * sample's. Returns 1, 0 when the part has no output voxel (trimmed
- * away), -1 when an offset of the launch would not fit the kernel's 32-bit
- * offsets (the caller stages the crop instead). */
+ * away), -1 when an offset inside one channel would not fit the kernel's
+ * 32-bit offsets (a channel's base is 64-bit; the caller stages the crop
+ * instead). */
 int sf__kparams_part(const sf__xform *x, int g, const int64_t d[3],
                      const int64_t n[3], int64_t cs, int64_t zs, int64_t ys,
                      struct sf__kparams *k, int64_t *out_at);
