@@ -23,12 +23,23 @@ read -r -a run <<<"${MPIRUN:-${SF_MPIRUN[0]}}"
 # thread and the pinned staging it first touches belong on the GPU's NUMA
 # node. Open MPI: ranks mapped over the NUMA domains and numbered by core
 # (so ranks 0..k-1 share the first domain, as GPUs 0..k-1 do), each bound
-# to a core; MPICH's hydra: each rank bound to a NUMA domain. Other
-# launchers: none. BIND="..." replaces these flags (BIND= drops them).
-# `slabfeed-bench --topology` prints each rank's CPUs against its GPU.
+# to its share of its domain's cores (PE=k: the loader's reads, page
+# faults and writes run on the rank's CPUs, so one core each would make
+# the open one core's); MPICH's hydra: each rank bound to a NUMA domain.
+# Other launchers: none. BIND="..." replaces these flags (BIND= drops
+# them). `slabfeed-bench --topology` prints each rank's CPUs against its GPU.
 bind=()
 if "${run[0]}" --version 2>&1 | grep -q -e 'Open MPI' -e OpenRTE; then
-  bind=(--map-by numa --rank-by core --bind-to core)
+  cores=$(getconf _NPROCESSORS_ONLN)
+  domains=$(find /sys/devices/system/node -maxdepth 1 -name 'node[0-9]*' 2>/dev/null | wc -l)
+  [ "$domains" -ge 1 ] || domains=1
+  per_domain=$(((NP + domains - 1) / domains)) # ranks on the fullest domain
+  pe=$((cores / domains / per_domain))
+  if [ "$pe" -ge 1 ]; then
+    bind=(--map-by "numa:PE=$pe" --rank-by core --bind-to core)
+  else
+    bind=(--bind-to none) # more ranks than cores
+  fi
 elif "${run[0]}" --version 2>&1 | grep -q HYDRA; then
   bind=(-bind-to numa)
 fi
