@@ -100,7 +100,8 @@ def main():
     with h5py.File(tmp, "w") as f:
         f.create_dataset("prediction", data=out)
     os.replace(tmp, a.out)
-    t_write = time.time() - t
+    placed = time.time()  # the file in place: what the pass is timed to
+    t_write = placed - t
     wall = time.time() - T_START
     gb = vol.nbytes / 1e9
     print(f"original: {a.file} -> {a.out}, {len(ds)} tiles of {T} + 2 x {P}, "
@@ -110,6 +111,7 @@ def main():
           f"({len(ds) / t_pass:.1f} tiles/s), write {t_write:.2f} s "
           f"({gb / t_write:.2f} GB/s); wall {wall:.2f} s (in-process)",
           flush=True)
+    print(f"original: output in place at Unix time {placed:.3f}", flush=True)
     print("JSON " + json.dumps({
         "bench": "original_predict", "file": a.file, "tile": T, "pad": P,
         "workers": a.workers, "tiles": len(ds), "bytes": vol.nbytes,

@@ -4,8 +4,8 @@
 # (bench/original_predict.py: h5py read in one process, a DataLoader of
 # wrapped tiles in forked workers with pin_memory, the identity on the
 # GPU, stitched, h5py write) against slabfeed-predict on each rank count,
-# each timed from its command's start to its file renamed in place (the
-# command's exit). Prints every step, slabfeed's open and close against
+# each timed from its command's start to its file renamed in place (both
+# print the Unix time of that moment) and to the command's exit. Prints every step, slabfeed's open and close against
 # the read and write ceilings of the same run, and the wall-time ratios.
 #   FILE=/dev/shm/box512.h5 RANKS="1 4" bench/predict_vs_original.sh
 # Environment: FILE (made with slabfeed-gen --shape ${SIZE:-512} when
@@ -46,7 +46,15 @@ t0=$(now)
   --out "$OUTDIR/original.h5" --overwrite | log
 t_orig=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
 rm -f "$OUTDIR/original.h5"
-echo "original: wall $t_orig s (command start to the file renamed)" | log
+# Seconds from t0 to the "output in place at Unix time T" line of the log.
+placed() {
+  local at
+  at=$(grep "^$1: output in place at Unix time" "$OUT/predict_vs_original.log" |
+    tail -n 1 | sed 's/.*Unix time \([0-9.]*\).*/\1/')
+  awk -v a="${at:-0}" -v b="$2" 'BEGIN { printf "%.2f", (a > 0) ? a - b : -1 }'
+}
+p_orig=$(placed original "$t0")
+echo "original: wall $t_orig s to its exit, $p_orig s to the file in place (command start to each)" | log
 
 for n in $RANKS; do
   # Timed as a user runs it (no ceilings measured inside), then again for
@@ -56,13 +64,15 @@ for n in $RANKS; do
     --tile "$TILE" --pad "$PAD" --device "$DEVICE" \
     --out "$OUTDIR/slabfeed.h5" --overwrite --no-read-ceiling "${EXTRA[@]}" | log
   t_sf=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
+  p_sf=$(placed slabfeed-predict "$t0")
   rm -f "$OUTDIR/slabfeed.h5"
   "${SF_MPIRUN[@]}" "${LAUNCH[@]}" -n "$n" "$B/slabfeed-predict" --file "$FILE" --input Nbody \
     --tile "$TILE" --pad "$PAD" --device "$DEVICE" \
     --out "$OUTDIR/slabfeed.h5" --overwrite --write-ceiling "${EXTRA[@]}" | grep -E "ceiling" | log
   rm -f "$OUTDIR/slabfeed.h5"
   ratio=$(awk -v a="$t_sf" -v b="$t_orig" 'BEGIN { printf "%.3f", a / b }')
-  echo "slabfeed-predict, $n ranks: wall $t_sf s = $ratio x the original's $t_orig s" | log
-  echo "JSON {\"bench\": \"predict_vs_original\", \"file\": \"$FILE\", \"ranks\": $n, \"label\": \"$LABEL\", \"launch\": \"${LAUNCH_ARGS:-}\", \"tile\": $TILE, \"pad\": $PAD, \"wall_slabfeed\": $t_sf, \"wall_original\": $t_orig, \"ratio\": $ratio}" | log
+  rplace=$(awk -v a="$p_sf" -v b="$p_orig" 'BEGIN { printf "%.3f", a / b }')
+  echo "slabfeed-predict, $n ranks: wall $t_sf s = $ratio x the original's $t_orig s (to the exit); $p_sf s = $rplace x the original's $p_orig s (to the file in place)" | log
+  echo "JSON {\"bench\": \"predict_vs_original\", \"file\": \"$FILE\", \"ranks\": $n, \"label\": \"$LABEL\", \"launch\": \"${LAUNCH_ARGS:-}\", \"tile\": $TILE, \"pad\": $PAD, \"wall_slabfeed\": $t_sf, \"wall_original\": $t_orig, \"ratio\": $ratio, \"place_slabfeed\": $p_sf, \"place_original\": $p_orig, \"ratio_place\": $rplace}" | log
 done
 grep '^JSON' "$OUT/predict_vs_original.log" | sed 's/^JSON //' > "$OUT/predict_vs_original.jsonl"
