@@ -409,7 +409,8 @@ int main(int argc, char **argv)
              age_max[AGE_WOPEN] - age_max[AGE_OPEN], age_max[AGE_PASS],
              age_max[AGE_PASS] - age_max[AGE_WOPEN], age_max[AGE_CLOSE],
              age_max[AGE_CLOSE] - age_max[AGE_PASS]);
-    if (placed_max > 0) /* for a launcher's clock: bench/predict_vs_original.sh */
+    /* For a clock outside the job (bench/predict_vs_original.sh). */
+    if (placed_max > 0)
       printf("%s: output in place at Unix time %.3f (the slowest rank's "
              "close)\n",
              prog, placed_max);
