@@ -3,7 +3,8 @@
  * same bytes of the same file as the open's slab read did, with plain
  * pread(2) into private memory freshly allocated (its pages first touched
  * by the read, as the open's window is), one thread per rank, then on the
- * rank's share of the node's cores (as read_mode direct reads), right
+ * rank's share of the node's cores within the CPUs it may run on (as
+ * read_mode direct reads), right
  * after the loader closed (the page cache as the open left it). The bytes: for
  * each dataset of the input and the target, rank r's z-slab of the box
  * (slabfeed_slab_plan: the open's split over one group of ranks), every
@@ -12,9 +13,11 @@
  * without filters (0.10: the rows of those planes in each chunk, as
  * read_mode direct reads them). Other files (filters, several volumes or
  * fields) get no ceiling (n/a). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -148,7 +151,11 @@ int read_ceiling_measure(const char *path, const char *input,
     MPI_Comm_size(node, &node_size);
     MPI_Comm_free(&node);
   }
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN) / node_size;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN) / node_size;
+  cpu_set_t allowed; /* and no more than the rank may run on, as the open */
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 &&
+      CPU_COUNT(&allowed) < cores)
+    cores = CPU_COUNT(&allowed);
   const int threads = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
   double t[2] = {0, 0};
   for (int pass = 0; pass < 2; pass++) {

@@ -28,7 +28,8 @@ FILE=${FILE:-/dev/shm/box$SIZE.h5}
 TILE=${TILE:-128} PAD=${PAD:-16} WORKERS=${WORKERS:-8} RANKS=${RANKS:-"1 4"}
 DEVICE=${DEVICE:-0}
 read -r -a EXTRA <<< "${PREDICT_ARGS:-}"
-read -r -a LAUNCH <<< "${LAUNCH_ARGS:-}"
+LAUNCH_ARGS=${LAUNCH_ARGS:-}
+read -r -a LAUNCH <<< "$LAUNCH_ARGS"
 LABEL=${LABEL:-default}
 OUTDIR=${OUTDIR:-$(dirname "$FILE")}
 OUT=${OUT:-bench-out}
@@ -40,39 +41,50 @@ now() { date +%s.%N; }
 [ -f "$FILE" ] || "${SF_MPIRUN[@]}" -n 8 "$B/slabfeed-gen" --file "$FILE" \
   --shape "$SIZE" --content field | log
 
+# Seconds from t0 to the "PROG: output in place at Unix time T" line among
+# the log's lines after line $3 (the run's own output), or null.
+placed() {
+  local at
+  at=$(tail -n +"$(($3 + 1))" "$OUT/predict_vs_original.log" |
+    grep "^$1: output in place at Unix time" | tail -n 1 |
+    sed 's/.*Unix time \([0-9.]*\).*/\1/')
+  awk -v a="${at:-0}" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", a - b; else printf "null" }'
+}
+# Lines in the log so far.
+lines() { wc -l < "$OUT/predict_vs_original.log"; }
+# a / b to 3 places, or null when either is null.
+ratio_of() {
+  awk -v a="$1" -v b="$2" 'BEGIN { if (a == "null" || b == "null" || b == 0) printf "null"; else printf "%.3f", a / b }'
+}
+touch "$OUT/predict_vs_original.log"
+before=$(lines)
 t0=$(now)
 "${PYTHON:-$SF_PY}" bench/original_predict.py --file "$FILE" --input Nbody \
   --tile "$TILE" --pad "$PAD" --workers "$WORKERS" \
   --out "$OUTDIR/original.h5" --overwrite | log
 t_orig=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
 rm -f "$OUTDIR/original.h5"
-# Seconds from t0 to the "output in place at Unix time T" line of the log.
-placed() {
-  local at
-  at=$(grep "^$1: output in place at Unix time" "$OUT/predict_vs_original.log" |
-    tail -n 1 | sed 's/.*Unix time \([0-9.]*\).*/\1/')
-  awk -v a="${at:-0}" -v b="$2" 'BEGIN { printf "%.2f", (a > 0) ? a - b : -1 }'
-}
-p_orig=$(placed original "$t0")
+p_orig=$(placed original "$t0" "$before")
 echo "original: wall $t_orig s to its exit, $p_orig s to the file in place (command start to each)" | log
 
 for n in $RANKS; do
   # Timed as a user runs it (no ceilings measured inside), then again for
   # the read and write ceilings of the same ranks and file.
+  before=$(lines)
   t0=$(now)
-  "${SF_MPIRUN[@]}" "${LAUNCH[@]}" -n "$n" "$B/slabfeed-predict" --file "$FILE" --input Nbody \
+  "${SF_MPIRUN[@]}" ${LAUNCH[@]+"${LAUNCH[@]}"} -n "$n" "$B/slabfeed-predict" --file "$FILE" --input Nbody \
     --tile "$TILE" --pad "$PAD" --device "$DEVICE" \
-    --out "$OUTDIR/slabfeed.h5" --overwrite --no-read-ceiling "${EXTRA[@]}" | log
+    --out "$OUTDIR/slabfeed.h5" --overwrite --no-read-ceiling ${EXTRA[@]+"${EXTRA[@]}"} | log
   t_sf=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
-  p_sf=$(placed slabfeed-predict "$t0")
+  p_sf=$(placed slabfeed-predict "$t0" "$before")
   rm -f "$OUTDIR/slabfeed.h5"
-  "${SF_MPIRUN[@]}" "${LAUNCH[@]}" -n "$n" "$B/slabfeed-predict" --file "$FILE" --input Nbody \
+  "${SF_MPIRUN[@]}" ${LAUNCH[@]+"${LAUNCH[@]}"} -n "$n" "$B/slabfeed-predict" --file "$FILE" --input Nbody \
     --tile "$TILE" --pad "$PAD" --device "$DEVICE" \
-    --out "$OUTDIR/slabfeed.h5" --overwrite --write-ceiling "${EXTRA[@]}" | grep -E "ceiling" | log
+    --out "$OUTDIR/slabfeed.h5" --overwrite --write-ceiling ${EXTRA[@]+"${EXTRA[@]}"} | grep -E "ceiling" | log
   rm -f "$OUTDIR/slabfeed.h5"
   ratio=$(awk -v a="$t_sf" -v b="$t_orig" 'BEGIN { printf "%.3f", a / b }')
-  rplace=$(awk -v a="$p_sf" -v b="$p_orig" 'BEGIN { printf "%.3f", a / b }')
+  rplace=$(ratio_of "$p_sf" "$p_orig")
   echo "slabfeed-predict, $n ranks: wall $t_sf s = $ratio x the original's $t_orig s (to the exit); $p_sf s = $rplace x the original's $p_orig s (to the file in place)" | log
-  echo "JSON {\"bench\": \"predict_vs_original\", \"file\": \"$FILE\", \"ranks\": $n, \"label\": \"$LABEL\", \"launch\": \"${LAUNCH_ARGS:-}\", \"tile\": $TILE, \"pad\": $PAD, \"wall_slabfeed\": $t_sf, \"wall_original\": $t_orig, \"ratio\": $ratio, \"place_slabfeed\": $p_sf, \"place_original\": $p_orig, \"ratio_place\": $rplace}" | log
+  echo "JSON {\"bench\": \"predict_vs_original\", \"file\": \"$FILE\", \"ranks\": $n, \"label\": \"$LABEL\", \"launch\": \"${LAUNCH_ARGS//\"/}\", \"tile\": $TILE, \"pad\": $PAD, \"wall_slabfeed\": $t_sf, \"wall_original\": $t_orig, \"ratio\": $ratio, \"place_slabfeed\": $p_sf, \"place_original\": $p_orig, \"ratio_place\": $rplace}" | log
 done
 grep '^JSON' "$OUT/predict_vs_original.log" | sed 's/^JSON //' > "$OUT/predict_vs_original.jsonl"

@@ -30,15 +30,22 @@ read -r -a run <<<"${MPIRUN:-${SF_MPIRUN[0]}}"
 # them). `slabfeed-bench --topology` prints each rank's CPUs against its GPU.
 bind=()
 if "${run[0]}" --version 2>&1 | grep -q -e 'Open MPI' -e OpenRTE; then
-  cores=$(getconf _NPROCESSORS_ONLN)
-  domains=$(find /sys/devices/system/node -maxdepth 1 -name 'node[0-9]*' 2>/dev/null | wc -l)
-  [ "$domains" -ge 1 ] || domains=1
-  per_domain=$(((NP + domains - 1) / domains)) # ranks on the fullest domain
-  pe=$((cores / domains / per_domain))
+  # Physical cores (Open MPI's unit for PE) of the NUMA domains that have
+  # CPUs: how many domains, and the smallest one's cores (lscpu, from
+  # util-linux; "0 0" without it).
+  read -r domains smallest < <(lscpu -p=CORE,NODE 2>/dev/null | grep -v '^#' |
+    sort -u | awk -F, '{ n[$2]++ } END { for (d in n) { k++; if (m == 0 || n[d] < m) m = n[d] }; print k + 0, m + 0 }') ||
+    true
+  domains=${domains:-0} smallest=${smallest:-0}
+  pe=0
+  if [ "$domains" -ge 1 ]; then
+    per_domain=$(((NP + domains - 1) / domains)) # ranks on the fullest domain
+    pe=$((smallest / per_domain))
+  fi
   if [ "$pe" -ge 1 ]; then
     bind=(--map-by "numa:PE=$pe" --rank-by core --bind-to core)
-  else
-    bind=(--bind-to none) # more ranks than cores
+  else # more ranks than cores, or no lscpu: a core each, as Open MPI does
+    bind=(--map-by numa --rank-by core --bind-to core)
   fi
 elif "${run[0]}" --version 2>&1 | grep -q HYDRA; then
   bind=(-bind-to numa)

@@ -576,7 +576,7 @@ static void *widen_range(void *p)
  * thread that cannot start leaves its part to this one). */
 static void widen_halves(float *buf, size_t n, int threads)
 {
-  const long cores = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
+  const long cores = threads > 0 ? threads : sf__core_share(1);
   const int T = cores < 2                  ? 1
                 : cores < SF_WIDEN_THREADS ? (int)cores
                                            : SF_WIDEN_THREADS;

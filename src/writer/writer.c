@@ -1087,9 +1087,8 @@ static slabfeed_status choose_io(slabfeed_writer *w, slabfeed_read_mode mode,
   else
     snprintf(what, sizeof what, "%s MPI-IO writes",
              w->independent ? "independent" : "collective");
-  char bound[160] = "";
-  if (w->direct && !w->mapped)
-    sf__core_note(node_ranks, bound, sizeof bound);
+  char bound[160] = ""; /* its writes or its page faults' threads */
+  sf__core_note(node_ranks, bound, sizeof bound);
   snprintf(w->io_how, sizeof w->io_how, "%s (read_mode %s%s%s)%s", what,
            modes[(int)mode % 4], why[0] != '\0' && w->rank == 0 ? ": " : "",
            w->rank == 0 ? why : "", bound);
