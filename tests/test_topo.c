@@ -15,7 +15,10 @@
  *   tree through SLABFEED_TEST_TOPO_SYS gives a warning for a GPU on a
  *   node without the rank's CPUs and none for a device without affinity
  *   or a machine without NUMA; bad arguments fail alike on every rank;
- * - slabfeed_loader_numa names the rank and the nodes of its slab. */
+ * - slabfeed_loader_numa names the rank and the nodes of its slab;
+ * - the threads of a rank (sf__core_share) are the node's cores over its
+ *   ranks and no more than its CPUs: bound to one CPU, one thread and a
+ *   note saying how to widen it; unbound, the share and no note. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_ISSET, mkdtemp, setenv */
 #include <errno.h>
 #include <sched.h>
@@ -27,6 +30,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "common/sys.h"
 #include "common/topo.h"
 #include "slabfeed_tools.h"
 #include "testutil.h"
@@ -536,6 +540,41 @@ static void test_loader_numa(void)
     remove(path);
 }
 
+static void test_core_share(void)
+{
+  cpu_set_t saved, one;
+  CHECK_EQ(sched_getaffinity(0, sizeof saved, &saved), 0, "sched_getaffinity");
+  const int mine = CPU_COUNT(&saved);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  CHECK_EQ(sf__cpus_allowed(), mine, "the CPUs of this thread's mask");
+  const long want = online < mine ? online : mine;
+  CHECK_EQ(sf__core_share(1), (int)(want > 0 ? want : 1),
+           "one rank: the node's cores within its mask");
+  char note[160] = "x";
+  if (mine >= online) {
+    sf__core_note(1, note, sizeof note);
+    CHECK(note[0] == '\0', "unbound: no note, got '%s'", note);
+  }
+  int first = 0;
+  while (first < CPU_SETSIZE && !CPU_ISSET(first, &saved))
+    first++;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  CHECK_EQ(sched_setaffinity(0, sizeof one, &one), 0, "bind to CPU %d", first);
+  CHECK_EQ(sf__core_share(1), 1, "bound to one CPU: one thread");
+  CHECK_EQ(sf__touch_threads(0, 1), 1, "and one page-fault thread");
+  CHECK_EQ(sf__touch_threads(3, 1), 3, "an explicit count stays");
+  sf__core_note(1, note, sizeof note);
+  if (online >= 2)
+    CHECK(strstr(note, "bound to 1 CPU of the") != NULL &&
+              strstr(note, "--bind-to none") != NULL,
+          "bound: the note says so and how to widen it: '%s'", note);
+  sf__core_note((int)online, note, sizeof note); /* a share of one core */
+  CHECK(note[0] == '\0', "a share of one core is not narrowed: '%s'", note);
+  CHECK_EQ(sched_setaffinity(0, sizeof saved, &saved), 0, "mask restored");
+  CHECK_EQ(sf__cpus_allowed(), mine, "the mask back");
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -547,6 +586,7 @@ int main(int argc, char **argv)
   test_machine();
   test_topology();
   test_loader_numa();
+  test_core_share();
   remove_fake_tree();
   return check_finish("topo");
 }
