@@ -1,10 +1,10 @@
-#define _DEFAULT_SOURCE /* madvise(2) */
+#define _GNU_SOURCE /* madvise(2), sched_getaffinity(2), CPU_COUNT */
 #include "common/sys.h"
-#include "common/topo.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +29,8 @@ uint64_t sf__meminfo(const char *key)
 
 int sf__cpus_allowed(void)
 {
-  sf__idset cpus;
-  return sf__topo_allowed(&cpus) == 0 ? sf__idset_count(&cpus) : 0;
+  cpu_set_t cpus; /* a machine of more than CPU_SETSIZE CPUs: 0, no cap */
+  return sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
 }
 
 int sf__core_share(int node_ranks)
