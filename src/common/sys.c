@@ -33,10 +33,17 @@ int sf__cpus_allowed(void)
   return sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
 }
 
-int sf__core_share(int node_ranks)
+/* The node's online cores over its node_ranks ranks, whatever the
+ * binding. */
+static long node_share(int node_ranks)
 {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  long per = cores > 0 && node_ranks > 0 ? cores / node_ranks : 1;
+  return cores > 0 && node_ranks > 0 ? cores / node_ranks : 1;
+}
+
+int sf__core_share(int node_ranks)
+{
+  long per = node_share(node_ranks);
   const int allowed = sf__cpus_allowed();
   if (allowed > 0 && per > allowed)
     per = allowed; /* bound by the launcher: no more threads than CPUs */
@@ -45,8 +52,7 @@ int sf__core_share(int node_ranks)
 
 void sf__core_note(int node_ranks, char *buf, size_t len)
 {
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const long per = cores > 0 && node_ranks > 0 ? cores / node_ranks : 1;
+  const long per = node_share(node_ranks);
   const int allowed = sf__cpus_allowed();
   if (allowed > 0 && allowed < per)
     snprintf(buf, len,
