@@ -34,7 +34,7 @@ static const char *prog = "slabfeed-predict";
 
 typedef struct predict_args {
   slabfeed_writer_config w;
-  int centre, verify, write_ceiling, no_read_ceiling;
+  int centre, verify, write_ceiling, no_read_ceiling, late_context;
 } predict_args;
 
 static const cli_choice layouts[] = {
@@ -103,6 +103,12 @@ static const cli_option options[] = {
      .help = "after the pass, time a plain pwrite + fsync of the output's "
              "bytes by the same ranks into a file beside it (removed "
              "afterwards) and print close against it"},
+    {.name = "--late-context",
+     .kind = CLI_FLAG,
+     .at = offsetof(predict_args, late_context),
+     .help = "make the GPU's CUDA context inside the open, not from the "
+             "process's start beside MPI_Init (slabfeed_warm_device), e.g. "
+             "to time what the early one saves"},
     {.name = "--no-read-ceiling",
      .kind = CLI_FLAG,
      .at = offsetof(predict_args, no_read_ceiling),
@@ -198,6 +204,9 @@ int main(int argc, char **argv)
        {"predict options", options, &a}}};
   cli_result parsed;
   cli_scan(&app, argc, argv, &parsed);
+  /* The device's context made beside MPI_Init and the open's first steps. */
+  if (cfg.device != -1 && !a.late_context)
+    slabfeed_warm_device(cfg.device);
   int provided;
   MPI_Init_thread(&argc, &argv,
                   cfg.device != -1 ? MPI_THREAD_MULTIPLE
@@ -350,12 +359,20 @@ int main(int argc, char **argv)
           (double)(C * (z1 - z0) * shape[cl ? 1 : 2] * shape[cl ? 2 : 3]) *
               es_out,
           &wceil);
-  double mine[6] = {t_next,        t_put,
-                    stats.t_read,  (double)stats.slab_bytes,
-                    (double)tiles, (double)bad};
-  double sum[6], max[6];
-  MPI_Reduce(mine, sum, 6, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-  MPI_Reduce(mine, max, 6, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  enum { NSTAT = 10 };
+  double mine[NSTAT] = {t_next,
+                        t_put,
+                        stats.t_read,
+                        (double)stats.slab_bytes,
+                        (double)tiles,
+                        (double)bad,
+                        stats.t_open,
+                        stats.t_open_context,
+                        stats.t_open_backend,
+                        stats.t_open_register};
+  double sum[NSTAT], max[NSTAT];
+  MPI_Reduce(mine, sum, NSTAT, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Reduce(mine, max, NSTAT, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank == 0) {
     const double out_bytes = (double)(C * R[3] * R[4] * R[5]) * 4.0;
     const double read_rate = sum[3] / max[2];
@@ -400,6 +417,10 @@ int main(int argc, char **argv)
       printf("%s: open: read ceiling n/a (filters or fields: their bytes "
              "are not at known offsets)\n",
              prog);
+    printf("%s: loader open %.2f s (the slowest rank's each): slabs read "
+           "%.2f, then waiting for the CUDA context %.2f, back end %.2f (of "
+           "it the slab window registered with CUDA %.2f)\n",
+           prog, max[6], max[2], max[7], max[8], max[9]);
     if (age_max[AGE_INIT] >= 0)
       printf("%s: timeline (seconds since the process started, slowest "
              "rank): MPI up %.2f, loader open %.2f (+%.2f), writer open %.2f "

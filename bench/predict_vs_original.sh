@@ -14,9 +14,11 @@
 # interpreter jobs/env.sh finds), OUT (a folder for the log and JSON),
 # PREDICT_ARGS (more options of slabfeed-predict, e.g. "--huge-pages off
 # --write-map off" for 0.10's memory; LABEL names them in the JSON),
-# LAUNCH_ARGS (more flags of the launcher for slabfeed's runs, e.g.
-# "--bind-to none": Open MPI's mpirun binds one or two ranks to one core
-# each, and the loader then reads and faults on that one core).
+# LAUNCH_ARGS (the launcher's binding flags for slabfeed's runs; unset,
+# those of jobs/mpi.sh's sf_bind, as jobs/mpirun.sh starts its ranks: each
+# rank bound to its share of a NUMA domain's cores. Open MPI's own default
+# binds one or two ranks to one core each, and the loader then reads and
+# faults on that one core: LAUNCH_ARGS= measures that).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . jobs/mpi.sh
@@ -28,8 +30,6 @@ FILE=${FILE:-/dev/shm/box$SIZE.h5}
 TILE=${TILE:-128} PAD=${PAD:-16} WORKERS=${WORKERS:-8} RANKS=${RANKS:-"1 4"}
 DEVICE=${DEVICE:-0}
 read -r -a EXTRA <<< "${PREDICT_ARGS:-}"
-LAUNCH_ARGS=${LAUNCH_ARGS:-}
-read -r -a LAUNCH <<< "$LAUNCH_ARGS"
 LABEL=${LABEL:-default}
 OUTDIR=${OUTDIR:-$(dirname "$FILE")}
 OUT=${OUT:-bench-out}
@@ -68,6 +68,12 @@ p_orig=$(placed original "$t0" "$before")
 echo "original: wall $t_orig s to its exit, $p_orig s to the file in place (command start to each)" | log
 
 for n in $RANKS; do
+  if [ -n "${LAUNCH_ARGS+x}" ]; then
+    read -r -a LAUNCH <<< "$LAUNCH_ARGS"
+  else
+    sf_bind "$n"
+    LAUNCH=(${SF_BIND[@]+"${SF_BIND[@]}"})
+  fi
   # Timed as a user runs it (no ceilings measured inside), then again for
   # the read and write ceilings of the same ranks and file.
   before=$(lines)
@@ -85,6 +91,6 @@ for n in $RANKS; do
   ratio=$(awk -v a="$t_sf" -v b="$t_orig" 'BEGIN { printf "%.3f", a / b }')
   rplace=$(ratio_of "$p_sf" "$p_orig")
   echo "slabfeed-predict, $n ranks: wall $t_sf s = $ratio x the original's $t_orig s (to the exit); $p_sf s = $rplace x the original's $p_orig s (to the file in place)" | log
-  echo "JSON {\"bench\": \"predict_vs_original\", \"file\": \"$FILE\", \"ranks\": $n, \"label\": \"$LABEL\", \"launch\": \"${LAUNCH_ARGS//\"/}\", \"tile\": $TILE, \"pad\": $PAD, \"wall_slabfeed\": $t_sf, \"wall_original\": $t_orig, \"ratio\": $ratio, \"place_slabfeed\": $p_sf, \"place_original\": $p_orig, \"ratio_place\": $rplace}" | log
+  echo "JSON {\"bench\": \"predict_vs_original\", \"file\": \"$FILE\", \"ranks\": $n, \"label\": \"$LABEL\", \"launch\": \"${LAUNCH[*]+${LAUNCH[*]}}\", \"tile\": $TILE, \"pad\": $PAD, \"wall_slabfeed\": $t_sf, \"wall_original\": $t_orig, \"ratio\": $ratio, \"place_slabfeed\": $p_sf, \"place_original\": $p_orig, \"ratio_place\": $rplace}" | log
 done
 grep '^JSON' "$OUT/predict_vs_original.log" | sed 's/^JSON //' > "$OUT/predict_vs_original.jsonl"

@@ -660,6 +660,16 @@ typedef struct slabfeed_stats {
                                    staging (one node), those given back
                                    after the fill where no crop piece
                                    crosses nodes, else 0 */
+  /* Added in 0.12: where slabfeed_open's time went on this rank. */
+  double t_open;          /* the whole of slabfeed_open */
+  double t_open_context;  /* of it, after the read: the wait for the
+                             device's context, made on a thread of its own
+                             beside the read (0 without a device) */
+  double t_open_backend;  /* of it: the back end's open, residency and
+                             start (streams, device and pinned memory,
+                             registrations) */
+  double t_open_register; /* of t_open_backend: the node's slab window
+                             registered with CUDA for the copy engine */
 } slabfeed_stats;
 
 #define SLABFEED_STATS_INIT SLABFEED_SIZED_INIT(slabfeed_stats)
@@ -668,6 +678,25 @@ typedef struct slabfeed_stats {
  * --------------------------------------------------------------- */
 
 typedef struct slabfeed_loader slabfeed_loader;
+
+/* slabfeed_warm_device - starts making the CUDA context of a device on a
+ * thread of its own and returns at once, so that the context (tenths of a
+ * second; more where several ranks share a GPU) is made while MPI_Init
+ * and the file's open run instead of after them. Call it first in main,
+ * before MPI_Init (0.12). slabfeed_open then finds the context made, or
+ * waits for the same one. device: a device number, or
+ * SLABFEED_DEVICE_LOCAL: the launcher's local rank (the first set of
+ * OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID) modulo the
+ * visible devices, the GPU slabfeed_open's node rank picks under the
+ * usual rank order; nothing where none is set (a context on a GPU the
+ * open would not use holds its memory for nothing). -1: nothing.
+ * Collective no; it never calls MPI. Threads: any. Device: the calling
+ *   thread's current device is unchanged.
+ * Failure: none reported (slabfeed_open meets and reports a device that
+ *   cannot be used). Returns 1 where a thread was started, else 0 (no
+ *   CUDA in this build, no local rank known, no thread).
+ * Lifetime: the thread ends by itself; nothing to release. */
+SLABFEED_API int slabfeed_warm_device(int device);
 
 /* slabfeed_open - opens cfg->path with parallel HDF5, validates the datasets
  * and the options, reads this rank's z-slab (plus halo) into the node's

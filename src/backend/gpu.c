@@ -7,6 +7,7 @@
  * stream wait on its ready event. All memory, streams and events are taken
  * at open; nothing after it allocates, registers or synchronises the
  * device. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1027,11 +1028,16 @@ static slabfeed_status gpu_reside(sf__backend *g, char *how, size_t len,
    * with the slabs on the GPU, the host copies can go. Reached by every
    * rank (it agrees a failure of the lines above too). */
   const int host_unread = !sf__fetch_needed(g->ctx.plan);
+  double t_register = 0;
   if (sf__resident_open(&g->res, g->ctx.store, g->device, g->copy, host_unread,
                         e) == SLABFEED_OK &&
-      !g->res.on && register_window(g, e) == SLABFEED_OK &&
-      sf__inject("register", g->ctx.store->rank))
-    sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'register'");
+      !g->res.on) {
+    const double t0 = sf__now();
+    if (register_window(g, e) == SLABFEED_OK &&
+        sf__inject("register", g->ctx.store->rank))
+      sf__fail(e, SLABFEED_ERR_CUDA, "injected failure at stage 'register'");
+    t_register = sf__now() - t0;
+  }
   if (set)
     sf__cudart_set_device(caller, e->status == SLABFEED_OK ? e : &local);
   /* Decided once, here: the producer reads no environment. */
@@ -1039,7 +1045,8 @@ static slabfeed_status gpu_reside(sf__backend *g, char *how, size_t len,
   snprintf(how, len, "%s", g->res.how);
   const slabfeed_stats held = {.device_slab_bytes =
                                    g->res.on ? g->res.bytes : 0,
-                               .slab_released_bytes = g->res.released};
+                               .slab_released_bytes = g->res.released,
+                               .t_open_register = t_register};
   sf__stats_add(g->ctx.stats, &held);
   return e->status;
 }
@@ -1125,6 +1132,7 @@ typedef struct gpu_warm_t {
   pthread_t th;
   int device;    /* or SLABFEED_DEVICE_LOCAL */
   int node_rank; /* for device local */
+  int detached;  /* slabfeed_warm_device's: the thread frees it */
 } gpu_warm_t;
 
 static void *warm_main(void *arg)
@@ -1139,6 +1147,8 @@ static void *warm_main(void *arg)
   sf__err_clear(&ignored);
   if (device >= 0 && device < count)
     sf__cudart_set_device(device, &ignored);
+  if (w->detached)
+    free(w);
   return NULL;
 }
 
@@ -1156,6 +1166,40 @@ static void *gpu_warm(const sf__config *cfg, int node_rank)
     return NULL;
   }
   return w;
+}
+
+/* The launcher's local rank (slabfeed_warm_device), or -1. */
+static int launcher_local_rank(void)
+{
+  static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK",
+                                      "MPI_LOCALRANKID", "SLURM_LOCALID"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const char *v = getenv(names[i]);
+    char *end;
+    const long r = v != NULL ? strtol(v, &end, 10) : -1;
+    if (v != NULL && end != v && *end == '\0' && r >= 0 && r < INT_MAX)
+      return (int)r;
+  }
+  return -1;
+}
+
+int slabfeed_warm_device(int device)
+{
+  const int local = device == SLABFEED_DEVICE_LOCAL ? launcher_local_rank() : 0;
+  if ((device < 0 && device != SLABFEED_DEVICE_LOCAL) || local < 0)
+    return 0;
+  gpu_warm_t *w = calloc(1, sizeof *w);
+  if (w == NULL)
+    return 0;
+  w->device = device;
+  w->node_rank = local;
+  w->detached = 1;
+  if (pthread_create(&w->th, NULL, warm_main, w) != 0) {
+    free(w);
+    return 0;
+  }
+  pthread_detach(w->th);
+  return 1;
 }
 
 static void gpu_warm_join(void *handle)

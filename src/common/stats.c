@@ -36,6 +36,10 @@ void sf__stats_add(sf__stats *s, const slabfeed_stats *d)
   t->remote_runs += d->remote_runs;
   t->device_slab_bytes += d->device_slab_bytes;
   t->slab_released_bytes += d->slab_released_bytes;
+  t->t_open += d->t_open;
+  t->t_open_context += d->t_open_context;
+  t->t_open_backend += d->t_open_backend;
+  t->t_open_register += d->t_open_register;
   if (d->loader_thread)
     t->loader_thread = d->loader_thread;
   /* The placement is set once, at open. */

@@ -332,9 +332,16 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
   const int node_rank = node_rank_of(l);
   void *warm = l->ops->warm != NULL ? l->ops->warm(&l->cfg, node_rank) : NULL;
   const slabfeed_status read = read_stages(l, e);
+  const double t_read = sf__now();
   if (l->ops->warm_join != NULL)
     l->ops->warm_join(warm);
-  return read == SLABFEED_OK ? back_end_stages(l, e) : read;
+  const double t_warm = sf__now();
+  if (read == SLABFEED_OK)
+    back_end_stages(l, e);
+  const slabfeed_stats spent = {.t_open_context = t_warm - t_read,
+                                .t_open_backend = sf__now() - t_warm};
+  sf__stats_add(&l->stats, &spent);
+  return e->status;
 }
 
 /* Releases what open took; safe on a partly opened loader. */
@@ -358,6 +365,7 @@ slabfeed_status slabfeed_open(MPI_Comm comm, const slabfeed_config *cfg,
                               slabfeed_loader **out, char *errbuf,
                               size_t errlen)
 {
+  const double t0 = sf__now();
   sf__err e;
   sf__err_clear(&e);
   if (out != NULL)
@@ -393,6 +401,8 @@ slabfeed_status slabfeed_open(MPI_Comm comm, const slabfeed_config *cfg,
     sf__err_copy(&e, errbuf, errlen);
     return e.status;
   }
+  const slabfeed_stats spent = {.t_open = sf__now() - t0};
+  sf__stats_add(&l->stats, &spent);
   register_live(l);
   *out = l;
   sf__err_copy(&e, errbuf, errlen);
