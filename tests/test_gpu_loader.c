@@ -564,19 +564,61 @@ static void check_open_peak(cudaStream_t s, int expect_thread)
           RANDOM, 1);
 }
 
+/* slabfeed_warm_device: `warmed` is its answer before MPI_Init (the
+ * launcher's local rank set: a thread started, whose context every loader
+ * below then uses); without a local rank, or with one that is not a
+ * number, or for device -1, nothing. Runs without a GPU too. */
+static void check_warm_device(int warmed)
+{
+  static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK",
+                                      "MPI_LOCALRANKID", "SLURM_LOCALID"};
+  char *saved[3];
+  int launcher = 0;
+  for (int i = 0; i < 3; i++) {
+    const char *v = getenv(names[i]);
+    saved[i] = v != NULL ? strdup(v) : NULL;
+    launcher |= v != NULL && v[0] >= '0' && v[0] <= '9';
+  }
+  if (launcher)
+    CHECK(warmed == 1,
+          "slabfeed_warm_device(local) before MPI_Init gave %d "
+          "with the launcher's local rank set",
+          warmed);
+  CHECK(slabfeed_warm_device(-1) == 0, "slabfeed_warm_device(-1) acted");
+  for (int i = 0; i < 3; i++)
+    unsetenv(names[i]);
+  CHECK(slabfeed_warm_device(SLABFEED_DEVICE_LOCAL) == 0,
+        "slabfeed_warm_device(local) acted without a local rank");
+  setenv("SLURM_LOCALID", "1x", 1);
+  setenv("MPI_LOCALRANKID", "-1", 1);
+  CHECK(slabfeed_warm_device(SLABFEED_DEVICE_LOCAL) == 0,
+        "slabfeed_warm_device(local) acted on local ranks '1x' and '-1'");
+  for (int i = 0; i < 3; i++) {
+    if (saved[i] != NULL)
+      setenv(names[i], saved[i], 1);
+    else
+      unsetenv(names[i]);
+    free(saved[i]);
+  }
+}
+
 int main(int argc, char **argv)
 {
   const int want = argc > 1 && strcmp(argv[1], "single") == 0
                        ? MPI_THREAD_SINGLE
                        : MPI_THREAD_MULTIPLE;
+  /* The context made beside MPI_Init, as a program would ask for it. */
+  const int warmed = slabfeed_warm_device(SLABFEED_DEVICE_LOCAL);
   int provided;
   MPI_Init_thread(&argc, &argv, want, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (argc > 2 && strcmp(argv[2], "device") == 0)
     residency = SLABFEED_RESIDENCY_DEVICE;
+  check_warm_device(warmed);
   if (gpu_count() == 0)
-    return check_skip("gpu.loader", "no CUDA device");
+    return check_failures > 0 ? check_finish("gpu.loader")
+                              : check_skip("gpu.loader", "no CUDA device");
   const char *env = getenv(SLABFEED_ENV_RANK_PER_NODE);
   const int rpn = env != NULL && env[0] == '1' && size > 1;
   /* The loader thread never calls MPI: it runs at every thread level. */
