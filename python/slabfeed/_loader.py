@@ -322,8 +322,11 @@ class Loader:
         batches, samples, bytes_own/node/remote/out, t_read, t_plan,
         t_gather, t_h2d, t_transform, t_wait (exposed wait in next, s),
         slab_bytes, staging_bytes, loader_thread, remote_gets, remote_runs,
-        and the placement: nodes, group_nodes, groups, group, node_budget,
-        node_store_bytes, replica_bytes."""
+        the placement: nodes, group_nodes, groups, group, node_budget,
+        node_store_bytes, replica_bytes; device_slab_bytes,
+        slab_released_bytes; and where the open's time went (0.12):
+        t_open, of it t_open_context (waiting for the device's context
+        after the read), t_open_backend and, of that, t_open_register."""
         return self._c.stats()
 
     def close(self, force: bool = False) -> None:

@@ -909,15 +909,17 @@ static PyObject *loader_stats(sfpy_loader *self, PyObject *noargs)
   if (d == NULL)
     return NULL;
   PyObject *more = Py_BuildValue(
-      "{s:K,s:K,s:i,s:i,s:i,s:i,s:K,s:K,s:K,s:K,s:K}", "remote_gets",
-      (unsigned long long)s.remote_gets, "remote_runs",
+      "{s:K,s:K,s:i,s:i,s:i,s:i,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d}",
+      "remote_gets", (unsigned long long)s.remote_gets, "remote_runs",
       (unsigned long long)s.remote_runs, "nodes", s.nodes, "group_nodes",
       s.group_nodes, "groups", s.groups, "group", s.group, "node_budget",
       (unsigned long long)s.node_budget, "node_store_bytes",
       (unsigned long long)s.node_store_bytes, "replica_bytes",
       (unsigned long long)s.replica_bytes, "device_slab_bytes",
       (unsigned long long)s.device_slab_bytes, "slab_released_bytes",
-      (unsigned long long)s.slab_released_bytes);
+      (unsigned long long)s.slab_released_bytes, "t_open", s.t_open,
+      "t_open_context", s.t_open_context, "t_open_backend", s.t_open_backend,
+      "t_open_register", s.t_open_register);
   if (more == NULL || PyDict_Update(d, more) < 0) {
     Py_XDECREF(more);
     Py_DECREF(d);

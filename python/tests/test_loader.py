@@ -217,6 +217,11 @@ def test_len_stats_and_defaults(index_volume):
         assert st["batches"] == 2 and st["samples"] == 2
         assert st["bytes_out"] == 2 * (4 + 5) * 8 ** 3 * 4
         assert st["slab_bytes"] > 0
+        # the open's parts lie inside it (host batches: no context, no
+        # registration)
+        assert 0 < st["t_read"] <= st["t_open"]
+        assert st["t_open_context"] == 0 and st["t_open_register"] == 0
+        assert st["t_read"] + st["t_open_backend"] <= st["t_open"]
         # SLABFEED_RANK_PER_NODE=1 (python.rpn.np2): pieces of the other
         # ranks' slabs travel with MPI_Get
         moved = COMM.allreduce(st["bytes_remote"])
