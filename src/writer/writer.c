@@ -1150,7 +1150,10 @@ static void register_slabs(slabfeed_writer *w)
       sf__cudart_set_device(w->device, &probe))
     return;
   int ok = 1;
-  for (int q = 0; q < w->size && ok; q++) {
+  /* Its own slab first, then the next ranks': the node's ranks pin
+   * different pages at a time. */
+  for (int i = 0; i < w->size && ok; i++) {
+    const int q = (w->rank + i) % w->size;
     const size_t bytes =
         (size_t)(planes_of(w, q) * plane_elems(w)) * sizeof(float);
     if (w->peer[q] != NULL && bytes > 0) {
@@ -1447,7 +1450,19 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     w->as.check_only = 0;
     if (sf__agree(w->comm, &e) == SLABFEED_OK && !w->mapped)
       sf__aside_reserve(&w->as, reserve_bytes(w, c.chunk), &e);
-    if (sf__agree(w->comm, &e) == SLABFEED_OK && w->mapped)
+    const int go = sf__agree(w->comm, &e) == SLABFEED_OK;
+#ifdef SF_HAVE_CUDA
+    /* Mapped: the node's slabs registered while the pages are allocated
+     * (tmpfs inserts one file's pages one at a time, whoever faults
+     * them: the pinning of the pages already there runs beside it). A
+     * page the filesystem cannot back fails the registration (staged
+     * puts) and the reservation (the open's error). */
+    pthread_t mreg;
+    const int mreg_thread =
+        go && w->mapped && w->device >= 0 &&
+        pthread_create(&mreg, NULL, register_thread, &job) == 0;
+#endif
+    if (go && w->mapped)
       reserve_pages(w, &e);
     if (sf__agree(w->comm, &e) == SLABFEED_OK)
       slab_bytes = fault_slab(w, huge, &e);
@@ -1455,7 +1470,10 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     if (e.status == SLABFEED_OK && w->mapped && w->rank == 0)
       w->as.reserved = w->map_size;
 #ifdef SF_HAVE_CUDA
-    if (sf__agree(w->comm, &e) == SLABFEED_OK && w->device >= 0)
+    const int agreed = sf__agree(w->comm, &e) == SLABFEED_OK;
+    if (mreg_thread)
+      pthread_join(mreg, NULL);
+    else if (agreed && w->device >= 0)
       register_thread(&job);
 #endif
   }
