@@ -108,10 +108,8 @@ typedef struct pass_case {
   int nomap;     /* write_map off (0.11) */
   int overwrite; /* the writer's overwrite */
   int noreserve; /* SLABFEED_TEST_NO_RESERVE=1: planned to map, not mapped */
-  int nopopulate;  /* SLABFEED_TEST_NO_POPULATE=1: mapped pages reserved
-                      with fallocate (a kernel without MADV_POPULATE_WRITE) */
-  int nofallocate; /* SLABFEED_TEST_NO_FALLOCATE=1: mapped pages populated
-                      without fallocate first (0.11's way) */
+  int nopopulate; /* SLABFEED_TEST_NO_POPULATE=1: mapped pages reserved
+                     with fallocate (a kernel without MADV_POPULATE_WRITE) */
 } pass_case;
 
 static void pass_config(slabfeed_config *c, const pass_case *k)
@@ -237,14 +235,11 @@ static void round_trip(const pass_case *k, int affine)
     setenv("SLABFEED_TEST_NO_RESERVE", "1", 1);
   if (k->nopopulate)
     setenv("SLABFEED_TEST_NO_POPULATE", "1", 1);
-  if (k->nofallocate)
-    setenv("SLABFEED_TEST_NO_FALLOCATE", "1", 1);
   slabfeed_config c;
   slabfeed_loader *l = open_pass(k, &c);
   if (l == NULL) {
     unsetenv("SLABFEED_TEST_NO_RESERVE");
     unsetenv("SLABFEED_TEST_NO_POPULATE");
-    unsetenv("SLABFEED_TEST_NO_FALLOCATE");
     return;
   }
   slabfeed_writer_config wc;
@@ -304,21 +299,18 @@ static void round_trip(const pass_case *k, int affine)
                         k->file_dtype != SLABFEED_DTYPE_F16 && pb % page == 0 &&
                         maps_here();
     const int mapped = planned && !k->noreserve;
-    /* Mapped: every page of the data allocated at open (with fallocate,
-     * then populated; fallocate alone where the kernel cannot populate;
-     * populated alone as 0.11 did), and said which. */
+    /* Mapped: every page of the data allocated at open (populated, or
+     * with fallocate where the kernel cannot), and said which. */
     if (mapped && rank == 0) {
       const uint64_t data =
           (uint64_t)(shape[0] * shape[1] * shape[2] * shape[3] * 4);
-      const char *way = k->nopopulate    ? "pages reserved (fallocate)"
-                        : k->nofallocate ? "pages reserved (populated)"
-                                         : "pages reserved (fallocate, then "
-                                           "populated)";
-      CHECK(at_open >= data && strstr(how, way) != NULL,
-            "%s: %llu bytes allocated at open for %llu of data; writer io "
-            "'%s'",
-            k->name, (unsigned long long)at_open, (unsigned long long)data,
-            how);
+      CHECK(
+          at_open >= data &&
+              strstr(how, k->nopopulate ? "pages reserved (fallocate)"
+                                        : "pages reserved (populated)") != NULL,
+          "%s: %llu bytes allocated at open for %llu of data; writer io "
+          "'%s'",
+          k->name, (unsigned long long)at_open, (unsigned long long)data, how);
     }
     /* Planned but the space not reserved: written, not mapped, and why. */
     if (planned && !mapped && rank == 0)
@@ -347,7 +339,6 @@ static void round_trip(const pass_case *k, int affine)
   }
   unsetenv("SLABFEED_TEST_NO_RESERVE");
   unsetenv("SLABFEED_TEST_NO_POPULATE");
-  unsetenv("SLABFEED_TEST_NO_FALLOCATE");
   slabfeed_close(l);
   if (rank == 0 && st == SLABFEED_OK) {
     whole in, got;
@@ -858,12 +849,6 @@ int main(int argc, char **argv)
        .file_layout = SLABFEED_LAYOUT_CL,
        .mode = 1 + SLABFEED_READ_DIRECT,
        .nopopulate = 1,
-       .batch = 2},
-      {.name = "map_populate_only_T8_P2",
-       .T = 8,
-       .P = 2,
-       .mode = 1 + SLABFEED_READ_DIRECT,
-       .nofallocate = 1,
        .batch = 2},
       {.name = "map_noreserve_T8_P2",
        .T = 8,

@@ -85,8 +85,7 @@ struct slabfeed_writer {
    * mapping of the file per channel, placed one after the other), NULL
    * where rank q has none; map_fd the file aside, opened to map it. */
   int mapped, map_fd;
-  int map_fallocated; /* this rank's pages reserved with fallocate: 1,
-                        then populated; 2, left to faults */
+  int map_fallocated; /* this rank's pages reserved with fallocate */
   uint64_t map_off;   /* the data's offset in the file */
   uint64_t map_size;  /* rank 0: the file's size when mapped */
   char **map_base;
@@ -577,50 +576,32 @@ static slabfeed_status map_slabs(slabfeed_writer *w, sf__err *e)
   return e->status;
 }
 
-/* Test-only: SLABFEED_TEST_NO_FALLOCATE=1 populates the mapping's pages
- * without allocating them first (0.11's way), for the benchmark's
- * before-and-after. */
-static int fallocate_first(void)
-{
-  const char *v = getenv("SLABFEED_TEST_NO_FALLOCATE");
-  return v == NULL || v[0] != '1';
-}
-
 /* This rank's planes of the mapped file allocated before any put stores
- * into them. First fallocate of each channel's planes: tmpfs allocates
- * their pages in one call per run, without a fault each, and defers
- * their zeroing to the first touch; concurrent page faults into one file
- * contend for its mapping and accounting locks instead (docs/DECISIONS.md,
- * "Allocated, then populated"). Then the pages populated on the rank's
- * threads (zeroed and mapped, in parallel), or, where the kernel has no
- * MADV_POPULATE_WRITE, left for the registration's or the puts' faults:
- * they exist. A refusal (a full tmpfs, a memory limit) is an error here,
- * never a SIGBUS later. */
+ * into them: populated on the rank's threads (tmpfs allocates the pages,
+ * in parallel over the node's ranks, where rank 0's fallocate of the
+ * whole file would allocate them on one thread), or, where the kernel
+ * has no MADV_POPULATE_WRITE, reserved with fallocate. A refusal (a full
+ * tmpfs, a memory limit) is an error here, never a SIGBUS later. */
 static slabfeed_status reserve_pages(slabfeed_writer *w, sf__err *e)
 {
   const int64_t zq = planes_of(w, w->rank);
   if (zq == 0 || w->slab == NULL)
     return e->status;
   const size_t bytes = (size_t)(zq * plane_elems(w)) * sizeof(float);
-  int err = sf__inject("writer.reserve", w->rank) ? ENOSPC : 0;
-  const int64_t runs = w->cl ? 1 : w->C, pb = plane_run_bytes(w);
-  for (int64_t k = 0; k < runs && err == 0 && fallocate_first(); k++)
-    if (fallocate(w->map_fd, FALLOC_FL_KEEP_SIZE, run_offset(w, w->rank, k),
-                  (off_t)(zq * pb)) == 0)
-      w->map_fallocated = 1;
-    else if (errno == EOPNOTSUPP && k == 0)
-      break; /* no fallocate here: the populate allocates */
-    else
-      err = errno;
-  if (err == 0)
-    err = sf__populate_strict(w->slab, bytes, w->touch);
-  if (err == EINVAL && w->map_fallocated) {
-    err = 0; /* no MADV_POPULATE_WRITE: the pages exist, faults map them */
-    w->map_fallocated = 2;
+  int err = sf__inject("writer.reserve", w->rank)
+                ? ENOSPC
+                : sf__populate_strict(w->slab, bytes, w->touch);
+  if (err == EINVAL) { /* no MADV_POPULATE_WRITE: each channel's planes */
+    err = 0;
+    w->map_fallocated = 1;
+    const int64_t runs = w->cl ? 1 : w->C, pb = plane_run_bytes(w);
+    for (int64_t k = 0; k < runs && err == 0; k++)
+      if (fallocate(w->map_fd, FALLOC_FL_KEEP_SIZE, run_offset(w, w->rank, k),
+                    (off_t)(zq * pb)) != 0)
+        err = errno;
   }
-  /* A page the filesystem cannot back: ENOSPC from fallocate, EFAULT from
-   * madvise (the fault's SIGBUS, refused). EINVAL left: a kernel without
-   * MADV_POPULATE_WRITE and a filesystem without fallocate. */
+  /* A page the filesystem cannot back: EFAULT from madvise (the fault's
+   * SIGBUS, refused), ENOSPC from fallocate. */
   if (err != 0)
     sf__fail(e, SLABFEED_ERR_IO,
              "writer: cannot reserve %.2f MB for output planes [%lld,%lld) of "
@@ -1502,10 +1483,8 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
       snprintf(w->io_how + used, sizeof w->io_how - used,
                "; open: file created, mapped and its pages reserved (%s) "
                "%.2f s%s",
-               w->map_fallocated == 2   ? "fallocate"
-               : w->map_fallocated == 1 ? "fallocate, then populated"
-                                        : "populated",
-               t_done - t_mem, reg_how);
+               w->map_fallocated ? "fallocate" : "populated", t_done - t_mem,
+               reg_how);
     else
       snprintf(w->io_how + used, sizeof w->io_how - used,
                "; open: slab windows and page faults %.2f s%s, file created "
