@@ -232,7 +232,7 @@ int main(int argc, char **argv)
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   /* The timeline of the run: seconds since this process started at the
    * end of each step (the slowest rank's, printed at the end). */
-  enum { AGE_INIT, AGE_OPEN, AGE_WOPEN, AGE_PASS, AGE_CLOSE, AGES };
+  enum { AGE_INIT, AGE_OPEN, AGE_WOPEN, AGE_PASS, AGE_CLOSE, AGE_LCLOSE, AGES };
   double age[AGES] = {cli_process_age()};
   if (cfg.tile <= 0)
     cli_usage_fail(&app, "--tile is required: the writer needs a tiled pass");
@@ -327,6 +327,7 @@ int main(int argc, char **argv)
   slabfeed_stats stats = SLABFEED_STATS_INIT;
   slabfeed_stats_get(l, &stats);
   slabfeed_close(l);
+  age[AGE_LCLOSE] = cli_process_age();
   free(buf);
   /* A put refused or failed (or a next failed) on any rank is the cause:
    * its message (the lowest such rank's first) before the close's, which
@@ -447,13 +448,15 @@ int main(int argc, char **argv)
       printf("%s: timeline (seconds since the process started, slowest "
              "rank): MPI up %.2f, loader open %.2f (+%.2f), writer open %.2f "
              "(+%.2f), pass %.2f (+%.2f), output in place %.2f (+%.2f), "
-             "writer closed %.2f (+%.2f: memory released)\n",
+             "writer closed %.2f (+%.2f: memory released), loader closed "
+             "%.2f (+%.2f)\n",
              prog, age_max[AGE_INIT], age_max[AGE_OPEN],
              age_max[AGE_OPEN] - age_max[AGE_INIT], age_max[AGE_WOPEN],
              age_max[AGE_WOPEN] - age_max[AGE_OPEN], age_max[AGE_PASS],
              age_max[AGE_PASS] - age_max[AGE_WOPEN], in_place,
              in_place - age_max[AGE_PASS], age_max[AGE_CLOSE],
-             age_max[AGE_CLOSE] - in_place);
+             age_max[AGE_CLOSE] - in_place, age_max[AGE_LCLOSE],
+             age_max[AGE_LCLOSE] - age_max[AGE_CLOSE]);
     /* For a clock outside the job (bench/predict_vs_original.sh). */
     if (placed > 0)
       printf("%s: output in place at Unix time %.3f (its rename)\n", prog,
