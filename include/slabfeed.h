@@ -695,7 +695,8 @@ typedef struct slabfeed_loader slabfeed_loader;
  * Failure: none reported (slabfeed_open meets and reports a device that
  *   cannot be used). Returns 1 where a thread was started, else 0 (no
  *   CUDA in this build, no local rank known, no thread).
- * Lifetime: the thread ends by itself; nothing to release. */
+ * Lifetime: nothing to release: slabfeed_open (after its read), a later
+ *   call and the process's exit wait for the thread. */
 SLABFEED_API int slabfeed_warm_device(int device);
 
 /* slabfeed_open - opens cfg->path with parallel HDF5, validates the datasets

@@ -564,11 +564,12 @@ static void check_open_peak(cudaStream_t s, int expect_thread)
           RANDOM, 1);
 }
 
-/* slabfeed_warm_device: `warmed` is its answer before MPI_Init (the
- * launcher's local rank set: a thread started, whose context every loader
- * below then uses); without a local rank, or with one that is not a
- * number, or for device -1, nothing. Runs without a GPU too. */
-static void check_warm_device(int warmed)
+/* slabfeed_warm_device where it must do nothing: device -1, no local
+ * rank, local ranks that are not numbers. Before MPI_Init and before any
+ * thread (the environment is changed and restored here, and a thread in
+ * the CUDA runtime reads it); the answers into acted[3]. Returns whether
+ * the launcher set a local rank. */
+static int warm_refusals(int acted[3])
 {
   static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK",
                                       "MPI_LOCALRANKID", "SLURM_LOCALID"};
@@ -579,20 +580,13 @@ static void check_warm_device(int warmed)
     saved[i] = v != NULL ? strdup(v) : NULL;
     launcher |= v != NULL && v[0] >= '0' && v[0] <= '9';
   }
-  if (launcher)
-    CHECK(warmed == 1,
-          "slabfeed_warm_device(local) before MPI_Init gave %d "
-          "with the launcher's local rank set",
-          warmed);
-  CHECK(slabfeed_warm_device(-1) == 0, "slabfeed_warm_device(-1) acted");
+  acted[0] = slabfeed_warm_device(-1);
   for (int i = 0; i < 3; i++)
     unsetenv(names[i]);
-  CHECK(slabfeed_warm_device(SLABFEED_DEVICE_LOCAL) == 0,
-        "slabfeed_warm_device(local) acted without a local rank");
+  acted[1] = slabfeed_warm_device(SLABFEED_DEVICE_LOCAL);
   setenv("SLURM_LOCALID", "1x", 1);
   setenv("MPI_LOCALRANKID", "-1", 1);
-  CHECK(slabfeed_warm_device(SLABFEED_DEVICE_LOCAL) == 0,
-        "slabfeed_warm_device(local) acted on local ranks '1x' and '-1'");
+  acted[2] = slabfeed_warm_device(SLABFEED_DEVICE_LOCAL);
   for (int i = 0; i < 3; i++) {
     if (saved[i] != NULL)
       setenv(names[i], saved[i], 1);
@@ -600,6 +594,24 @@ static void check_warm_device(int warmed)
       unsetenv(names[i]);
     free(saved[i]);
   }
+  return launcher;
+}
+
+/* What warm_refusals found, and `warmed`: slabfeed_warm_device(local)
+ * before MPI_Init, with the launcher's local rank set, started a thread
+ * (whose context every loader below then uses). Runs without a GPU too. */
+static void check_warm_device(const int acted[3], int launcher, int warmed)
+{
+  CHECK(acted[0] == 0, "slabfeed_warm_device(-1) acted");
+  CHECK(acted[1] == 0, "slabfeed_warm_device(local) acted without a local "
+                       "rank");
+  CHECK(acted[2] == 0, "slabfeed_warm_device(local) acted on local ranks "
+                       "'1x' and '-1'");
+  if (launcher)
+    CHECK(warmed == 1,
+          "slabfeed_warm_device(local) before MPI_Init gave %d with the "
+          "launcher's local rank set",
+          warmed);
 }
 
 int main(int argc, char **argv)
@@ -607,6 +619,8 @@ int main(int argc, char **argv)
   const int want = argc > 1 && strcmp(argv[1], "single") == 0
                        ? MPI_THREAD_SINGLE
                        : MPI_THREAD_MULTIPLE;
+  int acted[3];
+  const int launcher = warm_refusals(acted);
   /* The context made beside MPI_Init, as a program would ask for it. */
   const int warmed = slabfeed_warm_device(SLABFEED_DEVICE_LOCAL);
   int provided;
@@ -615,7 +629,7 @@ int main(int argc, char **argv)
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (argc > 2 && strcmp(argv[2], "device") == 0)
     residency = SLABFEED_RESIDENCY_DEVICE;
-  check_warm_device(warmed);
+  check_warm_device(acted, launcher, warmed);
   if (gpu_count() == 0)
     return check_failures > 0 ? check_finish("gpu.loader")
                               : check_skip("gpu.loader", "no CUDA device");

@@ -49,6 +49,20 @@ static void round_trip(const char *input, int symmetry, slabfeed_out_layout lay,
   CHECK(st == SLABFEED_OK, "open: %s", err);
   if (st != SLABFEED_OK)
     return;
+  /* residency auto (0.12): a pass of several ranks on one node holds its
+   * slabs on the GPU (the staged fill: no host window to register), one
+   * rank per node keeps host memory. */
+  slabfeed_stats ps = SLABFEED_STATS_INIT;
+  slabfeed_stats_get(l, &ps);
+  const int want_device = ps.nodes == 1 && size > 1;
+  char line[1024];
+  slabfeed_placement(l, line, sizeof line);
+  CHECK((ps.device_slab_bytes > 0) == want_device &&
+            (want_device ||
+             strstr(line, "a tiled pass of one rank per node") != NULL),
+        "residency auto, %d rank(s) on %d node(s): %llu slab bytes on the "
+        "GPU; %s",
+        size, ps.nodes, (unsigned long long)ps.device_slab_bytes, line);
   slabfeed_writer_config wc;
   slabfeed_writer_config_init(&wc);
   wc.path = out;

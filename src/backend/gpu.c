@@ -1081,7 +1081,7 @@ static slabfeed_status gpu_prepare(const sf__context *ctx, void **early,
   sf__err_clear(&local);
   /* Only a verdict needs the device (its free memory): otherwise its
    * context goes on being made on the warm thread beside the read. */
-  if (!sf__resident_may_choose_device(ctx->cfg))
+  if (!sf__resident_may_choose_device(ctx->cfg, s))
     return sf__resident_choose(use, ctx->cfg, s, device, e);
   if (e->status == SLABFEED_OK && pick_device(ctx, &device, e) == SLABFEED_OK &&
       sf__cudart_get_device(&caller, e) == SLABFEED_OK)
@@ -1132,7 +1132,7 @@ typedef struct gpu_warm_t {
   pthread_t th;
   int device;    /* or SLABFEED_DEVICE_LOCAL */
   int node_rank; /* for device local */
-  int detached;  /* slabfeed_warm_device's: the thread frees it */
+  int self_free; /* slabfeed_warm_device's: the thread frees it */
 } gpu_warm_t;
 
 static void *warm_main(void *arg)
@@ -1147,7 +1147,7 @@ static void *warm_main(void *arg)
   sf__err_clear(&ignored);
   if (device >= 0 && device < count)
     sf__cudart_set_device(device, &ignored);
-  if (w->detached)
+  if (w->self_free)
     free(w);
   return NULL;
 }
@@ -1183,27 +1183,55 @@ static int launcher_local_rank(void)
   return -1;
 }
 
+/* slabfeed_warm_device's thread: joinable, so that the open (after its
+ * read) and the process's exit wait for it. At exit the CUDA runtime's
+ * own teardown must not run while the thread is still inside it: the
+ * handler is registered after the runtime's load-time ones, so it runs
+ * before them. */
+static pthread_mutex_t g_early_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t g_early;
+static int g_early_live;
+static pthread_once_t g_early_once = PTHREAD_ONCE_INIT;
+
+static void join_early(void)
+{
+  pthread_mutex_lock(&g_early_mu);
+  if (g_early_live)
+    pthread_join(g_early, NULL);
+  g_early_live = 0;
+  pthread_mutex_unlock(&g_early_mu);
+}
+
+static void register_join_early(void)
+{
+  atexit(join_early);
+}
+
 int slabfeed_warm_device(int device)
 {
   const int local = device == SLABFEED_DEVICE_LOCAL ? launcher_local_rank() : 0;
   if ((device < 0 && device != SLABFEED_DEVICE_LOCAL) || local < 0)
     return 0;
+  pthread_once(&g_early_once, register_join_early);
+  join_early(); /* one at a time */
   gpu_warm_t *w = calloc(1, sizeof *w);
   if (w == NULL)
     return 0;
   w->device = device;
   w->node_rank = local;
-  w->detached = 1;
-  if (pthread_create(&w->th, NULL, warm_main, w) != 0) {
+  w->self_free = 1;
+  pthread_mutex_lock(&g_early_mu);
+  g_early_live = pthread_create(&g_early, NULL, warm_main, w) == 0;
+  const int started = g_early_live;
+  pthread_mutex_unlock(&g_early_mu);
+  if (!started)
     free(w);
-    return 0;
-  }
-  pthread_detach(w->th);
-  return 1;
+  return started;
 }
 
 static void gpu_warm_join(void *handle)
 {
+  join_early(); /* slabfeed_warm_device's, where the program started one */
   gpu_warm_t *w = handle;
   if (w == NULL)
     return;

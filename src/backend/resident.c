@@ -294,14 +294,19 @@ static slabfeed_status map_node(sf__resident *r, sf__store *s, int device,
   return e->status;
 }
 
-int sf__resident_may_choose_device(const sf__config *cfg)
+int sf__resident_may_choose_device(const sf__config *cfg, const sf__store *s)
 {
   /* A tiled pass reads each voxel about once (((T + 2P) / T)^3 times):
-   * copying the slab to the GPU first moves as many bytes, slower than
-   * the crops' own copies (docs/DECISIONS.md). The same on every rank. */
+   * for one rank on its node, host memory costs less than the fill. Where
+   * several ranks share one node, each would register the node's whole
+   * window with CUDA (and unregister it at close), while the staged fill
+   * takes every slab from the file straight to its GPU with no window at
+   * all (docs/DECISIONS.md, "Device residency for passes of several
+   * ranks"). The same on every rank. */
   const slabfeed_residency want = cfg->pub.residency;
   return want == SLABFEED_RESIDENCY_DEVICE ||
-         (want == SLABFEED_RESIDENCY_AUTO && cfg->pub.tile == 0);
+         (want == SLABFEED_RESIDENCY_AUTO &&
+          (cfg->pub.tile == 0 || (s->nodes == 1 && s->node_size > 1)));
 }
 
 slabfeed_status sf__resident_choose(sf__resident *r, const sf__config *cfg,
@@ -310,15 +315,15 @@ slabfeed_status sf__resident_choose(sf__resident *r, const sf__config *cfg,
   r->resided = 1;
   const slabfeed_residency want = cfg->pub.residency;
   r->name = want == SLABFEED_RESIDENCY_DEVICE ? "device" : "auto";
-  if (!sf__resident_may_choose_device(cfg)) {
+  if (!sf__resident_may_choose_device(cfg, s)) {
     snprintf(r->how, sizeof r->how, "%s",
              want == SLABFEED_RESIDENCY_HOST
                  ? "host shared memory (residency host), crops over the "
                    "host-to-device link"
-                 : "host shared memory (residency auto: a tiled pass reads "
-                   "each voxel about once, so copying the slabs to the GPU "
-                   "first would cost more than it saves; --residency device "
-                   "forces it)");
+                 : "host shared memory (residency auto: a tiled pass of "
+                   "one rank per node reads each voxel about once, so "
+                   "copying the slabs to the GPU first would cost more than "
+                   "it saves; --residency device forces it)");
     return SLABFEED_OK;
   }
   sf__gpu_share *all = calloc((size_t)s->node_size, sizeof *all);

@@ -47,10 +47,12 @@ typedef struct sf__resident {
   double t0;
 } sf__resident;
 
-/* Local: 1 when the options let sf__resident_choose take device memory
- * (residency device, or auto outside a tiled pass), so that it needs the
- * device's free memory; 0 when it says host without asking anything. */
-int sf__resident_may_choose_device(const sf__config *cfg);
+/* Local: 1 when the options and the store's placement let
+ * sf__resident_choose take device memory (residency device; auto outside
+ * a tiled pass, or for a pass of several ranks on one node), so that it
+ * needs the device's free memory; 0 when it says host without asking
+ * anything. The same on every rank. */
+int sf__resident_may_choose_device(const sf__config *cfg, const sf__store *s);
 
 /* Collective over s->comm (and s->node), on every rank once the store is
  * open, with `device` current (any time before the fill; not needed

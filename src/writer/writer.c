@@ -1431,19 +1431,7 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     w->as.check_only = 0;
     if (sf__agree(w->comm, &e) == SLABFEED_OK && !w->mapped)
       sf__aside_reserve(&w->as, reserve_bytes(w, c.chunk), &e);
-    const int go = sf__agree(w->comm, &e) == SLABFEED_OK;
-#ifdef SF_HAVE_CUDA
-    /* Mapped: the node's slabs registered while the pages are allocated
-     * (tmpfs inserts one file's pages one at a time, whoever faults
-     * them: the pinning of the pages already there runs beside it). A
-     * page the filesystem cannot back fails the registration (staged
-     * puts) and the reservation (the open's error). */
-    pthread_t mreg;
-    const int mreg_thread =
-        go && w->mapped && w->device >= 0 &&
-        pthread_create(&mreg, NULL, register_thread, &job) == 0;
-#endif
-    if (go && w->mapped)
+    if (sf__agree(w->comm, &e) == SLABFEED_OK && w->mapped)
       reserve_pages(w, &e);
     if (sf__agree(w->comm, &e) == SLABFEED_OK)
       slab_bytes = fault_slab(w, huge, &e);
@@ -1451,10 +1439,9 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     if (e.status == SLABFEED_OK && w->mapped && w->rank == 0)
       w->as.reserved = w->map_size;
 #ifdef SF_HAVE_CUDA
-    const int agreed = sf__agree(w->comm, &e) == SLABFEED_OK;
-    if (mreg_thread)
-      pthread_join(mreg, NULL);
-    else if (agreed && w->device >= 0)
+    /* After the populate, not beside it: the pinning then faults pages
+     * too, and the two contend for the file's page cache (run 27). */
+    if (sf__agree(w->comm, &e) == SLABFEED_OK && w->device >= 0)
       register_thread(&job);
 #endif
   }
