@@ -203,8 +203,10 @@ typedef enum {
  * (peer access), pieces from other nodes keep the MPI path. AUTO: device
  * when every rank's slab fits its share of device_memory and every pair
  * of the node's GPUs has peer access, else host (and host for a tiled
- * pass, which reads each voxel about once); slabfeed_placement says which
- * and why. Host batches (device -1) always keep HOST. */
+ * pass of one rank per node, which reads each voxel about once; 0.12: a
+ * pass of several ranks on one node takes device, its slabs going from
+ * the file straight to the GPUs); slabfeed_placement says which and why.
+ * Host batches (device -1) always keep HOST. */
 typedef enum {
   SLABFEED_RESIDENCY_AUTO = 0,
   SLABFEED_RESIDENCY_HOST = 1,

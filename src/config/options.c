@@ -459,7 +459,7 @@ const sf__option sf__options[] = {
               "node's other slabs read over CUDA IPC), host in the node's "
               "shared memory; auto device when every slab fits its share of "
               "--device-memory and the node's GPUs have peer access (host for "
-              "tiled passes)"},
+              "a tiled pass of one rank per node)"},
      FIELD(residency)},
     {{.name = "device_memory",
       .flag = "device-memory",
