@@ -189,7 +189,9 @@ static uint64_t verify(const slabfeed_config *cfg, const char *input,
 
 /* The Unix time at which `path` took its name: its inode's change time,
  * which the rename set, where that lies within the minute before
- * `closed` (the close's return); else `closed`. */
+ * `closed` (the close's return); else `closed`. On a network filesystem
+ * the change time is the server's clock: a skew under a minute passes
+ * this filter and moves the figure by as much. */
 static double renamed_at(const char *path, double closed)
 {
   struct stat st;
@@ -219,7 +221,8 @@ int main(int argc, char **argv)
   cli_result parsed;
   cli_scan(&app, argc, argv, &parsed);
   /* The device's context made beside MPI_Init and the open's first steps. */
-  if (cfg.device != -1 && !a.late_context)
+  if (parsed.action == CLI_RUN && cfg.device != -1 && cfg.tile > 0 &&
+      !a.late_context)
     slabfeed_warm_device(cfg.device);
   int provided;
   MPI_Init_thread(&argc, &argv,
@@ -440,16 +443,16 @@ int main(int argc, char **argv)
            "%.2f, then waiting for the CUDA context %.2f, back end %.2f (of "
            "it the slab window registered with CUDA %.2f)\n",
            prog, max[6], max[2], max[7], max[8], max[9]);
-    /* The rename (rank 0's) follows every rank's pass. */
-    const double in_place = age_max[AGE_CLOSE] - release > age_max[AGE_PASS]
-                                ? age_max[AGE_CLOSE] - release
-                                : age_max[AGE_PASS];
+    /* Rank 0 renamed the file (after every rank's pass): its own age
+     * then, and the release its close went on with. */
+    const double renamed = age[AGE_CLOSE] - release;
+    const double in_place =
+        renamed > age_max[AGE_PASS] ? renamed : age_max[AGE_PASS];
     if (age_max[AGE_INIT] >= 0)
       printf("%s: timeline (seconds since the process started, slowest "
              "rank): MPI up %.2f, loader open %.2f (+%.2f), writer open %.2f "
              "(+%.2f), pass %.2f (+%.2f), output in place %.2f (+%.2f), "
-             "writer closed %.2f (+%.2f: memory released), loader closed "
-             "%.2f (+%.2f)\n",
+             "writer closed %.2f (+%.2f), loader closed %.2f (+%.2f)\n",
              prog, age_max[AGE_INIT], age_max[AGE_OPEN],
              age_max[AGE_OPEN] - age_max[AGE_INIT], age_max[AGE_WOPEN],
              age_max[AGE_WOPEN] - age_max[AGE_OPEN], age_max[AGE_PASS],

@@ -18,7 +18,8 @@
 # those of jobs/mpi.sh's sf_bind, as jobs/mpirun.sh starts its ranks: each
 # rank bound to its share of a NUMA domain's cores. Open MPI's own default
 # binds one or two ranks to one core each, and the loader then reads and
-# faults on that one core: LAUNCH_ARGS= measures that).
+# faults on that one core: LAUNCH_ARGS= measures that; BIND, as in
+# jobs/mpirun.sh, replaces sf_bind's flags where LAUNCH_ARGS is unset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . jobs/mpi.sh
@@ -91,6 +92,6 @@ for n in $RANKS; do
   ratio=$(awk -v a="$t_sf" -v b="$t_orig" 'BEGIN { printf "%.3f", a / b }')
   rplace=$(ratio_of "$p_sf" "$p_orig")
   echo "slabfeed-predict, $n ranks: wall $t_sf s = $ratio x the original's $t_orig s (to the exit); $p_sf s = $rplace x the original's $p_orig s (to the file in place)" | log
-  echo "JSON {\"bench\": \"predict_vs_original\", \"file\": \"$FILE\", \"ranks\": $n, \"label\": \"$LABEL\", \"launch\": \"${LAUNCH[*]+${LAUNCH[*]}}\", \"tile\": $TILE, \"pad\": $PAD, \"wall_slabfeed\": $t_sf, \"wall_original\": $t_orig, \"ratio\": $ratio, \"place_slabfeed\": $p_sf, \"place_original\": $p_orig, \"ratio_place\": $rplace}" | log
+  echo "JSON {\"bench\": \"predict_vs_original\", \"file\": \"$FILE\", \"ranks\": $n, \"label\": \"$LABEL\", \"launch\": \"${LAUNCH[*]+${LAUNCH[*]//\"/}}\", \"tile\": $TILE, \"pad\": $PAD, \"wall_slabfeed\": $t_sf, \"wall_original\": $t_orig, \"ratio\": $ratio, \"place_slabfeed\": $p_sf, \"place_original\": $p_orig, \"ratio_place\": $rplace}" | log
 done
 grep '^JSON' "$OUT/predict_vs_original.log" | sed 's/^JSON //' > "$OUT/predict_vs_original.jsonl"

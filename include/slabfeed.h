@@ -687,18 +687,23 @@ typedef struct slabfeed_loader slabfeed_loader;
  * and the file's open run instead of after them. Call it first in main,
  * before MPI_Init (0.12). slabfeed_open then finds the context made, or
  * waits for the same one. device: a device number, or
- * SLABFEED_DEVICE_LOCAL: the launcher's local rank (the first set of
- * OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID) modulo the
- * visible devices, the GPU slabfeed_open's node rank picks under the
- * usual rank order; nothing where none is set (a context on a GPU the
- * open would not use holds its memory for nothing). -1: nothing.
+ * SLABFEED_DEVICE_LOCAL: the launcher's local rank (Open MPI's
+ * OMPI_COMM_WORLD_LOCAL_RANK, MPICH's MPI_LOCALRANKID, or Slurm's
+ * SLURM_LOCALID inside an srun step) modulo the visible devices, which is
+ * the GPU slabfeed_open picks when its communicator is the launch's
+ * (ranks numbered by node, as these launchers do); device 0 where
+ * SLABFEED_RANK_PER_NODE=1; nothing where no launcher says (a context on
+ * a GPU the open would not use holds its memory for nothing). -1:
+ * nothing.
  * Collective no; it never calls MPI. Threads: any. Device: the calling
- *   thread's current device is unchanged.
+ *   thread's current device is unchanged. The thread reads the
+ *   environment (the CUDA runtime does): do not change it (setenv,
+ *   putenv, unsetenv) on other threads until slabfeed_open returns.
  * Failure: none reported (slabfeed_open meets and reports a device that
  *   cannot be used). Returns 1 where a thread was started, else 0 (no
  *   CUDA in this build, no local rank known, no thread).
- * Lifetime: nothing to release: slabfeed_open (after its read), a later
- *   call and the process's exit wait for the thread. */
+ * Lifetime: nothing to release: slabfeed_open (after its read) and the
+ *   process's exit (at most 30 s) wait for the thread. */
 SLABFEED_API int slabfeed_warm_device(int device);
 
 /* slabfeed_open - opens cfg->path with parallel HDF5, validates the datasets

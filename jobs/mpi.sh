@@ -54,6 +54,7 @@ sf_launcher() {
 # hydra: each rank bound to a NUMA domain. Other launchers: none.
 # `slabfeed-bench --topology` prints each rank's CPUs against its GPU.
 # Uses SF_MPIRUN (sf_launcher).
+# shellcheck disable=SC2034 # SF_BIND is the caller's
 sf_bind() {
   local np=$1 domains smallest per_domain pe
   SF_BIND=()

@@ -565,29 +565,37 @@ static void check_open_peak(cudaStream_t s, int expect_thread)
 }
 
 /* slabfeed_warm_device where it must do nothing: device -1, no local
- * rank, local ranks that are not numbers. Before MPI_Init and before any
- * thread (the environment is changed and restored here, and a thread in
- * the CUDA runtime reads it); the answers into acted[3]. Returns whether
- * the launcher set a local rank. */
-static int warm_refusals(int acted[3])
+ * rank, a batch script's SLURM_LOCALID (no step), local ranks that are not
+ * numbers. Before MPI_Init and before any thread (the environment is
+ * changed and restored here, and a thread in the CUDA runtime reads it);
+ * the answers into acted[4]. Returns whether the launch names a local
+ * rank (or every rank is its own node: device 0). */
+static int warm_refusals(int acted[4])
 {
-  static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK",
-                                      "MPI_LOCALRANKID", "SLURM_LOCALID"};
-  char *saved[3];
-  int launcher = 0;
-  for (int i = 0; i < 3; i++) {
+  static const char *const names[] = {
+      "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+      "SLURM_STEP_ID", SLABFEED_ENV_RANK_PER_NODE};
+  enum { N = sizeof names / sizeof names[0] };
+  char *saved[N];
+  for (int i = 0; i < N; i++) {
     const char *v = getenv(names[i]);
     saved[i] = v != NULL ? strdup(v) : NULL;
-    launcher |= v != NULL && v[0] >= '0' && v[0] <= '9';
   }
+#define SF_NUM(i) (saved[i] != NULL && saved[i][0] >= '0' && saved[i][0] <= '9')
+  const int launcher = SF_NUM(0) || SF_NUM(1) || (SF_NUM(2) && saved[3]) ||
+                       (saved[4] != NULL && saved[4][0] == '1');
+#undef SF_NUM
   acted[0] = slabfeed_warm_device(-1);
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < N; i++)
     unsetenv(names[i]);
   acted[1] = slabfeed_warm_device(SLABFEED_DEVICE_LOCAL);
+  setenv("SLURM_LOCALID", "3", 1);
+  acted[2] = slabfeed_warm_device(SLABFEED_DEVICE_LOCAL);
+  setenv("SLURM_STEP_ID", "0", 1);
   setenv("SLURM_LOCALID", "1x", 1);
   setenv("MPI_LOCALRANKID", "-1", 1);
-  acted[2] = slabfeed_warm_device(SLABFEED_DEVICE_LOCAL);
-  for (int i = 0; i < 3; i++) {
+  acted[3] = slabfeed_warm_device(SLABFEED_DEVICE_LOCAL);
+  for (int i = 0; i < N; i++) {
     if (saved[i] != NULL)
       setenv(names[i], saved[i], 1);
     else
@@ -600,12 +608,14 @@ static int warm_refusals(int acted[3])
 /* What warm_refusals found, and `warmed`: slabfeed_warm_device(local)
  * before MPI_Init, with the launcher's local rank set, started a thread
  * (whose context every loader below then uses). Runs without a GPU too. */
-static void check_warm_device(const int acted[3], int launcher, int warmed)
+static void check_warm_device(const int acted[4], int launcher, int warmed)
 {
   CHECK(acted[0] == 0, "slabfeed_warm_device(-1) acted");
   CHECK(acted[1] == 0, "slabfeed_warm_device(local) acted without a local "
                        "rank");
-  CHECK(acted[2] == 0, "slabfeed_warm_device(local) acted on local ranks "
+  CHECK(acted[2] == 0, "slabfeed_warm_device(local) acted on a batch "
+                       "script's SLURM_LOCALID (no step)");
+  CHECK(acted[3] == 0, "slabfeed_warm_device(local) acted on local ranks "
                        "'1x' and '-1'");
   if (launcher)
     CHECK(warmed == 1,
@@ -619,7 +629,7 @@ int main(int argc, char **argv)
   const int want = argc > 1 && strcmp(argv[1], "single") == 0
                        ? MPI_THREAD_SINGLE
                        : MPI_THREAD_MULTIPLE;
-  int acted[3];
+  int acted[4];
   const int launcher = warm_refusals(acted);
   /* The context made beside MPI_Init, as a program would ask for it. */
   const int warmed = slabfeed_warm_device(SLABFEED_DEVICE_LOCAL);
@@ -630,9 +640,12 @@ int main(int argc, char **argv)
   if (argc > 2 && strcmp(argv[2], "device") == 0)
     residency = SLABFEED_RESIDENCY_DEVICE;
   check_warm_device(acted, launcher, warmed);
-  if (gpu_count() == 0)
-    return check_failures > 0 ? check_finish("gpu.loader")
-                              : check_skip("gpu.loader", "no CUDA device");
+  if (gpu_count() == 0) {
+    int failed = check_failures; /* agreed: check_finish is collective */
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    return failed > 0 ? check_finish("gpu.loader")
+                      : check_skip("gpu.loader", "no CUDA device");
+  }
   const char *env = getenv(SLABFEED_ENV_RANK_PER_NODE);
   const int rpn = env != NULL && env[0] == '1' && size > 1;
   /* The loader thread never calls MPI: it runs at every thread level. */

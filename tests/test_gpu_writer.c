@@ -50,16 +50,20 @@ static void round_trip(const char *input, int symmetry, slabfeed_out_layout lay,
   if (st != SLABFEED_OK)
     return;
   /* residency auto (0.12): a pass of several ranks on one node holds its
-   * slabs on the GPU (the staged fill: no host window to register), one
-   * rank per node keeps host memory. */
+   * slabs on the GPU (the staged fill: no host window to register), unless
+   * the verdict says why not (a GPU pair without peer access, a budget);
+   * one rank per node keeps host memory for the pass's sake. */
   slabfeed_stats ps = SLABFEED_STATS_INIT;
-  slabfeed_stats_get(l, &ps);
+  CHECK(slabfeed_stats_get(l, &ps) == SLABFEED_OK, "stats");
   const int want_device = ps.nodes == 1 && size > 1;
   char line[1024];
   slabfeed_placement(l, line, sizeof line);
-  CHECK((ps.device_slab_bytes > 0) == want_device &&
-            (want_device ||
-             strstr(line, "a tiled pass of one rank per node") != NULL),
+  const char *pass_rule = strstr(line, "a tiled pass of one rank per node");
+  const int refused =
+      strstr(line, "host shared memory (residency auto: ") != NULL &&
+      pass_rule == NULL;
+  CHECK(want_device ? ps.device_slab_bytes > 0 || refused
+                    : ps.device_slab_bytes == 0 && pass_rule != NULL,
         "residency auto, %d rank(s) on %d node(s): %llu slab bytes on the "
         "GPU; %s",
         size, ps.nodes, (unsigned long long)ps.device_slab_bytes, line);

@@ -8,9 +8,11 @@
  * at open; nothing after it allocates, registers or synchronises the
  * device. */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sched.h>
 
@@ -1168,13 +1170,22 @@ static void *gpu_warm(const sf__config *cfg, int node_rank)
   return w;
 }
 
-/* The launcher's local rank (slabfeed_warm_device), or -1. */
+/* The launcher's local rank (slabfeed_warm_device), or -1: Open MPI's,
+ * MPICH's (hydra), or Slurm's inside a step (a batch script's own
+ * SLURM_LOCALID is 0 for every rank another launcher starts from it);
+ * 0 where every rank is its own node (SLABFEED_RANK_PER_NODE=1: the
+ * open then uses device 0 on every rank). */
 static int launcher_local_rank(void)
 {
+  const char *rpn = getenv(SLABFEED_ENV_RANK_PER_NODE);
+  if (rpn != NULL && rpn[0] == '1')
+    return 0;
   static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK",
                                       "MPI_LOCALRANKID", "SLURM_LOCALID"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     const char *v = getenv(names[i]);
+    if (i == 2 && getenv("SLURM_STEP_ID") == NULL)
+      break;
     char *end;
     const long r = v != NULL ? strtol(v, &end, 10) : -1;
     if (v != NULL && end != v && *end == '\0' && r >= 0 && r < INT_MAX)
@@ -1183,28 +1194,69 @@ static int launcher_local_rank(void)
   return -1;
 }
 
-/* slabfeed_warm_device's thread: joinable, so that the open (after its
- * read) and the process's exit wait for it. At exit the CUDA runtime's
- * own teardown must not run while the thread is still inside it: the
- * handler is registered after the runtime's load-time ones, so it runs
- * before them. */
+/* slabfeed_warm_device's threads: detached, counted while they run, so
+ * that the open (after its read) and the process's exit wait for them.
+ * At exit the CUDA runtime's own teardown must not run while a thread is
+ * still inside it: the handler is registered after the runtime's
+ * load-time ones, so it runs before them, and waits at most
+ * SF_WARM_EXIT_WAIT seconds (a driver that never answers must not make
+ * the exit hang). A forked child has none of the threads. */
+#define SF_WARM_EXIT_WAIT 30
 static pthread_mutex_t g_early_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_t g_early;
-static int g_early_live;
+static pthread_cond_t g_early_cv = PTHREAD_COND_INITIALIZER;
+static int g_early_running;
+static int g_early_ready; /* the exit handler and fork handlers are in */
 static pthread_once_t g_early_once = PTHREAD_ONCE_INIT;
 
-static void join_early(void)
+static void *early_main(void *arg)
 {
+  warm_main(arg);
   pthread_mutex_lock(&g_early_mu);
-  if (g_early_live)
-    pthread_join(g_early, NULL);
-  g_early_live = 0;
+  g_early_running--;
+  pthread_cond_broadcast(&g_early_cv);
+  pthread_mutex_unlock(&g_early_mu);
+  return NULL;
+}
+
+/* Waits for the running threads; at most `limit` seconds when > 0. */
+static void wait_early(int limit)
+{
+  struct timespec until;
+  const int bounded = limit > 0 && clock_gettime(CLOCK_REALTIME, &until) == 0;
+  until.tv_sec += limit;
+  pthread_mutex_lock(&g_early_mu);
+  while (g_early_running > 0)
+    if (bounded ? pthread_cond_timedwait(&g_early_cv, &g_early_mu, &until) != 0
+                : pthread_cond_wait(&g_early_cv, &g_early_mu) != 0)
+      break;
   pthread_mutex_unlock(&g_early_mu);
 }
 
-static void register_join_early(void)
+static void wait_early_at_exit(void)
 {
-  atexit(join_early);
+  wait_early(SF_WARM_EXIT_WAIT);
+}
+
+static void early_prefork(void)
+{
+  pthread_mutex_lock(&g_early_mu);
+}
+
+static void early_parent(void)
+{
+  pthread_mutex_unlock(&g_early_mu);
+}
+
+static void early_child(void)
+{
+  g_early_running = 0;
+  pthread_mutex_unlock(&g_early_mu);
+}
+
+static void early_setup(void)
+{
+  g_early_ready = atexit(wait_early_at_exit) == 0 &&
+                  pthread_atfork(early_prefork, early_parent, early_child) == 0;
 }
 
 int slabfeed_warm_device(int device)
@@ -1212,18 +1264,25 @@ int slabfeed_warm_device(int device)
   const int local = device == SLABFEED_DEVICE_LOCAL ? launcher_local_rank() : 0;
   if ((device < 0 && device != SLABFEED_DEVICE_LOCAL) || local < 0)
     return 0;
-  pthread_once(&g_early_once, register_join_early);
-  join_early(); /* one at a time */
-  gpu_warm_t *w = calloc(1, sizeof *w);
-  if (w == NULL)
+  pthread_once(&g_early_once, early_setup);
+  if (!g_early_ready) /* no thread that the exit would not wait for */
     return 0;
+  gpu_warm_t *w = calloc(1, sizeof *w);
+  pthread_attr_t attr;
+  if (w == NULL || pthread_attr_init(&attr) != 0) {
+    free(w);
+    return 0;
+  }
   w->device = device;
   w->node_rank = local;
   w->self_free = 1;
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t th;
   pthread_mutex_lock(&g_early_mu);
-  g_early_live = pthread_create(&g_early, NULL, warm_main, w) == 0;
-  const int started = g_early_live;
+  const int started = pthread_create(&th, &attr, early_main, w) == 0;
+  g_early_running += started;
   pthread_mutex_unlock(&g_early_mu);
+  pthread_attr_destroy(&attr);
   if (!started)
     free(w);
   return started;
@@ -1231,7 +1290,7 @@ int slabfeed_warm_device(int device)
 
 static void gpu_warm_join(void *handle)
 {
-  join_early(); /* slabfeed_warm_device's, where the program started one */
+  wait_early(0); /* slabfeed_warm_device's, where the program started one */
   gpu_warm_t *w = handle;
   if (w == NULL)
     return;

@@ -338,9 +338,9 @@ static slabfeed_status open_stages(slabfeed_loader *l, sf__err *e)
   const double t_warm = sf__now();
   if (read == SLABFEED_OK)
     back_end_stages(l, e);
-  const slabfeed_stats spent = {.t_open_context =
-                                    warm != NULL ? t_warm - t_read : 0,
-                                .t_open_backend = sf__now() - t_warm};
+  const slabfeed_stats spent = {
+      .t_open_context = l->ops->warm_join != NULL ? t_warm - t_read : 0,
+      .t_open_backend = sf__now() - t_warm};
   sf__stats_add(&l->stats, &spent);
   return e->status;
 }
