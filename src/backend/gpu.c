@@ -1221,9 +1221,10 @@ static void *early_main(void *arg)
 /* Waits for the running threads; at most `limit` seconds when > 0. */
 static void wait_early(int limit)
 {
-  struct timespec until;
+  struct timespec until = {0, 0};
   const int bounded = limit > 0 && clock_gettime(CLOCK_REALTIME, &until) == 0;
-  until.tv_sec += limit;
+  if (bounded)
+    until.tv_sec += limit;
   pthread_mutex_lock(&g_early_mu);
   while (g_early_running > 0)
     if (bounded ? pthread_cond_timedwait(&g_early_cv, &g_early_mu, &until) != 0
