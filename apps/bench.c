@@ -213,9 +213,8 @@ static void run_loader_runs(bench_ctx *b, const bench_args *a, bench_result *r,
                 MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &b->t_read_max, 1, MPI_DOUBLE, MPI_MAX,
                 MPI_COMM_WORLD);
-  /* Where the open's time went: each the slowest rank's. */
-  double steps[3] = {s.t_open_context, s.t_open_backend, s.t_open_register};
-  MPI_Allreduce(MPI_IN_PLACE, steps, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  char open_times[256];
+  cli_open_times(&s, open_times, sizeof open_times);
   char line[1024];
   slabfeed_placement(l, line, sizeof line);
   if (b->rank == 0 && nvol > 1)
@@ -226,10 +225,7 @@ static void run_loader_runs(bench_ctx *b, const bench_args *a, bench_result *r,
            s.slab_bytes / 1e6, s.t_read, s.staging_bytes / 1e6, s.loader_thread,
            line);
   if (b->rank == 0)
-    printf("open: %.2f s (the slowest rank's each): slabs read %.2f, then "
-           "waiting for the CUDA context %.2f, back end %.2f (of it the slab "
-           "window registered with CUDA %.2f)\n",
-           b->t_open, b->t_read_max, steps[0], steps[1], steps[2]);
+    printf("open: %s\n", open_times);
   if (a->topology)
     print_loader_numa(b, l);
   memset(r, 0, sizeof *r);

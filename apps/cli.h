@@ -222,6 +222,13 @@ void cli_progress(const char *prog, int mode, int rank, const char *what,
  * /proc/uptime, 10 ms resolution); -1 where unknown. */
 double cli_process_age(void);
 
+/* Where slabfeed_open's time went (slabfeed_stats, 0.12), each part the
+ * slowest rank's, as one line into buf on rank 0 ("" on the others):
+ * "T s (the slowest rank's each): slabs read ..., then waiting for the
+ * CUDA context ..., back end ... (of it the slab window registered with
+ * CUDA ...)". Collective over MPI_COMM_WORLD. */
+void cli_open_times(const slabfeed_stats *s, char *buf, size_t len);
+
 /* Peak resident set size of this process in bytes. */
 uint64_t cli_peak_rss(void);
 

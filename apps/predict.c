@@ -381,20 +381,14 @@ int main(int argc, char **argv)
           (double)(C * (z1 - z0) * shape[cl ? 1 : 2] * shape[cl ? 2 : 3]) *
               es_out,
           &wceil);
-  enum { NSTAT = 10 };
-  double mine[NSTAT] = {t_next,
-                        t_put,
-                        stats.t_read,
-                        (double)stats.slab_bytes,
-                        (double)tiles,
-                        (double)bad,
-                        stats.t_open,
-                        stats.t_open_context,
-                        stats.t_open_backend,
-                        stats.t_open_register};
-  double sum[NSTAT], max[NSTAT];
-  MPI_Reduce(mine, sum, NSTAT, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-  MPI_Reduce(mine, max, NSTAT, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  double mine[6] = {t_next,        t_put,
+                    stats.t_read,  (double)stats.slab_bytes,
+                    (double)tiles, (double)bad};
+  double sum[6], max[6];
+  MPI_Reduce(mine, sum, 6, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Reduce(mine, max, 6, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  char open_times[256];
+  cli_open_times(&stats, open_times, sizeof open_times);
   if (rank == 0) {
     const double out_bytes = (double)(C * R[3] * R[4] * R[5]) * 4.0;
     const double read_rate = sum[3] / max[2];
@@ -439,10 +433,7 @@ int main(int argc, char **argv)
       printf("%s: open: read ceiling n/a (filters or fields: their bytes "
              "are not at known offsets)\n",
              prog);
-    printf("%s: loader open %.2f s (the slowest rank's each): slabs read "
-           "%.2f, then waiting for the CUDA context %.2f, back end %.2f (of "
-           "it the slab window registered with CUDA %.2f)\n",
-           prog, max[6], max[2], max[7], max[8], max[9]);
+    printf("%s: loader open %s\n", prog, open_times);
     /* Rank 0 renamed the file (after every rank's pass): its own age
      * then, and the release its close went on with. */
     const double renamed = age[AGE_CLOSE] - release;

@@ -62,14 +62,21 @@ static void device_out_of_range(const char *path, int n)
  * copy of the host slab into device memory; and the mapping of the node's
  * copies over CUDA IPC: every rank gets the same status and a message
  * naming that rank and the stage, nothing hangs, and nothing leaks into
- * the next open (a good one follows). */
+ * the next open (a good one follows). `pass`: a tiled pass (tile 6 + 2 x
+ * 2), whose residency auto takes the device for several ranks of one node
+ * (0.12). */
 static void one_rank_fails(const char *path, const char *stage,
-                           slabfeed_residency res, int rpn)
+                           slabfeed_residency res, int rpn, int pass)
 {
   slabfeed_config c;
   config_of(&c, path);
   c.device = rank % gpu_count();
   c.residency = res;
+  if (pass) {
+    c.target = NULL;
+    c.tile = 6;
+    c.pad = 2;
+  }
   /* Halo planes, so that the staged fill's rest has copies to make. */
   if (strcmp(stage, "device.rest") == 0)
     c.halo = 2;
@@ -202,13 +209,16 @@ int main(int argc, char **argv)
   snprintf(path, sizeof path, "gpubad_np%d.h5", size);
   make_file(path, 24, 20, 18, SLABFEED_LAYOUT_CF, 0, 0, 1);
   device_out_of_range(path, n);
-  one_rank_fails(path, "register", SLABFEED_RESIDENCY_HOST, 0);
-  one_rank_fails(path, "device.stage", SLABFEED_RESIDENCY_DEVICE, 0);
-  one_rank_fails(path, "device.put", SLABFEED_RESIDENCY_DEVICE, 0);
-  one_rank_fails(path, "device.rest", SLABFEED_RESIDENCY_DEVICE, 0);
+  one_rank_fails(path, "register", SLABFEED_RESIDENCY_HOST, 0, 0);
+  one_rank_fails(path, "device.stage", SLABFEED_RESIDENCY_DEVICE, 0, 0);
+  one_rank_fails(path, "device.put", SLABFEED_RESIDENCY_DEVICE, 0, 0);
+  one_rank_fails(path, "device.rest", SLABFEED_RESIDENCY_DEVICE, 0, 0);
   if (size > 1) {
-    one_rank_fails(path, "device.fill", SLABFEED_RESIDENCY_DEVICE, 1);
-    one_rank_fails(path, "device.ipc", SLABFEED_RESIDENCY_DEVICE, 0);
+    one_rank_fails(path, "device.fill", SLABFEED_RESIDENCY_DEVICE, 1, 0);
+    one_rank_fails(path, "device.ipc", SLABFEED_RESIDENCY_DEVICE, 0, 0);
+    /* A pass of several ranks: auto's staged fill and IPC mapping. */
+    one_rank_fails(path, "device.put", SLABFEED_RESIDENCY_AUTO, 0, 1);
+    one_rank_fails(path, "device.ipc", SLABFEED_RESIDENCY_AUTO, 0, 1);
   }
   budget_too_small(path);
   if (n >= 2)

@@ -1129,12 +1129,26 @@ static void gpu_drop(void *early, sf__store *s)
  * the device's free memory: its cudaSetDevice on the open's thread waits
  * for the same primary context, which the warm thread began when the
  * open began, so the context overlaps the file's open and the store's
- * sizing instead. */
+ * sizing instead. slabfeed_warm_device starts the same thread earlier,
+ * from the program's main.
+ *
+ * The threads are detached and counted while they run: the open waits
+ * for them after its read, and so does the process's exit. At exit the
+ * CUDA runtime's own teardown must not run while a thread is still inside
+ * it: the handler is registered after the runtime's load-time ones, so it
+ * runs before them, and waits at most SF_WARM_EXIT_WAIT seconds (a driver
+ * that never answers must not make the exit hang). A forked child has
+ * none of the threads. */
+#define SF_WARM_EXIT_WAIT 30
+static pthread_mutex_t g_warm_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_warm_cv = PTHREAD_COND_INITIALIZER;
+static int g_warm_running;
+static int g_warm_ready; /* the exit handler and fork handlers are in */
+static pthread_once_t g_warm_once = PTHREAD_ONCE_INIT;
+
 typedef struct gpu_warm_t {
-  pthread_t th;
   int device;    /* or SLABFEED_DEVICE_LOCAL */
   int node_rank; /* for device local */
-  int self_free; /* slabfeed_warm_device's: the thread frees it */
 } gpu_warm_t;
 
 static void *warm_main(void *arg)
@@ -1145,29 +1159,101 @@ static void *warm_main(void *arg)
   const int device = w->device == SLABFEED_DEVICE_LOCAL && count > 0
                          ? w->node_rank % count
                          : w->device;
+  free(w);
   sf__err ignored; /* open meets and reports any failure itself */
   sf__err_clear(&ignored);
   if (device >= 0 && device < count)
     sf__cudart_set_device(device, &ignored);
-  if (w->self_free)
-    free(w);
+  pthread_mutex_lock(&g_warm_mu);
+  g_warm_running--;
+  pthread_cond_broadcast(&g_warm_cv);
+  pthread_mutex_unlock(&g_warm_mu);
   return NULL;
 }
 
+/* Waits for the running threads; at most `limit` seconds when > 0. */
+static void wait_warm(int limit)
+{
+  struct timespec until = {0, 0};
+  const int bounded = limit > 0 && clock_gettime(CLOCK_REALTIME, &until) == 0;
+  if (bounded)
+    until.tv_sec += limit;
+  pthread_mutex_lock(&g_warm_mu);
+  while (g_warm_running > 0)
+    if (bounded ? pthread_cond_timedwait(&g_warm_cv, &g_warm_mu, &until) != 0
+                : pthread_cond_wait(&g_warm_cv, &g_warm_mu) != 0)
+      break;
+  pthread_mutex_unlock(&g_warm_mu);
+}
+
+static void wait_warm_at_exit(void)
+{
+  wait_warm(SF_WARM_EXIT_WAIT);
+}
+
+static void warm_prefork(void)
+{
+  pthread_mutex_lock(&g_warm_mu);
+}
+
+static void warm_parent(void)
+{
+  pthread_mutex_unlock(&g_warm_mu);
+}
+
+static void warm_child(void)
+{
+  g_warm_running = 0;
+  pthread_mutex_unlock(&g_warm_mu);
+}
+
+static void warm_setup(void)
+{
+  g_warm_ready = atexit(wait_warm_at_exit) == 0 &&
+                 pthread_atfork(warm_prefork, warm_parent, warm_child) == 0;
+}
+
+/* Starts a counted thread making `device`'s context (node_rank picks the
+ * device for SLABFEED_DEVICE_LOCAL); 1 where one runs. */
+static int start_warm(int device, int node_rank)
+{
+  pthread_once(&g_warm_once, warm_setup);
+  if (!g_warm_ready) /* no thread that the exit would not wait for */
+    return 0;
+  gpu_warm_t *w = calloc(1, sizeof *w);
+  pthread_attr_t attr;
+  if (w == NULL || pthread_attr_init(&attr) != 0) {
+    free(w);
+    return 0;
+  }
+  w->device = device;
+  w->node_rank = node_rank;
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t th;
+  pthread_mutex_lock(&g_warm_mu);
+  const int started = pthread_create(&th, &attr, warm_main, w) == 0;
+  g_warm_running += started;
+  pthread_mutex_unlock(&g_warm_mu);
+  pthread_attr_destroy(&attr);
+  if (!started)
+    free(w);
+  return started;
+}
+
+/* The backend's warm: a token, not a handle (the join waits for every
+ * warm thread, slabfeed_warm_device's too). */
 static void *gpu_warm(const sf__config *cfg, int node_rank)
 {
+  static int token;
   if (cfg->pub.device < 0 && cfg->pub.device != SLABFEED_DEVICE_LOCAL)
     return NULL;
-  gpu_warm_t *w = calloc(1, sizeof *w);
-  if (w == NULL)
-    return NULL;
-  w->device = cfg->pub.device;
-  w->node_rank = node_rank;
-  if (pthread_create(&w->th, NULL, warm_main, w) != 0) {
-    free(w);
-    return NULL;
-  }
-  return w;
+  return start_warm(cfg->pub.device, node_rank) ? &token : NULL;
+}
+
+static void gpu_warm_join(void *handle)
+{
+  (void)handle;
+  wait_warm(0);
 }
 
 /* The launcher's local rank (slabfeed_warm_device), or -1: Open MPI's,
@@ -1194,109 +1280,12 @@ static int launcher_local_rank(void)
   return -1;
 }
 
-/* slabfeed_warm_device's threads: detached, counted while they run, so
- * that the open (after its read) and the process's exit wait for them.
- * At exit the CUDA runtime's own teardown must not run while a thread is
- * still inside it: the handler is registered after the runtime's
- * load-time ones, so it runs before them, and waits at most
- * SF_WARM_EXIT_WAIT seconds (a driver that never answers must not make
- * the exit hang). A forked child has none of the threads. */
-#define SF_WARM_EXIT_WAIT 30
-static pthread_mutex_t g_early_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_early_cv = PTHREAD_COND_INITIALIZER;
-static int g_early_running;
-static int g_early_ready; /* the exit handler and fork handlers are in */
-static pthread_once_t g_early_once = PTHREAD_ONCE_INIT;
-
-static void *early_main(void *arg)
-{
-  warm_main(arg);
-  pthread_mutex_lock(&g_early_mu);
-  g_early_running--;
-  pthread_cond_broadcast(&g_early_cv);
-  pthread_mutex_unlock(&g_early_mu);
-  return NULL;
-}
-
-/* Waits for the running threads; at most `limit` seconds when > 0. */
-static void wait_early(int limit)
-{
-  struct timespec until = {0, 0};
-  const int bounded = limit > 0 && clock_gettime(CLOCK_REALTIME, &until) == 0;
-  if (bounded)
-    until.tv_sec += limit;
-  pthread_mutex_lock(&g_early_mu);
-  while (g_early_running > 0)
-    if (bounded ? pthread_cond_timedwait(&g_early_cv, &g_early_mu, &until) != 0
-                : pthread_cond_wait(&g_early_cv, &g_early_mu) != 0)
-      break;
-  pthread_mutex_unlock(&g_early_mu);
-}
-
-static void wait_early_at_exit(void)
-{
-  wait_early(SF_WARM_EXIT_WAIT);
-}
-
-static void early_prefork(void)
-{
-  pthread_mutex_lock(&g_early_mu);
-}
-
-static void early_parent(void)
-{
-  pthread_mutex_unlock(&g_early_mu);
-}
-
-static void early_child(void)
-{
-  g_early_running = 0;
-  pthread_mutex_unlock(&g_early_mu);
-}
-
-static void early_setup(void)
-{
-  g_early_ready = atexit(wait_early_at_exit) == 0 &&
-                  pthread_atfork(early_prefork, early_parent, early_child) == 0;
-}
-
 int slabfeed_warm_device(int device)
 {
   const int local = device == SLABFEED_DEVICE_LOCAL ? launcher_local_rank() : 0;
   if ((device < 0 && device != SLABFEED_DEVICE_LOCAL) || local < 0)
     return 0;
-  pthread_once(&g_early_once, early_setup);
-  if (!g_early_ready) /* no thread that the exit would not wait for */
-    return 0;
-  gpu_warm_t *w = calloc(1, sizeof *w);
-  pthread_attr_t attr;
-  if (w == NULL || pthread_attr_init(&attr) != 0) {
-    free(w);
-    return 0;
-  }
-  w->device = device;
-  w->node_rank = local;
-  w->self_free = 1;
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_t th;
-  pthread_mutex_lock(&g_early_mu);
-  const int started = pthread_create(&th, &attr, early_main, w) == 0;
-  g_early_running += started;
-  pthread_mutex_unlock(&g_early_mu);
-  pthread_attr_destroy(&attr);
-  if (!started)
-    free(w);
-  return started;
-}
-
-static void gpu_warm_join(void *handle)
-{
-  wait_early(0); /* slabfeed_warm_device's, where the program started one */
-  gpu_warm_t *w = handle;
-  if (w == NULL)
-    return;
-  pthread_join(w->th, NULL);
-  free(w);
+  return start_warm(device, local);
 }
 
 const sf__backend_ops sf__gpu_backend = {.name = "gpu",
