@@ -224,9 +224,10 @@ double cli_process_age(void);
 
 /* Where slabfeed_open's time went (slabfeed_stats, 0.12), each part the
  * slowest rank's, as one line into buf on rank 0 ("" on the others):
- * "T s (the slowest rank's each): slabs read ..., then waiting for the
- * CUDA context ..., back end ... (of it the slab window registered with
- * CUDA ...)". Collective over MPI_COMM_WORLD. */
+ * "T s (the slowest rank's each): file, store and set-up ..., slabs read
+ * ..., waiting for the CUDA context ..., back end ... (of it the slab
+ * window registered with CUDA ...)", the set-up being the rest of T.
+ * Collective over MPI_COMM_WORLD. */
 void cli_open_times(const slabfeed_stats *s, char *buf, size_t len);
 
 /* Peak resident set size of this process in bytes. */

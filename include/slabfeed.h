@@ -664,9 +664,12 @@ typedef struct slabfeed_stats {
                                    crosses nodes, else 0 */
   /* Added in 0.12: where slabfeed_open's time went on this rank. */
   double t_open;          /* the whole of slabfeed_open */
-  double t_open_context;  /* of it, after the read: the wait for the
-                             device's context, made on a thread of its own
-                             beside the read (0 without a device) */
+  double t_open_context;  /* of it: the wait for the device's context,
+                             made on a thread of its own beside the file's
+                             open and read; after the read, or before it
+                             where residency may take GPU memory (its
+                             verdict and a read into GPU memory need the
+                             context); 0 without a device */
   double t_open_backend;  /* of it: the back end's open, residency and
                              start (streams, device and pinned memory,
                              registrations) */

@@ -41,6 +41,17 @@ static void check_residency(slabfeed_loader *l)
   slabfeed_stats_get(l, &st);
   char line[1024];
   slabfeed_placement(l, line, sizeof line);
+  /* The open's parts are parts of it, wherever the context's wait fell
+   * (before the read for residency device, after it for host). */
+  CHECK(st.t_open > 0 && st.t_read >= 0 && st.t_open_context >= 0 &&
+            st.t_open_backend >= 0 &&
+            st.t_read + st.t_open_context + st.t_open_backend <=
+                st.t_open + 1e-6 &&
+            st.t_open_register <= st.t_open_backend + 1e-6,
+        "open %.4f s: read %.4f + context %.4f + back end %.4f (register "
+        "%.4f) exceed it",
+        st.t_open, st.t_read, st.t_open_context, st.t_open_backend,
+        st.t_open_register);
   if (residency == SLABFEED_RESIDENCY_DEVICE) {
     CHECK(st.device_slab_bytes == st.slab_bytes &&
               strstr(line, "crops read from GPU memory (residency device") !=

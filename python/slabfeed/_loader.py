@@ -325,8 +325,8 @@ class Loader:
         the placement: nodes, group_nodes, groups, group, node_budget,
         node_store_bytes, replica_bytes; device_slab_bytes,
         slab_released_bytes; and where the open's time went (0.12):
-        t_open, of it t_open_context (waiting for the device's context
-        after the read), t_open_backend and, of that, t_open_register."""
+        t_open, of it t_open_context (waiting for the device's context),
+        t_open_backend and, of that, t_open_register."""
         return self._c.stats()
 
     def close(self, force: bool = False) -> None:

@@ -1067,6 +1067,8 @@ static uint64_t gpu_host_bytes(const sf__context *ctx)
  * nodes, the read goes from the file straight into the device copy
  * through pinned staging (resident.h): host memory during the fill is the
  * staging, not the slab (docs/DECISIONS.md). */
+static void wait_warm(int limit);
+
 static slabfeed_status gpu_prepare(const sf__context *ctx, void **early,
                                    sf__sink **sink, sf__err *e)
 {
@@ -1085,6 +1087,12 @@ static slabfeed_status gpu_prepare(const sf__context *ctx, void **early,
    * context goes on being made on the warm thread beside the read. */
   if (!sf__resident_may_choose_device(ctx->cfg, s))
     return sf__resident_choose(use, ctx->cfg, s, device, e);
+  /* The verdict and a read into GPU memory need the context: its wait is
+   * here, before the read, and counted as such. */
+  const double t0 = sf__now();
+  wait_warm(0);
+  const slabfeed_stats waited = {.t_open_context = sf__now() - t0};
+  sf__stats_add(ctx->stats, &waited);
   if (e->status == SLABFEED_OK && pick_device(ctx, &device, e) == SLABFEED_OK &&
       sf__cudart_get_device(&caller, e) == SLABFEED_OK)
     sf__cudart_set_device(device, e);
