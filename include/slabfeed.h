@@ -195,6 +195,21 @@ typedef enum {
   SLABFEED_WRITE_MAP_OFF = 1
 } slabfeed_write_map;
 
+/* Which output slabs a writer of device batches registers with CUDA at
+ * open (0.12). NODE: every slab of the rank's node, so the device copies
+ * each put's parts straight into any of them; each rank then pins the
+ * node's whole output (the node's ranks x its bytes in all). OWN: the
+ * rank's own slab alone; the parts for the node's other ranks come back
+ * through the writer's pinned staging and are copied into their slabs on
+ * the CPU. AUTO: OWN where more than four ranks share the node, else NODE
+ * (measured at 2, 4, 8 and 16 ranks: docs/DECISIONS.md).
+ * slabfeed_writer_io says which ran. Host batches register nothing. */
+typedef enum {
+  SLABFEED_WRITE_REGISTER_AUTO = 0,
+  SLABFEED_WRITE_REGISTER_OWN = 1,
+  SLABFEED_WRITE_REGISTER_NODE = 2
+} slabfeed_write_register;
+
 /* Where the slabs live for device batches (0.8). HOST: in the node's
  * shared window, crops cross the host-to-device link (0.7's way). DEVICE:
  * each rank's slab (core + halo) is also held in its GPU's memory, filled
@@ -436,6 +451,8 @@ typedef struct slabfeed_config {
   slabfeed_huge_pages huge_pages; /* default SLABFEED_HUGE_AUTO */
   /* Added in 0.11: slabfeed_write_map above. */
   slabfeed_write_map write_map; /* default SLABFEED_WRITE_MAP_AUTO */
+  /* Added in 0.12: slabfeed_write_register above. */
+  slabfeed_write_register write_register; /* default ..._AUTO */
 } slabfeed_config;
 
 /* slabfeed_config_init_sized - fills the first `size` bytes of *cfg with the
@@ -1021,7 +1038,8 @@ SLABFEED_API const char *slabfeed_writer_last_error(const slabfeed_writer *w);
  * mapped (write_map auto): puts land in the file, close writes nothing". After
  * the choice, where the open's time went: the slab's memory and its page
  * faults (and the huge pages the kernel gave it), the file's creation and
- * reservation, the CUDA registration.
+ * reservation, the CUDA registration (0.12: "registration of its own
+ * slab" or "of the node's slabs", config write_register).
  * Other ranks get the choice without the reason.
  * Collective no. Lifetime: w's. NULL w: "". */
 SLABFEED_API const char *slabfeed_writer_io(const slabfeed_writer *w);

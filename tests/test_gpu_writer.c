@@ -25,7 +25,7 @@ static int rank, size;
 static const char *tag = ""; /* argv[1]: keeps the files of variants apart */
 
 static void round_trip(const char *input, int symmetry, slabfeed_out_layout lay,
-                       const char *name)
+                       slabfeed_write_register reg, const char *name)
 {
   char out[256];
   snprintf(out, sizeof out, "gpu_writer_%s%s.%d.h5", tag, name, size);
@@ -43,6 +43,7 @@ static void round_trip(const char *input, int symmetry, slabfeed_out_layout lay,
   c.n_input_vectors = 1;
   c.input_vectors[0][0] = 1, c.input_vectors[0][1] = 2,
   c.input_vectors[0][2] = 3;
+  c.write_register = reg;
   char err[1024] = "";
   slabfeed_loader *l = NULL;
   slabfeed_status st = slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err);
@@ -75,6 +76,21 @@ static void round_trip(const char *input, int symmetry, slabfeed_out_layout lay,
   slabfeed_writer *w = NULL;
   st = slabfeed_writer_open(l, &wc, &w, err, sizeof err);
   CHECK(st == SLABFEED_OK, "writer open: %s", err);
+  /* write_register (0.12): the registration the report names is the one
+   * asked for, auto's by the ranks on the node (the test runs on one
+   * node, or every rank its own). */
+  if (w != NULL) {
+    const char *io = slabfeed_writer_io(w);
+    int local = size;
+    if (ps.nodes > 1)
+      local = 1;
+    const int node = reg == SLABFEED_WRITE_REGISTER_NODE ||
+                     (reg == SLABFEED_WRITE_REGISTER_AUTO && local <= 4);
+    CHECK(strstr(io, node ? "registration of the node's slabs"
+                          : "registration of its own slab") != NULL &&
+              strstr(io, "refused") == NULL,
+          "write_register %d, %d rank(s) on the node: %s", (int)reg, local, io);
+  }
   cudaStream_t s;
   CUDA_CHECK(cudaSetDevice(c.device));
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -322,8 +338,16 @@ int main(int argc, char **argv)
   char input[64];
   snprintf(input, sizeof input, "gpu_writer_%sin.%d.h5", tag, size);
   make_file(input, 20, 18, 16, SLABFEED_LAYOUT_CF, 0, 0, 0);
-  round_trip(input, 0, SLABFEED_OUT_NCDHW, "identity");
-  round_trip(input, 23, SLABFEED_OUT_NDHWC, "g23_ndhwc");
+  round_trip(input, 0, SLABFEED_OUT_NCDHW, SLABFEED_WRITE_REGISTER_AUTO,
+             "identity");
+  round_trip(input, 23, SLABFEED_OUT_NDHWC, SLABFEED_WRITE_REGISTER_AUTO,
+             "g23_ndhwc");
+  /* Each registration forced: own sends the node's other ranks' parts
+   * through pinned staging and the CPU; node copies all on the device. */
+  round_trip(input, 5, SLABFEED_OUT_NCDHW, SLABFEED_WRITE_REGISTER_OWN,
+             "g5_own");
+  round_trip(input, 0, SLABFEED_OUT_NDHWC, SLABFEED_WRITE_REGISTER_NODE,
+             "identity_node");
   device_equals_host(input);
   host_loader_refuses_device(input);
   MPI_Barrier(MPI_COMM_WORLD);

@@ -504,6 +504,19 @@ const sf__option sf__options[] = {
               "reserved): puts land in the file and close writes nothing; "
               "off: memory of its own, written at close"},
      FIELD(write_map)},
+    {{.name = "write_register",
+      .flag = "write-register",
+      .kind = SLABFEED_OPTION_CHOICE,
+      .choices = "auto|own|node",
+      .default_value = "auto",
+      .metavar = "auto|own|node",
+      .help = "the writer's CUDA registration for device batches: node "
+              "registers every output slab of the node in each rank (puts "
+              "copied straight into any of them; each rank pins the node's "
+              "whole output), own only the rank's slab (the node's other "
+              "ranks' parts copied on the CPU from pinned staging); auto: "
+              "own where more than four ranks share the node"},
+     FIELD(write_register)},
 };
 
 const int sf__option_count = (int)(sizeof sf__options / sizeof sf__options[0]);

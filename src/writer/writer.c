@@ -106,7 +106,8 @@ struct slabfeed_writer {
   cudaEvent_t *landed; /* [B]: slot s of the put in pinned staging */
 #endif
   int *away;      /* [B]: slot s has shares for other nodes' owners */
-  int registered; /* the node's slabs are registered with CUDA */
+  int registered; /* the slabs planned are registered with CUDA */
+  int reg_node;   /* write_register: the node's slabs (1) or its own (0) */
   int *reg;       /* [size]: rank q's slab is registered */
   /* The file. */
   sf__aside as;
@@ -874,17 +875,17 @@ static part next_part(const slabfeed_writer *w, const inv_map *m,
 
 /* Stores the staged owned part of tile `tile` (box of m, staged at src)
  * into the slabs of its owners, one part per owner, and counts it for the
- * coverage check. remote_only: the parts of this node's owners were
- * stored already (by the device's copies) and are counted only. */
+ * coverage check. copied: the parts whose owner's slab is registered
+ * were stored already (by the device's copies) and are counted only. */
 static slabfeed_status deliver_tile(slabfeed_writer *w, const inv_map *m,
-                                    const float *src, uint64_t tile,
-                                    int remote_only, sf__err *e)
+                                    const float *src, uint64_t tile, int copied,
+                                    sf__err *e)
 {
   const uint64_t h = tile_hash(tile);
   for (int64_t zr = m->r0[0];
        zr < m->r0[0] + m->n[0] && e->status == SLABFEED_OK;) {
     const part p = next_part(w, m, src, &zr);
-    if (!remote_only || w->peer[p.q] == NULL)
+    if (!(copied && w->peer[p.q] != NULL && w->reg[p.q]))
       deliver(w, &p, e);
     const uint64_t vox = (uint64_t)(p.nz * p.ny * p.nx);
     w->sent_vox[p.q] += vox;
@@ -1119,9 +1120,11 @@ static slabfeed_status open_device(slabfeed_writer *w, sf__err *e)
   return e->status;
 }
 
-/* Registers the slabs of this node's ranks with CUDA so that device puts
- * copy into them directly. Where registration is refused the puts go
- * through pinned staging instead (slower, not an error). */
+/* Registers the rank's own slab with CUDA, and with write_register node
+ * those of the node's other ranks, so that device puts copy into them
+ * directly; parts for a slab not registered come back through pinned
+ * staging and are stored by the CPU. Where registration is refused every
+ * put goes that way (slower, not an error). */
 static void register_slabs(slabfeed_writer *w)
 {
   sf__err probe;
@@ -1137,7 +1140,7 @@ static void register_slabs(slabfeed_writer *w)
     const int q = (w->rank + i) % w->size;
     const size_t bytes =
         (size_t)(planes_of(w, q) * plane_elems(w)) * sizeof(float);
-    if (w->peer[q] != NULL && bytes > 0) {
+    if (w->peer[q] != NULL && bytes > 0 && (q == w->rank || w->reg_node)) {
       ok = sf__cudart_host_register(w->peer[q], bytes, &probe) == SLABFEED_OK;
       w->reg[q] = ok;
     }
@@ -1386,6 +1389,11 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
   if (sf__agree(w->comm, &e) == SLABFEED_OK) {
     int nsize = 1;
     MPI_Comm_size(w->node, &nsize);
+    /* Each rank pinning the node's whole output costs the node's ranks
+     * x its bytes (docs/DECISIONS.md); the same choice on every rank. */
+    const slabfeed_write_register wr = l->cfg.pub.write_register;
+    w->reg_node = wr == SLABFEED_WRITE_REGISTER_NODE ||
+                  (wr == SLABFEED_WRITE_REGISTER_AUTO && nsize <= 4);
     w->per_rank = l->store.per_rank;
     w->touch = sf__touch_threads(l->cfg.pub.touch_threads, nsize);
     /* The slab as the file's pages (write_map) once the file exists; else
@@ -1400,7 +1408,8 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
   const double t_file = sf__now();
   double t_register = 0;
 #ifdef SF_HAVE_CUDA
-  /* The node's slabs registered with CUDA beside the file's creation. */
+  /* The slabs (write_register) registered with CUDA beside the file's
+   * creation. */
   register_job job = {w, 0};
   pthread_t reg;
   int reg_thread = 0;
@@ -1452,11 +1461,18 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
   t_register = job.seconds;
 #endif
   if (e.status == SLABFEED_OK) {
-    char reg_how[96] = "";
+    char reg_how[160] = "";
     if (w->device >= 0)
       snprintf(reg_how, sizeof reg_how,
-               " beside the CUDA registration of the node's slabs %.2f s%s",
-               t_register, w->registered ? "" : " (refused: staged puts)");
+               " beside the CUDA registration of %s %.2f s (write_register "
+               "%s)%s",
+               w->reg_node ? "the node's slabs" : "its own slab", t_register,
+               l->cfg.pub.write_register == SLABFEED_WRITE_REGISTER_AUTO
+                   ? (w->reg_node ? "auto: four ranks or fewer on the node"
+                                  : "auto: more than four ranks on the node")
+               : w->reg_node ? "node"
+                             : "own",
+               w->registered ? "" : " (refused: staged puts)");
     char huge_how[160] = "";
     if (slab_bytes > 0 && !w->mapped) {
       huge_how[0] = ' ';
@@ -1677,12 +1693,14 @@ static slabfeed_status put_device(slabfeed_writer *w, const slabfeed_batch *b,
     }
     if (sf__cudart_launched("writer put: inverse transform", e) != SLABFEED_OK)
       break;
-    int away = !w->registered; /* a share for another node's owner */
+    /* A share whose owner's slab is not registered here: another node's,
+     * or (write_register own) another rank's of this node. */
+    int away = !w->registered;
     for (int64_t zr = m[s].r0[0]; w->registered &&
                                   zr < m[s].r0[0] + m[s].n[0] &&
                                   e->status == SLABFEED_OK;) {
       const part p = next_part(w, &m[s], d, &zr);
-      if (w->peer[p.q] != NULL)
+      if (w->peer[p.q] != NULL && w->reg[p.q])
         copy_part(w, &p, d, e);
       else
         away = 1;
@@ -1695,8 +1713,9 @@ static slabfeed_status put_device(slabfeed_writer *w, const slabfeed_batch *b,
       sf__cudart_record(w->landed[s], w->stream, e);
     w->away[s] = away;
   }
-  /* The other nodes' shares of each slot as it lands, from pinned staging
-   * (all shares when the slabs are not registered). */
+  /* The shares the device did not copy, of each slot as it lands, from
+   * pinned staging: other nodes' owners', the node's other ranks' with
+   * write_register own, all where registration was refused. */
   for (int i = 0; i < s && e->status == SLABFEED_OK; i++)
     if (!w->away[i])
       deliver_tile(w, &m[i], NULL, (uint64_t)b->sample[i], 1, e);
