@@ -311,7 +311,7 @@ int main(int argc, char **argv)
                  (double)steps, &shown); /* ends the line */
   const double t_pass = MPI_Wtime() - t0;
   age[AGE_PASS] = cli_process_age();
-  char io_how[512]; /* slabfeed_writer_io's text, whole */
+  char io_how[1024]; /* slabfeed_writer_io's text, whole */
   snprintf(io_how, sizeof io_how, "%s", slabfeed_writer_io(w));
   const double tc0 = MPI_Wtime();
   slabfeed_status cs = slabfeed_writer_close(w, err, sizeof err);

@@ -71,13 +71,13 @@ struct slabfeed_writer {
   MPI_Win *shm; /* [n_shm]: a window per node rank (per_rank), or one */
   MPI_Win world;
   int n_shm, per_rank, shm_locked, world_locked;
-  int touch;        /* threads that fault in this rank's slab at open */
-  int independent;  /* close writes with independent MPI-IO (read_mode) */
-  int direct;       /* close writes with pwrite at the dataset's offset
-                       (independent too: no collective write) */
-  int io_threads;   /* direct: the node's cores over its ranks */
-  int64_t chunk[3]; /* the output's chunk (z, y, x); 0: contiguous */
-  char io_how[512]; /* which, and why (slabfeed_writer_io), and where
+  int touch;         /* threads that fault in this rank's slab at open */
+  int independent;   /* close writes with independent MPI-IO (read_mode) */
+  int direct;        /* close writes with pwrite at the dataset's offset
+                        (independent too: no collective write) */
+  int io_threads;    /* direct: the node's cores over its ranks */
+  int64_t chunk[3];  /* the output's chunk (z, y, x); 0: contiguous */
+  char io_how[1024]; /* which, and why (slabfeed_writer_io), and where
                        the open's time went */
   float *slab; /* this rank's planes, [C][planes][Y][X] or [planes][Y][X][C] */
   /* write_map (0.11): the slabs are the file's pages. map_base[q] is this
@@ -105,7 +105,9 @@ struct slabfeed_writer {
   cudaEvent_t ready;
   cudaEvent_t *landed; /* [B]: slot s of the put in pinned staging */
 #endif
-  int *away;      /* [B]: slot s has shares for other nodes' owners */
+  int *away;      /* [B]: slot s has shares for owners whose slabs are not
+                     registered here (other nodes', or with write_register
+                     own the node's other ranks') */
   int registered; /* the slabs planned are registered with CUDA */
   int reg_node;   /* write_register: the node's slabs (1) or its own (0) */
   int *reg;       /* [size]: rank q's slab is registered */
@@ -1133,7 +1135,8 @@ static void register_slabs(slabfeed_writer *w)
   if (sf__cudart_get_device(&caller, &probe) ||
       sf__cudart_set_device(w->device, &probe))
     return;
-  int ok = 1;
+  /* A refusal on this rank alone (test): every put through staging. */
+  int ok = !sf__inject("writer.register", w->rank);
   /* Its own slab first, then the next ranks': the node's ranks pin
    * different pages at a time. */
   for (int i = 0; i < w->size && ok; i++) {
@@ -1390,7 +1393,8 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     int nsize = 1;
     MPI_Comm_size(w->node, &nsize);
     /* Each rank pinning the node's whole output costs the node's ranks
-     * x its bytes (docs/DECISIONS.md); the same choice on every rank. */
+     * x its bytes (docs/DECISIONS.md); the same choice on every rank of
+     * a node. Local work only: nothing collective depends on it. */
     const slabfeed_write_register wr = l->cfg.pub.write_register;
     w->reg_node = wr == SLABFEED_WRITE_REGISTER_NODE ||
                   (wr == SLABFEED_WRITE_REGISTER_AUTO && nsize <= 4);
@@ -1652,10 +1656,11 @@ static slabfeed_status copy_part(const slabfeed_writer *w, const part *p,
 }
 
 /* The device path of put. Each slot's owned part is brought back to the
- * volume's frame by the inverse kernel into device staging; the shares of
- * this node's owners are copied from there straight into their slabs
- * (registered at open), those of other nodes' owners through pinned
- * staging and MPI_Put, delivered while later slots are still copying.
+ * volume's frame by the inverse kernel into device staging; the shares
+ * whose owner's slab is registered here (write_register) are copied from
+ * there straight into it, the others through pinned staging: stored by
+ * the CPU for this node's owners, by MPI_Put for other nodes', delivered
+ * while later slots are still copying.
  * Everything is ordered after the caller's stream by an event, and put
  * returns once the copies are done; nothing is allocated and the default
  * stream is not used. */
