@@ -121,6 +121,11 @@ struct slabfeed_writer {
 /* ---- Options -------------------------------------------------------------
  */
 
+/* write_register auto: the node's slabs registered by each rank up to this
+ * many ranks a node, its own slab alone above (runs 32-33: node faster at
+ * 2 and 4 ranks, own at 8 and 16; docs/DECISIONS.md). */
+#define SF_REGISTER_NODE_MAX 4
+
 void slabfeed_writer_config_init_sized(slabfeed_writer_config *cfg, size_t size)
 {
   slabfeed_writer_config d;
@@ -1396,8 +1401,9 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
      * x its bytes (docs/DECISIONS.md); the same choice on every rank of
      * a node. Local work only: nothing collective depends on it. */
     const slabfeed_write_register wr = l->cfg.pub.write_register;
-    w->reg_node = wr == SLABFEED_WRITE_REGISTER_NODE ||
-                  (wr == SLABFEED_WRITE_REGISTER_AUTO && nsize <= 4);
+    w->reg_node =
+        wr == SLABFEED_WRITE_REGISTER_NODE ||
+        (wr == SLABFEED_WRITE_REGISTER_AUTO && nsize <= SF_REGISTER_NODE_MAX);
     w->per_rank = l->store.per_rank;
     w->touch = sf__touch_threads(l->cfg.pub.touch_threads, nsize);
     /* The slab as the file's pages (write_map) once the file exists; else
@@ -1465,18 +1471,20 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
   t_register = job.seconds;
 #endif
   if (e.status == SLABFEED_OK) {
-    char reg_how[160] = "";
+    /* Which slabs were registered, and why (write_register). */
+    char why[64];
+    if (l->cfg.pub.write_register != SLABFEED_WRITE_REGISTER_AUTO)
+      snprintf(why, sizeof why, "%s", w->reg_node ? "node" : "own");
+    else
+      snprintf(why, sizeof why, "auto: %s %d ranks on the node",
+               w->reg_node ? "at most" : "more than", SF_REGISTER_NODE_MAX);
+    char reg_how[224] = "";
     if (w->device >= 0)
       snprintf(reg_how, sizeof reg_how,
                " beside the CUDA registration of %s %.2f s (write_register "
                "%s)%s",
                w->reg_node ? "the node's slabs" : "its own slab", t_register,
-               l->cfg.pub.write_register == SLABFEED_WRITE_REGISTER_AUTO
-                   ? (w->reg_node ? "auto: four ranks or fewer on the node"
-                                  : "auto: more than four ranks on the node")
-               : w->reg_node ? "node"
-                             : "own",
-               w->registered ? "" : " (refused: staged puts)");
+               why, w->registered ? "" : " (refused: staged puts)");
     char huge_how[160] = "";
     if (slab_bytes > 0 && !w->mapped) {
       huge_how[0] = ' ';
@@ -1699,11 +1707,11 @@ static slabfeed_status put_device(slabfeed_writer *w, const slabfeed_batch *b,
     if (sf__cudart_launched("writer put: inverse transform", e) != SLABFEED_OK)
       break;
     /* A share whose owner's slab is not registered here: another node's,
-     * or (write_register own) another rank's of this node. */
-    int away = !w->registered;
-    for (int64_t zr = m[s].r0[0]; w->registered &&
-                                  zr < m[s].r0[0] + m[s].n[0] &&
-                                  e->status == SLABFEED_OK;) {
+     * another rank's of this node (write_register own), or any where the
+     * registration was refused (reg[] all 0). */
+    int away = 0;
+    for (int64_t zr = m[s].r0[0];
+         zr < m[s].r0[0] + m[s].n[0] && e->status == SLABFEED_OK;) {
       const part p = next_part(w, &m[s], d, &zr);
       if (w->peer[p.q] != NULL && w->reg[p.q])
         copy_part(w, &p, d, e);
@@ -1726,7 +1734,7 @@ static slabfeed_status put_device(slabfeed_writer *w, const slabfeed_batch *b,
       deliver_tile(w, &m[i], NULL, (uint64_t)b->sample[i], 1, e);
     else if (sf__cudart_event_sync(w->landed[i], e) == SLABFEED_OK)
       deliver_tile(w, &m[i], (float *)w->pinned + i * slot,
-                   (uint64_t)b->sample[i], w->registered, e);
+                   (uint64_t)b->sample[i], 1, e);
   /* The copies into the slabs are done when put returns (and after a
    * failure, whatever was enqueued: the staging is reused). */
   sf__err mine;
