@@ -21,7 +21,9 @@
  * Every step's failure is reported by the rank that met it and agreed on
  * by all ranks before the next step (no hang). Run on one node:
  *   mpirun -n 4 bench/vmm_store_probe [--mib 1024] [--file /dev/shm/box.h5]
- */
+ *     [--per-rank]
+ * --per-rank: each rank creates its own part (in parallel) and every rank
+ * maps all the node's parts next to each other, one range. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -38,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+enum { MAX_NODE_RANKS = 1024 }; /* --per-rank: parts a node maps */
 static int rank, size, nrank, nsize;
 static MPI_Comm node = MPI_COMM_NULL;
 static char why[512]; /* this rank's first failure */
@@ -204,20 +207,20 @@ static void fd_msg(struct msghdr *m, struct iovec *io, char *byte, fd_ctl *c)
   m->msg_controllen = sizeof c->buf;
 }
 
-/* The node's first rank sends fd to each other rank of the node over an
+/* Node rank `root` sends fd to each other rank of the node over an
  * abstract Unix socket whose name it broadcasts; the others return the
  * descriptor they received (or -1). A connection is queued without
  * accept (the backlog holds the node's ranks), so the ranks agree on
- * how many connected before the first rank accepts that many: a rank
- * that could not connect makes no one wait. Collective over the node. */
-static int share_fd(int fd)
+ * how many connected before the root accepts that many: a rank that
+ * could not connect makes no one wait. Collective over the node. */
+static int share_fd(int fd, int root)
 {
   char name[100] = "";
   int lfd = -1, ok = 1;
   struct sockaddr_un a;
   memset(&a, 0, sizeof a);
   a.sun_family = AF_UNIX;
-  if (nrank == 0) {
+  if (nrank == root) {
     snprintf(name, sizeof name, "slabfeed-vmm-probe-%ld-%ld", (long)getpid(),
              (long)time(NULL));
     memcpy(a.sun_path + 1, name, strlen(name));
@@ -229,12 +232,12 @@ static int share_fd(int fd)
         listen(lfd, nsize) != 0)
       ok = fail("%s: errno %ld", "the socket", (long)errno);
   }
-  MPI_Bcast(name, sizeof name, MPI_CHAR, 0, node);
-  MPI_Bcast(&ok, 1, MPI_INT, 0, node);
+  MPI_Bcast(name, sizeof name, MPI_CHAR, root, node);
+  MPI_Bcast(&ok, 1, MPI_INT, root, node);
   if (!ok)
     return -1;
   int got = -1, s = -1, connected = 0, all = 0;
-  if (nrank != 0) {
+  if (nrank != root) {
     memcpy(a.sun_path + 1, name, strlen(name));
     s = socket(AF_UNIX, SOCK_STREAM, 0);
     if (s >= 0 && connect(s, (struct sockaddr *)&a,
@@ -245,7 +248,7 @@ static int share_fd(int fd)
       fail("%s: errno %ld", "connect", (long)errno);
   }
   MPI_Allreduce(&connected, &all, 1, MPI_INT, MPI_SUM, node);
-  if (nrank == 0) {
+  if (nrank == root) {
     for (int i = 0; i < all; i++) {
       const int c = accept(lfd, NULL, NULL);
       char byte = 1;
@@ -296,15 +299,22 @@ int main(int argc, char **argv)
   MPI_Comm_size(node, &nsize);
   size_t mib = 1024;
   const char *file = NULL;
-  for (int i = 1; i + 1 < argc; i += 2)
-    if (strcmp(argv[i], "--mib") == 0)
-      mib = (size_t)strtoull(argv[i + 1], NULL, 10);
-    else if (strcmp(argv[i], "--file") == 0)
-      file = argv[i + 1];
+  int per_rank = 0; /* --per-rank: each rank creates its own part */
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--mib") == 0 && i + 1 < argc)
+      mib = (size_t)strtoull(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--file") == 0 && i + 1 < argc)
+      file = argv[++i];
+    else if (strcmp(argv[i], "--per-rank") == 0)
+      per_rank = 1;
   int nodes = 0, lead = nrank == 0;
   MPI_Allreduce(&lead, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (!agreed(nodes == 1 ||
                   fail("%s (%ld nodes)", "run on one node", (long)nodes),
+              "the launch"))
+    goto out;
+  if (!agreed(nsize <= MAX_NODE_RANKS ||
+                  fail("%s (%ld)", "too many ranks on the node", (long)nsize),
               "the launch"))
     goto out;
   if (!agreed(mib > 0 ||
@@ -331,35 +341,57 @@ int main(int argc, char **argv)
                    "cuMemGetAllocationGranularity (host NUMA, POSIX fd)");
   if (!agreed(ok, "the device"))
     goto out;
-  const size_t bytes = (part * (size_t)nsize + gran - 1) / gran * gran;
+  /* One allocation on the node's first rank, or (--per-rank) one part
+   * per rank, each rounded up to the granularity: a stride per rank. */
+  const size_t stride = per_rank ? (part + gran - 1) / gran * gran : part;
+  const size_t bytes = per_rank
+                           ? stride * (size_t)nsize
+                           : (part * (size_t)nsize + gran - 1) / gran * gran;
+  const int nh = per_rank ? nsize : 1, own = per_rank ? nrank : 0;
+  const size_t piece = per_rank ? stride : bytes;
 
-  /* 2. One allocation, on the node's first rank, shared by descriptor. */
-  CUmemGenericAllocationHandle h = 0;
-  int fd = -1, got = -1; /* the first rank's export, the others' import */
+  /* 2. The allocation(s), shared by descriptor. */
+  CUmemGenericAllocationHandle h[MAX_NODE_RANKS];
+  int fds[MAX_NODE_RANKS];
+  for (int k = 0; k < nh; k++)
+    h[k] = 0, fds[k] = -1;
   double t0 = now();
-  if (nrank == 0)
-    ok = cu_ok(cu.MemCreate(&h, bytes, &prop, 0), "cuMemCreate") &&
+  if (own < nh && (per_rank || nrank == 0))
+    ok = cu_ok(cu.MemCreate(&h[own], piece, &prop, 0), "cuMemCreate") &&
          cu_ok(cu.MemExportToShareableHandle(
-                   &fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                   &fds[own], h[own], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                   0),
                "cuMemExportToShareableHandle");
   const double t_create = slowest(now() - t0);
   if (!agreed(ok, "the allocation"))
     goto release;
-  got = share_fd(fd);
+  t0 = now();
+  for (int k = 0; k < nh; k++) {
+    const int got = share_fd(nrank == k ? fds[k] : -1, k);
+    if (nrank != k)
+      fds[k] = got;
+  }
+  const double t_share = slowest(now() - t0);
   ok = why[0] == '\0';
-  if (!agreed(ok, "passing the descriptor"))
+  if (!agreed(ok, "passing the descriptors"))
     goto release;
   t0 = now();
-  if (nrank != 0)
-    ok = cu_ok(cu.MemImportFromShareableHandle(
-                   &h, (void *)(uintptr_t)got,
-                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-               "cuMemImportFromShareableHandle");
+  for (int k = 0; k < nh && ok; k++)
+    if (h[k] == 0)
+      ok = cu_ok(cu.MemImportFromShareableHandle(
+                     &h[k], (void *)(uintptr_t)fds[k],
+                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                 "cuMemImportFromShareableHandle");
   CUdeviceptr va = 0;
-  ok = ok &&
-       cu_ok(cu.MemAddressReserve(&va, bytes, gran, 0, 0),
-             "cuMemAddressReserve") &&
-       cu_ok(cu.MemMap(va, bytes, 0, h, 0), "cuMemMap");
+  int mapped = 0;
+  ok = ok && cu_ok(cu.MemAddressReserve(&va, bytes, gran, 0, 0),
+                   "cuMemAddressReserve");
+  for (int k = 0; k < nh && ok; k++) {
+    ok = cu_ok(
+        cu.MemMap(va + (CUdeviceptr)((size_t)k * piece), piece, 0, h[k], 0),
+        "cuMemMap");
+    mapped += ok;
+  }
   CUmemAccessDesc acc[2];
   memset(acc, 0, sizeof acc);
   acc[0].location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
@@ -374,7 +406,7 @@ int main(int argc, char **argv)
   if (!agreed(ok, "the mapping"))
     goto unmap;
   char *store = (char *)(uintptr_t)va;
-  uint32_t *mine = (uint32_t *)(void *)(store + (size_t)nrank * part);
+  uint32_t *mine = (uint32_t *)(void *)(store + (size_t)nrank * stride);
   const size_t words = part / sizeof(uint32_t);
 
   /* 3. The CPU fills its part; the next rank checks it. Beside it, the
@@ -398,7 +430,7 @@ int main(int argc, char **argv)
   MPI_Barrier(MPI_COMM_WORLD);
   const int next = (nrank + 1) % nsize;
   const uint32_t *theirs =
-      (const uint32_t *)(const void *)(store + (size_t)next * part);
+      (const uint32_t *)(const void *)(store + (size_t)next * stride);
   size_t bad = 0;
   for (size_t i = 0; i < words; i++)
     bad += theirs[i] != ((uint32_t)(i * 2654435761u) ^ (uint32_t)next);
@@ -536,10 +568,11 @@ int main(int argc, char **argv)
       printf("vmm_store_probe: %d ranks on one node, %.2f GB a rank, host "
              "NUMA node %d, granularity %zu KiB\n",
              size, gb, numa, gran >> 10);
-      printf("  allocation (cuMemCreate, first rank, pages populated): %.3f "
-             "s = %.2f GB/s; import, map and access: %.3f s (slowest "
-             "rank)\n",
-             t_create, node_gb / t_create, t_map);
+      printf("  allocation (cuMemCreate, %s, pages populated): %.3f s = "
+             "%.2f GB/s; descriptors passed %.3f s; import, map and access: "
+             "%.3f s (slowest rank)\n",
+             per_rank ? "each rank its part" : "first rank", t_create,
+             node_gb / t_create, t_share, t_map);
       printf("  today's way: the shared window allocated and first touched "
              "%.3f s, then registered by every rank %.3f s (%.2f GB of "
              "pages pinned in all)\n",
@@ -554,13 +587,14 @@ int main(int argc, char **argv)
       printf("  H2D from the next rank's part, rank 0, all ranks copying, "
              "best of 3: %.2f GB/s (pinned buffer: %.2f)\n",
              gb / t_h2d, gb / t_h2d_pinned);
-      printf("JSON {\"bench\":\"vmm_store_probe\",\"ranks\":%d,\"gb_rank\":"
-             "%.3f,\"create_s\":%.4f,\"map_s\":%.4f,\"window_s\":%.4f,"
+      printf("JSON {\"bench\":\"vmm_store_probe\",\"ranks\":%d,\"per_rank\":%d,"
+             "\"gb_rank\":%.3f,\"create_s\":%.4f,\"share_s\":%.4f,"
+             "\"map_s\":%.4f,\"window_s\":%.4f,"
              "\"register_window_s\":%.4f,\"fill_gbs\":%.3f,\"fill_priv_gbs\":"
              "%.3f,\"read_gbs\":%.3f,\"read_priv_gbs\":%.3f,"
              "\"h2d_gbs_rank0\":%.3f,\"pinned_gbs_rank0\":%.3f}\n",
-             size, gb, t_create, t_map, t_window, t_register, gb / t_fill,
-             gb / t_fill_priv, file != NULL ? gb / t_read : 0.0,
+             size, per_rank, gb, t_create, t_share, t_map, t_window, t_register,
+             gb / t_fill, gb / t_fill_priv, file != NULL ? gb / t_read : 0.0,
              file != NULL ? gb / t_read_priv : 0.0, gb / t_h2d,
              gb / t_h2d_pinned);
     }
@@ -571,17 +605,17 @@ int main(int argc, char **argv)
   cudaFreeHost(pinned);
   free(priv);
 unmap:
-  if (va != 0) {
-    cu.MemUnmap(va, bytes);
+  for (int k = 0; k < mapped; k++)
+    cu.MemUnmap(va + (CUdeviceptr)((size_t)k * piece), piece);
+  if (va != 0)
     cu.MemAddressFree(va, bytes);
-  }
 release:
-  if (h != 0)
-    cu.MemRelease(h);
-  if (fd >= 0)
-    close(fd);
-  if (got >= 0)
-    close(got);
+  for (int k = 0; k < nh; k++) {
+    if (h[k] != 0)
+      cu.MemRelease(h[k]);
+    if (fds[k] >= 0)
+      close(fds[k]);
+  }
 out:
   MPI_Comm_free(&node);
   MPI_Finalize();

@@ -105,12 +105,13 @@ struct slabfeed_writer {
   cudaEvent_t ready;
   cudaEvent_t *landed; /* [B]: slot s of the put in pinned staging */
 #endif
-  int *away;      /* [B]: slot s has shares for owners whose slabs are not
-                     registered here (other nodes', or with write_register
-                     own the node's other ranks') */
-  int registered; /* the slabs planned are registered with CUDA */
-  int reg_node;   /* write_register: the node's slabs (1) or its own (0) */
-  int *reg;       /* [size]: rank q's slab is registered */
+  int *away;         /* [B]: slot s has shares for owners whose slabs are not
+                        registered here (other nodes', or with write_register
+                        own the node's other ranks') */
+  int registered;    /* the slabs planned are registered with CUDA */
+  char reg_why[160]; /* why not, where they are not (CUDA's words) */
+  int reg_node;      /* write_register: the node's slabs (1) or its own (0) */
+  int *reg;          /* [size]: rank q's slab is registered */
   /* The file. */
   sf__aside as;
   int aside_live;
@@ -1127,6 +1128,13 @@ static slabfeed_status open_device(slabfeed_writer *w, sf__err *e)
   return e->status;
 }
 
+/* Keeps the first words of why registration was refused, for the report. */
+static void keep_refusal(slabfeed_writer *w, const sf__err *probe)
+{
+  snprintf(w->reg_why, sizeof w->reg_why, "%.*s", (int)sizeof w->reg_why - 1,
+           probe->msg);
+}
+
 /* Registers the rank's own slab with CUDA, and with write_register node
  * those of the node's other ranks, so that device puts copy into them
  * directly; parts for a slab not registered come back through pinned
@@ -1138,10 +1146,14 @@ static void register_slabs(slabfeed_writer *w)
   sf__err_clear(&probe);
   int caller = 0;
   if (sf__cudart_get_device(&caller, &probe) ||
-      sf__cudart_set_device(w->device, &probe))
+      sf__cudart_set_device(w->device, &probe)) {
+    keep_refusal(w, &probe);
     return;
+  }
   /* A refusal on this rank alone (test): every put through staging. */
   int ok = !sf__inject("writer.register", w->rank);
+  if (!ok)
+    sf__fail(&probe, SLABFEED_ERR_CUDA, "injected for a test");
   /* Its own slab first, then the next ranks': the node's ranks pin
    * different pages at a time. */
   for (int i = 0; i < w->size && ok; i++) {
@@ -1154,6 +1166,8 @@ static void register_slabs(slabfeed_writer *w)
     }
   }
   w->registered = ok;
+  if (!ok)
+    keep_refusal(w, &probe);
   for (int q = 0; q < w->size && !ok; q++)
     if (w->reg[q]) {
       sf__cudart_host_unregister(w->peer[q]);
@@ -1478,13 +1492,18 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     else
       snprintf(why, sizeof why, "auto: %s %d ranks on the node",
                w->reg_node ? "at most" : "more than", SF_REGISTER_NODE_MAX);
-    char reg_how[224] = "";
+    char refused[224] = "";
+    if (!w->registered)
+      snprintf(refused, sizeof refused,
+               " (refused (%s): its puts go through pinned staging)",
+               w->reg_why);
+    char reg_how[448] = "";
     if (w->device >= 0)
       snprintf(reg_how, sizeof reg_how,
                " beside the CUDA registration of %s %.2f s (write_register "
                "%s)%s",
                w->reg_node ? "the node's slabs" : "its own slab", t_register,
-               why, w->registered ? "" : " (refused: staged puts)");
+               why, refused);
     char huge_how[160] = "";
     if (slab_bytes > 0 && !w->mapped) {
       huge_how[0] = ' ';
