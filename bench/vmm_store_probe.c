@@ -1,7 +1,7 @@
-/* A probe of a node store pinned once (docs/DECISIONS.md, "Next: a node
- * store pinned once"): can the ranks of a node share one host allocation
- * of the CUDA driver, pinned and mapped for the device once, instead of an
- * MPI shared window that every rank registers with CUDA for itself?
+/* A probe of a node store pinned once (docs/DECISIONS.md, "A node store
+ * pinned once: measured, not built"): can the ranks of a node share one host
+ * allocation of the CUDA driver, pinned and mapped for the device once, instead
+ * of an MPI shared window that every rank registers with CUDA for itself?
  *
  * The node's first rank creates N MiB per rank of pinned host memory on
  * its GPU's NUMA node (cuMemCreate, CU_MEM_LOCATION_TYPE_HOST_NUMA),
