@@ -164,7 +164,12 @@ typedef enum {
 typedef enum {
   SLABFEED_WINDOW_AUTO = 0,
   SLABFEED_WINDOW_ONE = 1,
-  SLABFEED_WINDOW_PER_RANK = 2
+  SLABFEED_WINDOW_PER_RANK = 2,
+  /* Added in 0.12: each rank's segment a POSIX shared-memory file of the
+   * library's own (not an MPI window), mapped by the node's ranks; the
+   * open's direct reads write it as a file, with no page faults (other
+   * nodes still reach it through an MPI window). */
+  SLABFEED_WINDOW_FILE = 3
 } slabfeed_shared_window;
 
 /* Transparent huge pages for the slab memory (0.11): the open's segment

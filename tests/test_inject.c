@@ -49,11 +49,17 @@ static void inject(const char *stage, int victim)
   setenv("SLABFEED_TEST_FAIL", v, 1);
 }
 
+/* The open's slab memory is a file per rank (shared_window file): its
+ * allocation failure says so. */
+static int files_mode;
+
 /* What the message of a stage must say: the injected stages name
  * themselves; an allocation failure is reported as what it is. */
 static void stage_words(const char *stage, char *what, size_t n)
 {
-  if (strcmp(stage, "alloc") == 0)
+  if (strcmp(stage, "alloc") == 0 && files_mode)
+    snprintf(what, n, "cannot create the shared-memory file");
+  else if (strcmp(stage, "alloc") == 0)
     snprintf(what, n, "cannot map");
   else if (strcmp(stage, "selfcheck") == 0)
     snprintf(what, n, "self-check of transfers between nodes failed");
@@ -163,6 +169,14 @@ int main(int argc, char **argv)
     d.read_mode = SLABFEED_READ_DIRECT;
     open_stage(&d, "read.direct", size - 1);
     open_stage(&d, "read.direct", 0);
+    /* A file per rank (0.12): one rank's file not made, one rank's
+     * direct read (written as a file) failing, the window stage after. */
+    d.shared_window = SLABFEED_WINDOW_FILE;
+    files_mode = 1;
+    open_stage(&d, "alloc", size - 1);
+    open_stage(&d, "window", 0);
+    open_stage(&d, "read.direct", size - 1);
+    files_mode = 0;
   }
   /* With pieces crossing "nodes", the open's self-check of each transfer
    * design must catch an MPI that delivers a wrong float (the injection

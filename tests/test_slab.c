@@ -462,21 +462,26 @@ static void check_split_channels(int size)
   sf__h5_quiet_end(&q);
 }
 
+/* A shared_window for the next check_case calls (0: they alternate). */
+static int force_window;
+
 static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                        slabfeed_file_layout layout, int chunked, int f16,
                        int64_t halo, int rank_per_node, int group_nodes,
                        int locality, int direct)
 {
   /* The cases alternate collective and independent reads (read_mode) and,
-   * every other pair, one window for the node and one per rank
-   * (shared_window): every voxel is checked every way. direct: pread
-   * where the storage allows (0.9), else independent. */
+   * pair by pair, one window for the node, one per rank and a file per
+   * rank (shared_window, file since 0.12: direct reads write it as a file)
+   * : every voxel is checked every way. direct: pread where the storage
+   * allows (0.9), else independent. */
   static int ncase;
   const int independent = direct      ? SF_H5_DIRECT | SF_H5_INDEPENDENT
                           : ncase % 2 ? SF_H5_INDEPENDENT
                                       : 0;
-  const int window =
-      (ncase / 2) % 2 ? SLABFEED_WINDOW_ONE : SLABFEED_WINDOW_PER_RANK;
+  const int windows[3] = {SLABFEED_WINDOW_PER_RANK, SLABFEED_WINDOW_ONE,
+                          SLABFEED_WINDOW_FILE};
+  const int window = force_window ? force_window : windows[(ncase / 2) % 3];
   ncase++;
   if (make_file(path, Z, Y, X, layout, chunked, f16, 1) != 0)
     return;
@@ -656,7 +661,10 @@ static void check_untouched(int window)
         "a fresh segment of %.1f MB (window %s) has %zu of %zu pages "
         "resident",
         (double)s.bytes / 1e6,
-        window == SLABFEED_WINDOW_ONE ? "one" : "per rank", resident, pages);
+        window == SLABFEED_WINDOW_ONE    ? "one"
+        : window == SLABFEED_WINDOW_FILE ? "file"
+                                         : "per rank",
+        resident, pages);
   free(vec);
   sf__store_close(&s);
 }
@@ -668,6 +676,7 @@ int main(int argc, char **argv)
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   check_untouched(SLABFEED_WINDOW_ONE);
   check_untouched(SLABFEED_WINDOW_PER_RANK);
+  check_untouched(SLABFEED_WINDOW_FILE);
   char path[64];
   snprintf(path, sizeof path, "slab_np%d_a.h5", size);
   /* uneven split */
@@ -715,6 +724,27 @@ int main(int argc, char **argv)
   check_case(path, 14, 7, 6, SLABFEED_LAYOUT_CF, 2, 0, 1, 0, 0, 0, 1);
   snprintf(path, sizeof path, "slab_np%d_q.h5", size);
   check_case(path, 10, 5, 4, SLABFEED_LAYOUT_CF, 2, 1, 0, 1, 1, 0, 1);
+  /* A file per rank (shared_window file, 0.12), written as a file by the
+   * direct read: from a file of another filesystem (pread and pwrite
+   * through a buffer) and from one in /dev/shm (copy_file_range), float32
+   * and float16 (widened in place in the mapping), with halos. */
+  force_window = SLABFEED_WINDOW_FILE;
+  snprintf(path, sizeof path, "slab_np%d_r.h5", size);
+  check_case(path, 13, 7, 6, SLABFEED_LAYOUT_CF, 0, 0, 2, 0, 0, 0, 1);
+  long pid = (long)getpid();
+  MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  char shm[2][96];
+  for (int f16 = 0; f16 < 2; f16++) {
+    snprintf(shm[f16], sizeof shm[f16], "/dev/shm/sf_test_slab_np%d_%ld_%d.h5",
+             size, pid, f16);
+    check_case(shm[f16], 11, 6, 5, SLABFEED_LAYOUT_CF, 0, f16, 1, 0, 0, 0, 1);
+  }
+  force_window = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  for (int f16 = 0; f16 < 2 && me == 0; f16++)
+    unlink(shm[f16]);
   check_filtered(size);
   check_split_channels(size);
   /* One rank: channels of 8 MiB, so that each pread is split over the

@@ -356,6 +356,106 @@ int sf__populate_strict(void *p, size_t bytes, int threads)
   return err;
 }
 
+/* ---- Memory written as its file (sf__fileback_add) --------------------- */
+
+enum { SF_FILEBACKS = 8 };
+static struct {
+  char *base;
+  size_t bytes;
+  int fd;
+} fileback[SF_FILEBACKS];
+static pthread_mutex_t fileback_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int sf__fileback_add(void *base, size_t bytes, int fd)
+{
+  int h = -1;
+  if (base == NULL || fd < 0)
+    return h;
+  pthread_mutex_lock(&fileback_mu);
+  for (int i = 0; i < SF_FILEBACKS && h < 0; i++)
+    if (fileback[i].base == NULL) {
+      fileback[i].base = base;
+      fileback[i].bytes = bytes;
+      fileback[i].fd = fd;
+      h = i;
+    }
+  pthread_mutex_unlock(&fileback_mu);
+  return h;
+}
+
+void sf__fileback_remove(int h)
+{
+  if (h < 0 || h >= SF_FILEBACKS)
+    return;
+  pthread_mutex_lock(&fileback_mu);
+  fileback[h].base = NULL;
+  pthread_mutex_unlock(&fileback_mu);
+}
+
+/* The file and offset of [buf, buf + n) where one entry holds all of it:
+ * the file's descriptor, or -1. */
+static int fileback_of(const char *buf, size_t n, off_t *off)
+{
+  int fd = -1;
+  pthread_mutex_lock(&fileback_mu);
+  for (int i = 0; i < SF_FILEBACKS && fd < 0; i++) {
+    const char *b = fileback[i].base;
+    if (b != NULL && buf >= b && (size_t)(buf - b) <= fileback[i].bytes &&
+        n <= fileback[i].bytes - (size_t)(buf - b)) {
+      fd = fileback[i].fd;
+      *off = (off_t)(buf - b);
+    }
+  }
+  pthread_mutex_unlock(&fileback_mu);
+  return fd;
+}
+
+/* n bytes of fd at `at` into file to at `off`: copy_file_range, else
+ * (filesystems that cannot copy between them) pread and pwrite through a
+ * buffer. 0, an errno, or -1 where fd ends first. */
+static int copy_into_file(int fd, off_t at, int to, off_t off, size_t n)
+{
+  size_t done = 0;
+  while (done < n) {
+    loff_t in = (loff_t)at + (loff_t)done, out = (loff_t)off + (loff_t)done;
+    const ssize_t got = copy_file_range(fd, &in, to, &out, n - done, 0);
+    if (got > 0)
+      done += (size_t)got;
+    else if (got == 0)
+      return -1;
+    else if (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+             errno == EOPNOTSUPP || errno == EBADF)
+      break; /* not between these files: through a buffer below */
+    else if (errno != EINTR)
+      return errno;
+  }
+  if (done == n)
+    return 0;
+  enum { BOUNCE = 4 << 20 };
+  char *b = malloc(BOUNCE);
+  if (b == NULL)
+    return ENOMEM;
+  int err = 0;
+  while (done < n && err == 0) {
+    const size_t m = n - done < BOUNCE ? n - done : BOUNCE;
+    size_t got = 0, put = 0;
+    while (got < m && err == 0) {
+      const ssize_t k = pread(fd, b + got, m - got, at + (off_t)(done + got));
+      err = k > 0 ? 0 : k == 0 ? -1 : errno == EINTR ? 0 : errno;
+      got += k > 0 ? (size_t)k : 0;
+    }
+    while (put < got && err == 0) {
+      const ssize_t k =
+          pwrite(to, b + put, got - put, off + (off_t)(done + put));
+      err = k > 0 ? 0 : k == 0 ? EIO : errno == EINTR ? 0 : errno;
+      put += k > 0 ? (size_t)k : 0;
+    }
+    done += got;
+  }
+  free(b);
+  return err;
+}
+
 /* Bytes [at, at + n) of the file and buf, one way, on one thread; err:
  * 0, an errno, or -1 where a read meets the file's end first. */
 typedef struct pio_job {
@@ -390,6 +490,10 @@ static void *pio_range(void *p)
 
 int sf__pio(int fd, char *buf, size_t n, off_t at, int threads, int write)
 {
+  off_t off = 0;
+  const int to = write ? -1 : fileback_of(buf, n, &off);
+  if (to >= 0)
+    return copy_into_file(fd, at, to, off, n);
   int T = threads < 1 ? 1 : threads > SF_PIO_THREADS ? SF_PIO_THREADS : threads;
   if ((size_t)T > n / SF_PIO_PART)
     T = n / SF_PIO_PART > 1 ? (int)(n / SF_PIO_PART) : 1;

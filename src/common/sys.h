@@ -105,8 +105,24 @@ void sf__run_jobs(void *(*fn)(void *), void *jobs, size_t size, int n);
 /* Reads (write 0) or writes n bytes of fd at offset `at` from or into
  * buf with pread/pwrite, on up to `threads` threads (parts of at least 4
  * MiB, page-aligned). Returns 0, the first failing part's errno, or -1
- * where a read met the end of the file first. */
+ * where a read met the end of the file first. A read into memory that
+ * sf__fileback_add named (a shared mapping of a file) goes into that file
+ * instead, with copy_file_range (or pread and pwrite through a 4 MiB
+ * buffer where the two files' filesystems cannot copy), on one thread:
+ * the pages are written as the file's, with no page fault and no zeroing
+ * of them first (docs/DECISIONS.md, "The slab store as files of the
+ * library's own"); the writes of one file take turns in the kernel. */
 int sf__pio(int fd, char *buf, size_t n, off_t at, int threads, int write);
+
+/* Names [base, base + bytes) as a MAP_SHARED mapping of file fd from its
+ * offset 0, for sf__pio's reads into it (fd stays the caller's, open
+ * until sf__fileback_remove). Thread-safe. Returns a handle (>= 0), or -1
+ * where the table (8 entries) is full: then reads go through the mapping
+ * as any memory. */
+int sf__fileback_add(void *base, size_t bytes, int fd);
+
+/* Forgets handle h of sf__fileback_add (h < 0: nothing). Thread-safe. */
+void sf__fileback_remove(int h);
 
 /* Gives the pages of [p, p + bytes) back to the system, backing store
  * included (madvise MADV_REMOVE: shared memory and files that can punch

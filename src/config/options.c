@@ -429,12 +429,13 @@ const sf__option sf__options[] = {
     {{.name = "shared_window",
       .flag = "shared-window",
       .kind = SLABFEED_OPTION_CHOICE,
-      .choices = "auto|one|per-rank",
+      .choices = "auto|one|per-rank|file",
       .default_value = "auto",
-      .metavar = "auto|one|per-rank",
+      .metavar = "auto|one|per-rank|file",
       .help = "the node's slab memory: an MPI-3 shared window per rank "
-              "(its pages faulted in parallel; auto up to 64 ranks a node) "
-              "or one for the node"},
+              "(its pages faulted in parallel; auto up to 64 ranks a node), "
+              "one for the node, or (file, 0.12) a /dev/shm file per rank "
+              "that direct reads write as a file, with no page faults"},
      FIELD(shared_window)},
     {{.name = "touch_threads",
       .flag = "touch-threads",

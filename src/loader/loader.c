@@ -122,7 +122,9 @@ static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v,
   const int huge = l->cfg.pub.huge_pages == SLABFEED_HUGE_AUTO;
   if (sink == NULL && e->status == SLABFEED_OK)
     sf__huge_advise(ss->base, (size_t)ss->bytes, huge);
-  if (touch > 1 && sink == NULL && e->status == SLABFEED_OK)
+  /* Not a segment that is a file of the library's own (shared_window
+   * file): the direct read writes its pages as the file's, unfaulted. */
+  if (touch > 1 && sink == NULL && !ss->files && e->status == SLABFEED_OK)
     sf__populate(ss->base, (size_t)ss->bytes, touch);
   /* The read's outcome is agreed; the sink's end is local, so publish
    * (collective) runs after an agreed read whatever it says, carrying a
@@ -565,7 +567,10 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
   if (l->read_how[0] != '\0' && used + 1 < len) {
     snprintf(buf + used, len - used, "; slab reads: %s; shared memory: %s",
              l->read_how,
-             s->n_shm > 1 ? "a window per rank" : "one window for the node");
+             s->files       ? "a file per rank, written as a file by direct "
+                              "reads (shared_window file)"
+             : s->n_shm > 1 ? "a window per rank"
+                            : "one window for the node");
     used = strlen(buf);
   }
   if (l->huge_how[0] != '\0' && used + 1 < len) {

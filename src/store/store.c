@@ -1,8 +1,15 @@
 #include "store/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/geometry.h"
 #include "common/inject.h"
@@ -76,7 +83,95 @@ out:
   return e->status;
 }
 
-static slabfeed_status make_windows(sf__store *s, sf__err *e)
+/* Where the segment files lie: the node's shared memory (tmpfs). */
+#define SF_STORE_FILE_DIR "/dev/shm"
+
+/* The path of node rank k's segment file: the node's prefix (agreed) and
+ * k. */
+static void file_name(char *buf, size_t len, const char *prefix, int k)
+{
+  snprintf(buf, len, "%s/%s.%d", SF_STORE_FILE_DIR, prefix, k);
+}
+
+/* shared_window file: this rank's segment a shared-memory file of its
+ * own (in SF_STORE_FILE_DIR, sized with ftruncate: no page yet), mapped by
+ * every rank of the node, then unlinked once all have it open, so that nothing
+ * is left in /dev/shm after the open, whatever happens later. Collective
+ * over the store's ranks; every rank makes every call, also after a
+ * failure, which the store's agreement reports. */
+static slabfeed_status make_files(sf__store *s, sf__err *e)
+{
+  char prefix[64] = "", name[128];
+  int made = 0; /* this rank's file exists (to unlink) */
+  s->map_base = calloc((size_t)s->node_size, sizeof *s->map_base);
+  s->map_len = calloc((size_t)s->node_size, sizeof *s->map_len);
+  if (s->map_base == NULL || s->map_len == NULL)
+    sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the segment table");
+  if (s->node_rank == 0) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    snprintf(prefix, sizeof prefix, "slabfeed.%ld.%lx.%lx", (long)getpid(),
+             (unsigned long)t.tv_sec, (unsigned long)t.tv_nsec);
+  }
+  SF_MPI_GOTO(MPI_Bcast(prefix, sizeof prefix, MPI_CHAR, 0, s->node), e, out);
+  file_name(name, sizeof name, prefix, s->node_rank);
+  const int injected = sf__inject("alloc", s->rank); /* (test) */
+  if (e->status == SLABFEED_OK) {
+    if (!injected)
+      s->seg_fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (s->seg_fd < 0 || ftruncate(s->seg_fd, (off_t)s->bytes) != 0)
+      sf__fail(e, SLABFEED_ERR_NOMEM,
+               "cannot create the shared-memory file %s of %lld "
+               "bytes for the slab (shared_window file): %s",
+               name, (long long)s->bytes,
+               injected ? "injected failure (test)" : strerror(errno));
+  }
+  made = s->seg_fd >= 0;
+  /* Every file exists (or the open fails on all ranks) before any rank
+   * opens another's. */
+  if (sf__agree(s->comm, e) == SLABFEED_OK)
+    for (int k = 0; k < s->node_size && e->status == SLABFEED_OK; k++) {
+      file_name(name, sizeof name, prefix, k);
+      const int fd =
+          k == s->node_rank ? s->seg_fd : open(name, O_RDWR | O_CLOEXEC);
+      struct stat st;
+      if (fd < 0 || fstat(fd, &st) != 0) {
+        sf__fail(e, SLABFEED_ERR_NOMEM,
+                 "cannot open node rank %d's slab file %s: %s", k, name,
+                 strerror(errno));
+      } else if (st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+                       MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+          sf__fail(e, SLABFEED_ERR_NOMEM,
+                   "cannot map node rank %d's slab file %s (%lld "
+                   "bytes): %s",
+                   k, name, (long long)st.st_size, strerror(errno));
+        else
+          s->map_base[k] = p, s->map_len[k] = (size_t)st.st_size;
+      }
+      if (fd >= 0 && k != s->node_rank)
+        close(fd);
+    }
+  /* All have mapped every file (or failed): the names go. */
+  SF_MPI_GOTO(MPI_Barrier(s->comm), e, out);
+out:
+  if (made) {
+    file_name(name, sizeof name, prefix, s->node_rank);
+    unlink(name);
+  }
+  if (e->status == SLABFEED_OK && s->bytes > 0) {
+    s->base = s->map_base[s->node_rank];
+    s->fileback = sf__fileback_add(s->base, (size_t)s->bytes, s->seg_fd);
+  }
+  return e->status;
+}
+
+/* The node's segments as MPI-3 shared windows. *stop: the windows
+ * themselves failed (MPI), so no collective call follows; a local
+ * failure (this rank's mapping) leaves it 0 and the world window is
+ * still made on every rank. */
+static slabfeed_status alloc_windows(sf__store *s, int *stop, sf__err *e)
 {
   MPI_Info info = MPI_INFO_NULL;
   SF_MPI_GOTO(MPI_Info_create(&info), e, out);
@@ -112,7 +207,8 @@ static slabfeed_status make_windows(sf__store *s, sf__err *e)
     if (rc2 != MPI_SUCCESS && e->status == SLABFEED_OK)
       sf__fail_mpi(e, rc2, "MPI_Win_set_errhandler");
   }
-  if (e->status != SLABFEED_OK)
+  *stop = e->status != SLABFEED_OK;
+  if (*stop)
     goto out;
   /* Open MPI returns success even when its mmap of this rank's segment
    * failed; this rank then goes on with an empty segment through the
@@ -124,6 +220,26 @@ static slabfeed_status make_windows(sf__store *s, sf__err *e)
              (long long)s->bytes);
     s->base = NULL;
   }
+out:
+  if (info != MPI_INFO_NULL)
+    MPI_Info_free(&info);
+  return e->status;
+}
+
+/* The node's segments (windows or files), then the world window over
+ * them where there is more than one node. Collective. */
+static slabfeed_status make_windows(sf__store *s, sf__err *e)
+{
+  /* A file's failure is this rank's (its calls to MPI are made on every
+   * rank whatever happens), as is a window's mapping: the world window
+   * below is still made by all. */
+  int stop = 0;
+  if (s->files)
+    make_files(s, e);
+  else
+    alloc_windows(s, &stop, e);
+  if (stop)
+    goto out;
   /* The world window exists only when there is more than one node: with
    * one node every piece is reached through the shared window, and some
    * MPI builds cannot create a window on one process (Debian's Open MPI
@@ -164,8 +280,6 @@ static slabfeed_status make_windows(sf__store *s, sf__err *e)
     SF_MPI_GOTO(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->shm_wins[k]), e, out);
   s->shm_locked = 1;
 out:
-  if (info != MPI_INFO_NULL)
-    MPI_Info_free(&info);
   return e->status;
 }
 
@@ -189,12 +303,15 @@ static slabfeed_status map_peers(sf__store *s, sf__err *e)
   SF_MPI_GOTO(MPI_Group_translate_ranks(node, s->node_size, nr, world, wr), e,
               out);
   for (int i = 0; i < s->node_size; i++) {
-    MPI_Aint size;
+    MPI_Aint size = 0;
     int unit;
-    void *ptr;
-    SF_MPI_GOTO(MPI_Win_shared_query(s->shm_wins[s->n_shm == 1 ? 0 : i], i,
-                                     &size, &unit, &ptr),
-                e, out);
+    void *ptr = NULL;
+    if (s->files)
+      ptr = s->map_base[i], size = (MPI_Aint)s->map_len[i];
+    else
+      SF_MPI_GOTO(MPI_Win_shared_query(s->shm_wins[s->n_shm == 1 ? 0 : i], i,
+                                       &size, &unit, &ptr),
+                  e, out);
     s->peer[wr[i]] = ptr;
     s->peer_bytes[wr[i]] = (int64_t)size;
   }
@@ -282,6 +399,8 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   s->shm_wins = NULL;
   s->n_shm = 0;
   s->per_rank = o->shared_window; /* resolved once node_size is known */
+  s->seg_fd = -1;
+  s->fileback = -1;
   s->ndsets = ndsets;
   memcpy(s->shape, shape, sizeof s->shape);
   for (int d = 0; d < ndsets; d++) {
@@ -306,7 +425,8 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   /* Every rank computes the same placement from agreed inputs, so a
    * failure of the placement itself is found by all. */
   make_node(s, o->rank_per_node, e);
-  s->per_rank = o->shared_window == SLABFEED_WINDOW_PER_RANK ||
+  s->files = o->shared_window == SLABFEED_WINDOW_FILE;
+  s->per_rank = s->files || o->shared_window == SLABFEED_WINDOW_PER_RANK ||
                 (o->shared_window == SLABFEED_WINDOW_AUTO &&
                  s->node_size <= SF_STORE_MAX_WINDOWS);
   if (sf__agree(comm, e) == SLABFEED_OK && place(s, o, e) == SLABFEED_OK) {
@@ -453,6 +573,10 @@ out:
 int sf__store_win_sync(const sf__store *s)
 {
   int first = MPI_SUCCESS;
+  /* Files of the library's own: plain shared memory, ordered by a fence
+   * (the barrier after it orders the ranks). */
+  if (s->files)
+    atomic_thread_fence(memory_order_seq_cst);
   for (int k = 0; k < s->n_shm; k++) {
     const int rc = MPI_Win_sync(s->shm_wins[k]);
     if (rc != MPI_SUCCESS && first == MPI_SUCCESS)
@@ -516,6 +640,18 @@ void sf__store_close(sf__store *s)
   free(s->shm_wins);
   s->shm_wins = NULL;
   s->n_shm = 0;
+  sf__fileback_remove(s->fileback);
+  s->fileback = -1;
+  for (int k = 0; s->map_base != NULL && k < s->node_size; k++)
+    if (s->map_base[k] != NULL)
+      munmap(s->map_base[k], s->map_len[k]);
+  free(s->map_base);
+  free(s->map_len);
+  s->map_base = NULL;
+  s->map_len = NULL;
+  if (s->seg_fd >= 0)
+    close(s->seg_fd);
+  s->seg_fd = -1;
   if (s->node != MPI_COMM_NULL)
     MPI_Comm_free(&s->node);
   free(s->peer);

@@ -33,7 +33,7 @@ typedef struct sf__store_opts {
   int64_t scale[SF_MAX_DSETS];
   /* The node's shared memory (0.7): slabfeed_config.shared_window,
    * SLABFEED_WINDOW_AUTO (a window per rank up to SF_STORE_MAX_WINDOWS
-   * ranks on the node, else one), _ONE or _PER_RANK. */
+   * ranks on the node, else one), _ONE, _PER_RANK or _FILE (0.12). */
   int shared_window;
 } sf__store_opts;
 
@@ -57,7 +57,15 @@ typedef struct sf__store {
                         node (n_shm 1) or one per node rank (window k holds
                         node rank k's segment alone) */
   int n_shm;
-  int per_rank;      /* one window per node rank (sf__store_opts) */
+  int per_rank; /* one window per node rank (sf__store_opts) */
+  /* shared_window file (0.12): each rank's segment a POSIX shared-memory
+   * file of its own, mapped by the node's ranks (n_shm 0, per_rank 1);
+   * the rank's own file stays open (seg_fd) so that the open's direct
+   * reads write it as a file (sf__fileback_add: handle fileback). */
+  int files;
+  int seg_fd, fileback;
+  char **map_base; /* [node_size]: each node rank's file mapped here */
+  size_t *map_len;
   MPI_Win world_win; /* same memory, all ranks: MPI_Get; MPI_WIN_NULL
                         when there is only one node */
   int shm_locked, world_locked;
