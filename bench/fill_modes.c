@@ -39,6 +39,7 @@ static const char *const mode_name[MODES] = {
     "E own file: copy_file_range, mapped",
     "F pread into private memory (ceiling)"};
 static int rank, size;
+static char made[128]; /* this rank's /dev/shm file while it exists */
 
 static double now(void)
 {
@@ -47,10 +48,13 @@ static double now(void)
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Ends the run on every rank: what failed on this one. */
+/* Ends the run on every rank: what failed on this one (its file, if
+ * any, removed first). */
 static void die(const char *what)
 {
   fprintf(stderr, "fill_modes: rank %d: %s: %s\n", rank, what, strerror(errno));
+  if (made[0] != '\0')
+    unlink(made);
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -112,6 +116,8 @@ static double fill(int mode, int fd, size_t part, off_t at)
     snprintf(path, sizeof path, "/dev/shm/fill_modes.%ld.%d", (long)getpid(),
              rank);
     own = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (own >= 0)
+      snprintf(made, sizeof made, "%s", path);
     if (own < 0 || ftruncate(own, (off_t)part) != 0)
       die(path);
   }
@@ -153,6 +159,7 @@ static double fill(int mode, int fd, size_t part, off_t at)
   if (own >= 0) {
     close(own);
     unlink(path);
+    made[0] = '\0';
   }
   return t;
 }

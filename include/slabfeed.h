@@ -165,10 +165,12 @@ typedef enum {
   SLABFEED_WINDOW_AUTO = 0,
   SLABFEED_WINDOW_ONE = 1,
   SLABFEED_WINDOW_PER_RANK = 2,
-  /* Added in 0.12: each rank's segment a POSIX shared-memory file of the
-   * library's own (not an MPI window), mapped by the node's ranks; the
-   * open's direct reads write it as a file, with no page faults (other
-   * nodes still reach it through an MPI window). */
+  /* Added in 0.12: each rank's segment a /dev/shm file of the library's
+   * own (not an MPI window), mapped by the node's ranks and unlinked once
+   * they have it; the open's direct read of whole planes writes it as a
+   * file, without a page fault per page (other writes, and other read
+   * modes, fault as a window's do); the node's free space in /dev/shm is
+   * checked at open. Other nodes still reach it through an MPI window. */
   SLABFEED_WINDOW_FILE = 3
 } slabfeed_shared_window;
 

@@ -6,6 +6,7 @@
  * the earlier file of that name is intact and no partial file is left. A
  * good open afterwards still works: a failed stage leaks nothing that
  * breaks the next collective calls. */
+#include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +60,8 @@ static void stage_words(const char *stage, char *what, size_t n)
 {
   if (strcmp(stage, "alloc") == 0 && files_mode)
     snprintf(what, n, "cannot create the shared-memory file");
+  else if (strcmp(stage, "alloc.map") == 0)
+    snprintf(what, n, "cannot open node rank");
   else if (strcmp(stage, "alloc") == 0)
     snprintf(what, n, "cannot map");
   else if (strcmp(stage, "selfcheck") == 0)
@@ -174,9 +177,23 @@ int main(int argc, char **argv)
     d.shared_window = SLABFEED_WINDOW_FILE;
     files_mode = 1;
     open_stage(&d, "alloc", size - 1);
+    open_stage(&d, "alloc.map", 0);
     open_stage(&d, "window", 0);
     open_stage(&d, "read.direct", size - 1);
     files_mode = 0;
+    /* None of the node's files is left behind (they carry the pid of the
+     * node's first rank: every rank looks for its own). */
+    char mine[64];
+    snprintf(mine, sizeof mine, "slabfeed.%ld.", (long)getpid());
+    int left = 0;
+    DIR *dir = opendir("/dev/shm");
+    for (struct dirent *f = dir != NULL ? readdir(dir) : NULL; f != NULL;
+         f = readdir(dir))
+      left += strncmp(f->d_name, mine, strlen(mine)) == 0;
+    if (dir != NULL)
+      closedir(dir);
+    CHECK(left == 0, "rank %d: %d slab files /dev/shm/%s* left behind", rank,
+          left, mine);
   }
   /* With pieces crossing "nodes", the open's self-check of each transfer
    * design must catch an MPI that delivers a wrong float (the injection

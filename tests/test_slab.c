@@ -739,6 +739,11 @@ int main(int argc, char **argv)
              size, pid, f16);
     check_case(shm[f16], 11, 6, 5, SLABFEED_LAYOUT_CF, 0, f16, 1, 0, 0, 0, 1);
   }
+  /* The buffer's way forced (test switch) from a file copy_file_range
+   * could copy. */
+  setenv("SLABFEED_TEST_NO_COPY_RANGE", "1", 1);
+  check_case(shm[0], 11, 6, 5, SLABFEED_LAYOUT_CF, 0, 0, 1, 0, 0, 0, 1);
+  unsetenv("SLABFEED_TEST_NO_COPY_RANGE");
   force_window = 0;
   MPI_Barrier(MPI_COMM_WORLD);
   int me = 0;

@@ -121,8 +121,14 @@ int sf__pio(int fd, char *buf, size_t n, off_t at, int threads, int write);
  * as any memory. */
 int sf__fileback_add(void *base, size_t bytes, int fd);
 
-/* Forgets handle h of sf__fileback_add (h < 0: nothing). Thread-safe. */
+/* Forgets handle h of sf__fileback_add (h < 0: nothing). Thread-safe,
+ * but the caller must not remove (and close the file) while a read into
+ * that memory may still run: the descriptor is used outside the lock. */
 void sf__fileback_remove(int h);
+
+/* 1 when p lies in memory that sf__fileback_add named (reads into it
+ * write its file). Thread-safe. */
+int sf__fileback_has(const void *p);
 
 /* Gives the pages of [p, p + bytes) back to the system, backing store
  * included (madvise MADV_REMOVE: shared memory and files that can punch

@@ -435,7 +435,8 @@ const sf__option sf__options[] = {
       .help = "the node's slab memory: an MPI-3 shared window per rank "
               "(its pages faulted in parallel; auto up to 64 ranks a node), "
               "one for the node, or (file, 0.12) a /dev/shm file per rank "
-              "that direct reads write as a file, with no page faults"},
+              "that the direct read writes as a file, without a page fault "
+              "per page (for ranks of one core each)"},
      FIELD(shared_window)},
     {{.name = "touch_threads",
       .flag = "touch-threads",

@@ -1055,11 +1055,17 @@ static slabfeed_status read_planes(int fd, const stored *s, const box_map *m,
     if (s->chunked)
       snprintf(where, sizeof where, " (the chunk's rows at y %lld, x %lld)",
                (long long)p->y, (long long)p->x);
+    /* Into a slab that is a file (shared_window file), the failure may
+     * be the write of that file: say so. */
+    const char *into = sf__fileback_has(dst)
+                           ? " (copied into the slab's shared-memory file: "
+                             "shared_window file; /dev/shm full?)"
+                           : "";
     sf__fail(e, err == ENOMEM ? SLABFEED_ERR_NOMEM : SLABFEED_ERR_IO,
              "reading planes [%lld, %lld) of channel%s %lld of '%s' in '%s' "
-             "with pread failed%s: %s",
+             "with pread failed%s%s: %s",
              (long long)p->z, (long long)(p->z + p->nz), c < 0 ? "s from" : "",
-             (long long)p->c, name, path, where,
+             (long long)p->c, name, path, where, into,
              err < 0 ? "the file ends before the data" : strerror(err));
   }
   free(ps.p);

@@ -19,8 +19,9 @@ struct slabfeed_loader {
   uint64_t epoch, step; /* position of the next batch */
   volatile int forked;
   char last_error[SF_ERRLEN];
-  char read_how[480];   /* how the open's slab reads went (io/volume.h) */
-  char huge_how[160];   /* what the segment's pages are (sf__huge_report) */
+  char read_how[480]; /* how the open's slab reads went (io/volume.h) */
+  char huge_how[160]; /* what the segment's pages are (sf__huge_report) */
+  int as_file;        /* the open's read wrote the segment as its file (0.12) */
   char reside_how[512]; /* device batches: where crops are read from
                            (as long as sf__resident.how) */
   void *early;          /* what the back end's prepare made (backend.h) */

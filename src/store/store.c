@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,71 +95,102 @@ static void file_name(char *buf, size_t len, const char *prefix, int k)
 }
 
 /* shared_window file: this rank's segment a shared-memory file of its
- * own (in SF_STORE_FILE_DIR, sized with ftruncate: no page yet), mapped by
- * every rank of the node, then unlinked once all have it open, so that nothing
- * is left in /dev/shm after the open, whatever happens later. Collective
- * over the store's ranks; every rank makes every call, also after a
- * failure, which the store's agreement reports. */
+ * own (in SF_STORE_FILE_DIR, sized with ftruncate: no page yet), mapped
+ * by every rank of the node, then unlinked as soon as the node's ranks
+ * have all mapped them, so that nothing is left in the directory after
+ * the open (a rank killed in between leaves SF_STORE_FILE_DIR/slabfeed.*
+ * files behind). The node's free space there is checked first: a page
+ * tmpfs cannot back would be a SIGBUS at its first store, not an error.
+ * Collective over the store's ranks: every rank makes every MPI call
+ * whatever fails, and a failure is this rank's, reported by the store's
+ * agreement. */
 static slabfeed_status make_files(sf__store *s, sf__err *e)
 {
   char prefix[64] = "", name[128];
-  int made = 0; /* this rank's file exists (to unlink) */
   s->map_base = calloc((size_t)s->node_size, sizeof *s->map_base);
   s->map_len = calloc((size_t)s->node_size, sizeof *s->map_len);
   if (s->map_base == NULL || s->map_len == NULL)
     sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the segment table");
-  if (s->node_rank == 0) {
+  long long need = s->bytes;
+  struct statvfs fs;
+  int rc =
+      MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_LONG_LONG, MPI_SUM, s->node);
+  if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
+    sf__fail_mpi(e, rc, "MPI_Allreduce (the node's slab files)");
+  if (s->node_rank == 0 && e->status == SLABFEED_OK) {
+    const int got = statvfs(SF_STORE_FILE_DIR, &fs) == 0;
+    const unsigned long long have =
+        got ? (unsigned long long)fs.f_bavail * fs.f_frsize : 0;
+    if (!got)
+      sf__fail(e, SLABFEED_ERR_IO, "cannot see the free space of %s: %s",
+               SF_STORE_FILE_DIR, strerror(errno));
+    else if (have < (unsigned long long)need)
+      sf__fail(e, SLABFEED_ERR_NOMEM,
+               "the node's slabs need %.2f GB of %s for shared_window file, "
+               "which has %.2f GB free",
+               (double)need / 1e9, SF_STORE_FILE_DIR, (double)have / 1e9);
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     snprintf(prefix, sizeof prefix, "slabfeed.%ld.%lx.%lx", (long)getpid(),
              (unsigned long)t.tv_sec, (unsigned long)t.tv_nsec);
   }
-  SF_MPI_GOTO(MPI_Bcast(prefix, sizeof prefix, MPI_CHAR, 0, s->node), e, out);
-  file_name(name, sizeof name, prefix, s->node_rank);
+  rc = MPI_Bcast(prefix, sizeof prefix, MPI_CHAR, 0, s->node);
+  if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
+    sf__fail_mpi(e, rc, "MPI_Bcast (the node's slab files)");
   const int injected = sf__inject("alloc", s->rank); /* (test) */
-  if (e->status == SLABFEED_OK) {
+  if (e->status == SLABFEED_OK && prefix[0] != '\0') {
+    file_name(name, sizeof name, prefix, s->node_rank);
     if (!injected)
       s->seg_fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (s->seg_fd < 0 || ftruncate(s->seg_fd, (off_t)s->bytes) != 0)
-      sf__fail(e, SLABFEED_ERR_NOMEM,
-               "cannot create the shared-memory file %s of %lld "
-               "bytes for the slab (shared_window file): %s",
+      sf__fail(e,
+               errno == ENOMEM || errno == ENOSPC ? SLABFEED_ERR_NOMEM
+                                                  : SLABFEED_ERR_IO,
+               "cannot create the shared-memory file %s of %lld bytes for "
+               "the slab (shared_window file): %s",
                name, (long long)s->bytes,
                injected ? "injected failure (test)" : strerror(errno));
   }
-  made = s->seg_fd >= 0;
+  const int made = s->seg_fd >= 0; /* this rank's file exists */
   /* Every file exists (or the open fails on all ranks) before any rank
    * opens another's. */
-  if (sf__agree(s->comm, e) == SLABFEED_OK)
-    for (int k = 0; k < s->node_size && e->status == SLABFEED_OK; k++) {
-      file_name(name, sizeof name, prefix, k);
-      const int fd =
-          k == s->node_rank ? s->seg_fd : open(name, O_RDWR | O_CLOEXEC);
-      struct stat st;
-      if (fd < 0 || fstat(fd, &st) != 0) {
+  const int all = sf__agree(s->comm, e) == SLABFEED_OK;
+  const int fail_map = sf__inject("alloc.map", s->rank); /* (test) */
+  for (int k = 0; all && k < s->node_size && e->status == SLABFEED_OK; k++) {
+    file_name(name, sizeof name, prefix, k);
+    const int fd = fail_map            ? (errno = EACCES, -1)
+                   : k == s->node_rank ? s->seg_fd
+                                       : open(name, O_RDWR | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+      sf__fail(e, SLABFEED_ERR_IO,
+               "cannot open node rank %d's slab file %s (shared_window "
+               "file): %s",
+               k, name, fail_map ? "injected failure (test)" : strerror(errno));
+    } else if (st.st_size > 0) {
+      void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+                     MAP_SHARED, fd, 0);
+      if (p == MAP_FAILED)
         sf__fail(e, SLABFEED_ERR_NOMEM,
-                 "cannot open node rank %d's slab file %s: %s", k, name,
-                 strerror(errno));
-      } else if (st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
-                       MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED)
-          sf__fail(e, SLABFEED_ERR_NOMEM,
-                   "cannot map node rank %d's slab file %s (%lld "
-                   "bytes): %s",
-                   k, name, (long long)st.st_size, strerror(errno));
-        else
-          s->map_base[k] = p, s->map_len[k] = (size_t)st.st_size;
-      }
-      if (fd >= 0 && k != s->node_rank)
-        close(fd);
+                 "cannot map node rank %d's slab file %s (%lld bytes): %s", k,
+                 name, (long long)st.st_size, strerror(errno));
+      else
+        s->map_base[k] = p, s->map_len[k] = (size_t)st.st_size;
     }
-  /* All have mapped every file (or failed): the names go. */
-  SF_MPI_GOTO(MPI_Barrier(s->comm), e, out);
-out:
+    if (fd >= 0 && k != s->node_rank)
+      close(fd);
+  }
+  /* The node's ranks have mapped every file of the node (or failed): the
+   * names go. */
+  rc = MPI_Barrier(s->node);
+  if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
+    sf__fail_mpi(e, rc, "MPI_Barrier (the node's slab files)");
   if (made) {
     file_name(name, sizeof name, prefix, s->node_rank);
-    unlink(name);
+    if (unlink(name) != 0)
+      fprintf(stderr,
+              "slabfeed: rank %d: cannot remove %s (%s): remove it by hand\n",
+              s->rank, name, strerror(errno));
   }
   if (e->status == SLABFEED_OK && s->bytes > 0) {
     s->base = s->map_base[s->node_rank];
@@ -174,6 +206,7 @@ out:
 static slabfeed_status alloc_windows(sf__store *s, int *stop, sf__err *e)
 {
   MPI_Info info = MPI_INFO_NULL;
+  *stop = 1; /* until the windows are made */
   SF_MPI_GOTO(MPI_Info_create(&info), e, out);
   SF_MPI_GOTO(MPI_Info_set(info, "alloc_shared_noncontig", "true"), e, out);
   /* One window per node rank (its segment alone in it: its own
@@ -425,9 +458,10 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   /* Every rank computes the same placement from agreed inputs, so a
    * failure of the placement itself is found by all. */
   make_node(s, o->rank_per_node, e);
+  /* With files, per_rank steers only the writer's windows: auto's rule. */
   s->files = o->shared_window == SLABFEED_WINDOW_FILE;
-  s->per_rank = s->files || o->shared_window == SLABFEED_WINDOW_PER_RANK ||
-                (o->shared_window == SLABFEED_WINDOW_AUTO &&
+  s->per_rank = o->shared_window == SLABFEED_WINDOW_PER_RANK ||
+                ((o->shared_window == SLABFEED_WINDOW_AUTO || s->files) &&
                  s->node_size <= SF_STORE_MAX_WINDOWS);
   if (sf__agree(comm, e) == SLABFEED_OK && place(s, o, e) == SLABFEED_OK) {
     s->bytes = segment_bytes(s, s->rank);
