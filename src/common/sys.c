@@ -414,7 +414,7 @@ static int fileback_of(const void *buf, size_t n, off_t *off)
 int sf__fileback_has(const void *p)
 {
   off_t off;
-  return fileback_of(p, 0, &off) >= 0;
+  return fileback_of(p, 1, &off) >= 0;
 }
 
 /* n bytes of fd at `at` into file to at `off`: copy_file_range, else

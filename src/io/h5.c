@@ -1057,9 +1057,9 @@ static slabfeed_status read_planes(int fd, const stored *s, const box_map *m,
                (long long)p->y, (long long)p->x);
     /* Into a slab that is a file (shared_window file), the failure may
      * be the write of that file: say so. */
-    const char *into = sf__fileback_has(dst)
-                           ? " (copied into the slab's shared-memory file: "
-                             "shared_window file; /dev/shm full?)"
+    const char *into = sf__fileback_has(dst) && (err == ENOSPC || err == EFBIG)
+                           ? " (copying into the slab's shared-memory file: "
+                             "shared_window file, /dev/shm full)"
                            : "";
     sf__fail(e, err == ENOMEM ? SLABFEED_ERR_NOMEM : SLABFEED_ERR_IO,
              "reading planes [%lld, %lld) of channel%s %lld of '%s' in '%s' "

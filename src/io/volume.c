@@ -443,6 +443,8 @@ static int read_mode(sf__volume *v, const char *path, sf__err *e)
  * not be (the same on every rank: a dataset's metadata decides). */
 static void said_how(sf__volume *v, const int direct[2], int node_ranks)
 {
+  v->read_direct = direct[1];
+  v->read_other = direct[0];
   if (v->read_how[0] == '\0')
     return; /* nothing was read */
   char why[96];

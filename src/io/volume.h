@@ -31,6 +31,8 @@ typedef struct sf__volume {
   char read_how[448]; /* after the read: "independent MPI-IO (read_mode
                          auto, tmpfs)" (rank 0 names the filesystem) */
   int read_flags;     /* the first file's SF_H5_* read flags */
+  int read_direct;    /* after the read: datasets read with pread, */
+  int read_other;     /* and read otherwise (MPI-IO) */
 } sf__volume;
 
 /* Collective over comm. Expands the path spec (io/suite.h) on rank 0 and

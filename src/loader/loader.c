@@ -147,6 +147,9 @@ static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v,
    * (collective) runs after an agreed read whatever it says, carrying a
    * failure of the sink's last copies to the agreement below. */
   const slabfeed_status got = sf__volume_read(v, &l->store, sink, e);
+  /* What the read did (datasets pread cannot read went through MPI-IO and
+   * faulted the file's pages): the placement line says it. */
+  l->as_file = l->as_file && v->read_direct > 0 && v->read_other == 0;
   if (sink != NULL)
     l->ops->prepare_end(l->early, e);
   if (got == SLABFEED_OK)

@@ -111,13 +111,23 @@ static slabfeed_status make_files(sf__store *s, sf__err *e)
   s->map_len = calloc((size_t)s->node_size, sizeof *s->map_len);
   if (s->map_base == NULL || s->map_len == NULL)
     sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the segment table");
+  /* The room is that of the machine's ranks together (also where each
+   * rank is its own node, rank_per_node: they share one /dev/shm). */
   long long need = s->bytes;
   struct statvfs fs;
-  int rc =
-      MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_LONG_LONG, MPI_SUM, s->node);
+  MPI_Comm host = MPI_COMM_NULL;
+  int host_rank = 0;
+  int rc = MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, s->rank,
+                               MPI_INFO_NULL, &host);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_LONG_LONG, MPI_SUM, host);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Comm_rank(host, &host_rank);
+  if (host != MPI_COMM_NULL)
+    MPI_Comm_free(&host);
   if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
-    sf__fail_mpi(e, rc, "MPI_Allreduce (the node's slab files)");
-  if (s->node_rank == 0 && e->status == SLABFEED_OK) {
+    sf__fail_mpi(e, rc, "MPI_Allreduce (the machine's slab files)");
+  if (host_rank == 0 && e->status == SLABFEED_OK) {
     const int got = statvfs(SF_STORE_FILE_DIR, &fs) == 0;
     const unsigned long long have =
         got ? (unsigned long long)fs.f_bavail * fs.f_frsize : 0;
@@ -126,9 +136,11 @@ static slabfeed_status make_files(sf__store *s, sf__err *e)
                SF_STORE_FILE_DIR, strerror(errno));
     else if (have < (unsigned long long)need)
       sf__fail(e, SLABFEED_ERR_NOMEM,
-               "the node's slabs need %.2f GB of %s for shared_window file, "
-               "which has %.2f GB free",
+               "the slabs of this machine's ranks need %.2f GB of %s for "
+               "shared_window file, which has %.2f GB free",
                (double)need / 1e9, SF_STORE_FILE_DIR, (double)have / 1e9);
+  }
+  if (s->node_rank == 0) {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     snprintf(prefix, sizeof prefix, "slabfeed.%ld.%lx.%lx", (long)getpid(),
@@ -140,7 +152,9 @@ static slabfeed_status make_files(sf__store *s, sf__err *e)
   const int injected = sf__inject("alloc", s->rank); /* (test) */
   if (e->status == SLABFEED_OK && prefix[0] != '\0') {
     file_name(name, sizeof name, prefix, s->node_rank);
-    if (!injected)
+    if (injected)
+      errno = ENOSPC;
+    else
       s->seg_fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (s->seg_fd < 0 || ftruncate(s->seg_fd, (off_t)s->bytes) != 0)
       sf__fail(e,
@@ -206,9 +220,15 @@ static slabfeed_status make_files(sf__store *s, sf__err *e)
 static slabfeed_status alloc_windows(sf__store *s, int *stop, sf__err *e)
 {
   MPI_Info info = MPI_INFO_NULL;
-  *stop = 1; /* until the windows are made */
-  SF_MPI_GOTO(MPI_Info_create(&info), e, out);
-  SF_MPI_GOTO(MPI_Info_set(info, "alloc_shared_noncontig", "true"), e, out);
+  /* The info (only a hint: without it, MPI_INFO_NULL) and the window
+   * table, agreed before the collective allocations. */
+  if (MPI_Info_create(&info) != MPI_SUCCESS)
+    info = MPI_INFO_NULL;
+  else if (MPI_Info_set(info, "alloc_shared_noncontig", "true") !=
+           MPI_SUCCESS) {
+    MPI_Info_free(&info);
+    info = MPI_INFO_NULL;
+  }
   /* One window per node rank (its segment alone in it: its own
    * shared-memory file, whose pages the rank faults in without the other
    * ranks' faults in the same file; docs/PERFORMANCE.md), or one for the
@@ -218,10 +238,12 @@ static slabfeed_status alloc_windows(sf__store *s, int *stop, sf__err *e)
   if (s->shm_wins == NULL) {
     s->n_shm = 0;
     sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the window table");
-    goto out;
   }
   for (int k = 0; k < s->n_shm; k++)
     s->shm_wins[k] = MPI_WIN_NULL;
+  *stop = sf__agree(s->comm, e) != SLABFEED_OK;
+  if (*stop)
+    goto out;
   for (int k = 0; k < s->n_shm; k++) {
     const int mine = s->n_shm == 1 || k == s->node_rank;
     void *b = NULL;
@@ -240,7 +262,9 @@ static slabfeed_status alloc_windows(sf__store *s, int *stop, sf__err *e)
     if (rc2 != MPI_SUCCESS && e->status == SLABFEED_OK)
       sf__fail_mpi(e, rc2, "MPI_Win_set_errhandler");
   }
-  *stop = e->status != SLABFEED_OK;
+  /* A window that failed on some ranks stops every rank here (no rank
+   * then makes the world window alone). */
+  *stop = sf__agree(s->comm, e) != SLABFEED_OK;
   if (*stop)
     goto out;
   /* Open MPI returns success even when its mmap of this rank's segment

@@ -58,8 +58,9 @@ typedef struct sf__store {
                         node rank k's segment alone) */
   int n_shm;
   int per_rank; /* one window per node rank (sf__store_opts) */
-  /* shared_window file (0.12): each rank's segment a POSIX shared-memory
-   * file of its own, mapped by the node's ranks (n_shm 0, per_rank 1);
+  /* shared_window file (0.12): each rank's segment a /dev/shm file of
+   * its own, mapped by the node's ranks (n_shm 0; per_rank then steers
+   * only the writer's windows, by auto's rule);
    * the rank's own file stays open (seg_fd) so that the open's direct
    * reads write it as a file (sf__fileback_add: handle fileback). */
   int files;
