@@ -60,6 +60,8 @@ static void stage_words(const char *stage, char *what, size_t n)
 {
   if (strcmp(stage, "alloc") == 0 && files_mode)
     snprintf(what, n, "cannot create the shared-memory file");
+  else if (strcmp(stage, "alloc.table") == 0)
+    snprintf(what, n, "cannot allocate the window table");
   else if (strcmp(stage, "alloc.map") == 0)
     snprintf(what, n, "cannot open node rank");
   else if (strcmp(stage, "alloc") == 0)
@@ -151,9 +153,9 @@ int main(int argc, char **argv)
   c.target = "Hydro";
   c.crop[0] = c.crop[1] = c.crop[2] = 4;
   c.halo = 1;
-  const char *stages[] = {"open",   "dataset",    "place",       "alloc",
-                          "window", "read.input", "read.target", "fill",
-                          "plan",   "backend"};
+  const char *stages[] = {"open",  "dataset", "place",      "alloc.table",
+                          "alloc", "window",  "read.input", "read.target",
+                          "fill",  "plan",    "backend"};
   const int nst = (int)(sizeof stages / sizeof *stages);
   if (rank == 0)
     printf("inject: one rank fails at each stage of slabfeed_open (%d "

@@ -356,6 +356,17 @@ int sf__populate_strict(void *p, size_t bytes, int threads)
   return err;
 }
 
+void sf__unmap_table(char ***base, size_t **len, int n)
+{
+  for (int k = 0; *base != NULL && *len != NULL && k < n; k++)
+    if ((*base)[k] != NULL)
+      munmap((*base)[k], (*len)[k]);
+  free(*base);
+  free(*len);
+  *base = NULL;
+  *len = NULL;
+}
+
 /* ---- Memory written as its file (sf__fileback_add) --------------------- */
 
 enum { SF_FILEBACKS = 8 };

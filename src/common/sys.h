@@ -130,6 +130,10 @@ void sf__fileback_remove(int h);
  * write its file). Thread-safe. */
 int sf__fileback_has(const void *p);
 
+/* Unmaps each mapping (*base)[k] of (*len)[k] bytes, k < n (NULL
+ * entries skipped), frees both tables and leaves them NULL. Local. */
+void sf__unmap_table(char ***base, size_t **len, int n);
+
 /* Gives the pages of [p, p + bytes) back to the system, backing store
  * included (madvise MADV_REMOVE: shared memory and files that can punch
  * holes; MADV_DONTNEED: private memory), whole pages inside the range

@@ -409,6 +409,16 @@ void sf__volume_stack(sf__volume *v, const uint64_t *w)
  * and collective on one, else collective), rank 0's answer for all; the
  * first file's choice, with its reason, goes into v->read_how (made whole
  * by said_how after the read). */
+int sf__volume_direct_wanted(const sf__volume *v, const char *path, char *fs,
+                             size_t len)
+{
+  const slabfeed_read_mode mode = v->cfg->pub.read_mode;
+  if (len > 0)
+    fs[0] = '\0';
+  return mode == SLABFEED_READ_DIRECT ||
+         (mode == SLABFEED_READ_AUTO && sf__h5_local_fs(path, fs, len));
+}
+
 static int read_mode(sf__volume *v, const char *path, sf__err *e)
 {
   const slabfeed_read_mode mode = v->cfg->pub.read_mode;
@@ -423,7 +433,7 @@ static int read_mode(sf__volume *v, const char *path, sf__err *e)
    * read, without the independent path's cost: measured 0.81 against
    * 1.04 x the read ceiling) and to independent reads on more. */
   if (v->rank == 0 && mode == SLABFEED_READ_AUTO &&
-      sf__h5_local_fs(path, fs, sizeof fs))
+      sf__volume_direct_wanted(v, path, fs, sizeof fs))
     how = SF_H5_DIRECT | (size > 1 ? SF_H5_INDEPENDENT : 0);
   const int rc = MPI_Bcast(&how, 1, MPI_INT, 0, v->comm);
   if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)

@@ -54,6 +54,14 @@ slabfeed_status sf__volume_open(sf__volume *v, MPI_Comm comm, int rank,
  * known, before the store is sized. */
 void sf__volume_stack(sf__volume *v, const uint64_t *w);
 
+/* Local. 1 when the open's read of path is to be direct (pread where the
+ * values lie): read_mode direct, or auto on a node-local or memory
+ * filesystem, whose name goes into fs (len bytes; "" where not asked).
+ * The rule sf__volume_read applies, rank 0's answer for all; a rank may
+ * ask it for work of its own before the read. */
+int sf__volume_direct_wanted(const sf__volume *v, const char *path, char *fs,
+                             size_t len);
+
 /* Collective over comm. Reads every dataset's slab into this rank's segment
  * of s, volume by volume (every rank opens every file and takes part in
  * every read, with empty transfers after a local failure), then checks

@@ -104,22 +104,6 @@ static slabfeed_status prepare_read(slabfeed_loader *l, sf__sink **sink,
   return sf__agree(l->comm, e);
 }
 
-/* 1 when the open's read writes this rank's segment as its file
- * (shared_window file): the segment is such a file, and the first
- * volume's file is read directly (read_mode direct, or auto on a
- * node-local or memory filesystem, as volume.c decides). Local: rank 0
- * decides the read mode for all, but the populate this steers is this
- * rank's own work. */
-static int as_file_read(const slabfeed_loader *l, const sf__volume *v)
-{
-  const slabfeed_read_mode m = l->cfg.pub.read_mode;
-  char fs[64];
-  return l->store.fileback >= 0 && v->suite.n > 0 &&
-         (m == SLABFEED_READ_DIRECT ||
-          (m == SLABFEED_READ_AUTO &&
-           sf__h5_local_fs(v->suite.path[0], fs, sizeof fs)));
-}
-
 /* Reads every dataset's slab into the store (or through the back end's
  * sink), then publishes the store (replicas and halos from their readers)
  * and records the placement. */
@@ -140,7 +124,9 @@ static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v,
     sf__huge_advise(ss->base, (size_t)ss->bytes, huge);
   /* Not a segment that is a file of the library's own (shared_window
    * file) that a direct read will write as a file, unfaulted. */
-  l->as_file = sink == NULL && as_file_read(l, v);
+  char fs[64];
+  l->as_file = sink == NULL && ss->fileback >= 0 && v->suite.n > 0 &&
+               sf__volume_direct_wanted(v, v->suite.path[0], fs, sizeof fs);
   if (touch > 1 && sink == NULL && !l->as_file && e->status == SLABFEED_OK)
     sf__populate(ss->base, (size_t)ss->bytes, touch);
   /* The read's outcome is agreed; the sink's end is local, so publish

@@ -213,10 +213,11 @@ static slabfeed_status make_files(sf__store *s, sf__err *e)
   return e->status;
 }
 
-/* The node's segments as MPI-3 shared windows. *stop: the windows
- * themselves failed (MPI), so no collective call follows; a local
- * failure (this rank's mapping) leaves it 0 and the world window is
- * still made on every rank. */
+/* The node's segments as MPI-3 shared windows. *stop: the window table or
+ * the windows failed on some rank (agreed: the same on every rank), so no
+ * collective call follows; a local failure after them (this rank's
+ * mapping) leaves it 0 and the world window is still made on every
+ * rank. */
 static slabfeed_status alloc_windows(sf__store *s, int *stop, sf__err *e)
 {
   MPI_Info info = MPI_INFO_NULL;
@@ -235,6 +236,10 @@ static slabfeed_status alloc_windows(sf__store *s, int *stop, sf__err *e)
    * node. Every rank makes every allocation, also after a failure. */
   s->n_shm = s->per_rank ? s->node_size : 1;
   s->shm_wins = malloc((size_t)s->n_shm * sizeof *s->shm_wins);
+  if (s->shm_wins != NULL && sf__inject("alloc.table", s->rank)) {
+    free(s->shm_wins); /* (test) */
+    s->shm_wins = NULL;
+  }
   if (s->shm_wins == NULL) {
     s->n_shm = 0;
     sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the window table");
@@ -289,7 +294,7 @@ static slabfeed_status make_windows(sf__store *s, sf__err *e)
 {
   /* A file's failure is this rank's (its calls to MPI are made on every
    * rank whatever happens), as is a window's mapping: the world window
-   * below is still made by all. */
+   * below is still made by all; stop only where alloc_windows agreed. */
   int stop = 0;
   if (s->files)
     make_files(s, e);
@@ -700,13 +705,7 @@ void sf__store_close(sf__store *s)
   s->n_shm = 0;
   sf__fileback_remove(s->fileback);
   s->fileback = -1;
-  for (int k = 0; s->map_base != NULL && k < s->node_size; k++)
-    if (s->map_base[k] != NULL)
-      munmap(s->map_base[k], s->map_len[k]);
-  free(s->map_base);
-  free(s->map_len);
-  s->map_base = NULL;
-  s->map_len = NULL;
+  sf__unmap_table(&s->map_base, &s->map_len, s->node_size);
   if (s->seg_fd >= 0)
     close(s->seg_fd);
   s->seg_fd = -1;

@@ -625,13 +625,7 @@ static slabfeed_status reserve_pages(slabfeed_writer *w, sf__err *e)
 
 static void unmap_slabs(slabfeed_writer *w)
 {
-  for (int q = 0; w->map_base != NULL && q < w->size; q++)
-    if (w->map_base[q] != NULL)
-      munmap(w->map_base[q], w->map_len[q]);
-  free(w->map_base);
-  free(w->map_len);
-  w->map_base = NULL;
-  w->map_len = NULL;
+  sf__unmap_table(&w->map_base, &w->map_len, w->size);
   if (w->map_fd >= 0)
     close(w->map_fd);
   w->map_fd = -1;
