@@ -159,18 +159,23 @@ typedef enum {
 /* The node's shared memory that holds the slabs. PER_RANK: one MPI-3
  * shared window per rank of the node, each rank's segment its own
  * shared-memory file (the ranks fault their pages in parallel: one file's
- * page faults serialise); ONE: one window for the node (0.6's). AUTO:
- * per rank up to 64 ranks on a node, else one. */
+ * page faults serialise); ONE: one window for the node (0.6's). AUTO
+ * (0.13): FILE where the open's read is direct (read_mode direct, or
+ * auto on a local or memory filesystem), the node has 2 to 64 ranks and
+ * the machine's /dev/shm the room for their slabs; else per rank up to
+ * 64 ranks on a node, else one (0.12's AUTO: never FILE). */
 typedef enum {
   SLABFEED_WINDOW_AUTO = 0,
   SLABFEED_WINDOW_ONE = 1,
   SLABFEED_WINDOW_PER_RANK = 2,
-  /* Added in 0.12: each rank's segment a /dev/shm file of the library's
-   * own (not an MPI window), mapped by the node's ranks and unlinked once
-   * they have it; the open's direct read of whole planes writes it as a
-   * file, without a page fault per page (other writes, and other read
-   * modes, fault as a window's do); the node's free space in /dev/shm is
-   * checked at open. Other nodes still reach it through an MPI window. */
+  /* Added in 0.12: each rank's segment /dev/shm files of the library's
+   * own (not an MPI window; since 0.13 several where several threads
+   * write it, so that they do not take turns), mapped one after the
+   * other by the node's ranks and unlinked once they have them; the
+   * open's direct read writes them as files, without a page fault per
+   * page (other writes, and other read modes, fault as a window's do);
+   * the machine's free space in /dev/shm is checked at open. Other nodes
+   * still reach the segment through an MPI window. */
   SLABFEED_WINDOW_FILE = 3
 } slabfeed_shared_window;
 

@@ -153,6 +153,9 @@ int main(int argc, char **argv)
   c.target = "Hydro";
   c.crop[0] = c.crop[1] = c.crop[2] = 4;
   c.halo = 1;
+  /* The windows' stages: since 0.13 auto takes files where the read is
+   * direct (as here, the file being local); the files' stages follow. */
+  c.shared_window = SLABFEED_WINDOW_PER_RANK;
   const char *stages[] = {"open",  "dataset", "place",      "alloc.table",
                           "alloc", "window",  "read.input", "read.target",
                           "fill",  "plan",    "backend"};

@@ -6,10 +6,12 @@
  * path of the staged fill into GPU memory), whose copy, completed by
  * sf__store_each_copy, must equal the published segment. */
 #define _DEFAULT_SOURCE /* mincore */
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/geometry.h"
+#include "common/sys.h"
 #include "io/h5.h"
 #include "testutil.h"
 #include "io/slab.h"
@@ -462,8 +464,108 @@ static void check_split_channels(int size)
   sf__h5_quiet_end(&q);
 }
 
-/* A shared_window for the next check_case calls (0: they alternate). */
-static int force_window;
+/* sf__pio into memory that maps several files one after the other
+ * (sf__fileback_add, the segment files of 0.13): from a file of dir (on
+ * /dev/shm: copy_file_range; elsewhere, or with the test switch, through
+ * a buffer), at offsets that cross the files' edges, on 1 to 5 threads;
+ * every file then holds the source's bytes at its place, read back with
+ * pread (not through the mapping), and the rest of it untouched. Local. */
+static void check_file_parts(const char *dir, int rank)
+{
+  const size_t pg = 4096, part = 3 * pg, bytes = 10 * pg + 123;
+  const int n = (int)((bytes + part - 1) / part);
+  char src[128], name[8][128];
+  snprintf(src, sizeof src, "%s/sf_test_parts_%d_%ld.src", dir, rank,
+           (long)getpid());
+  unsigned char *want = malloc(bytes + 4 * pg), *got = malloc(part);
+  int fds[8], in = open(src, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  CHECK(want != NULL && got != NULL && in >= 0, "source %s", src);
+  if (want == NULL || got == NULL || in < 0)
+    goto out_src;
+  for (size_t i = 0; i < bytes + 4 * pg; i++)
+    want[i] = (unsigned char)(i * 7 + i / 251);
+  CHECK(pwrite(in, want, bytes + 4 * pg, 0) == (ssize_t)(bytes + 4 * pg),
+        "write %s", src);
+  char *r = mmap(NULL, bytes, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  CHECK(r != MAP_FAILED, "reserve %zu bytes", bytes);
+  for (int j = 0; j < n; j++) {
+    const size_t a = (size_t)j * part,
+                 len = bytes - a < part ? bytes - a : part;
+    snprintf(name[j], sizeof name[j], "/dev/shm/sf_test_parts_%d_%ld.%d", rank,
+             (long)getpid(), j);
+    fds[j] = open(name[j], O_RDWR | O_CREAT | O_TRUNC, 0600);
+    CHECK(fds[j] >= 0 && ftruncate(fds[j], (off_t)len) == 0 &&
+              mmap(r + (size_t)j * part, len, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED, fds[j], 0) != MAP_FAILED,
+          "part %d of %zu bytes", j, len);
+  }
+  const int h = sf__fileback_add(r, bytes, part, fds, n);
+  CHECK(h >= 0 && sf__fileback_has(r + bytes - 1) && !sf__fileback_has(r - 1),
+        "the parts named as file-backed memory");
+  /* (offset in the memory, length, offset in the source, threads) */
+  const size_t cases[][4] = {{0, bytes, 0, 1},        {5, 2 * part, 17, 2},
+                             {part - 1, 2, 3, 3},     {pg, bytes - pg, 9, 4},
+                             {part, part, 2 * pg, 5}, {100, bytes - 100, 1, 3},
+                             {3, bytes - 3, 2, 2},    {0, bytes, pg + 1, 5}};
+  for (int bounce = 0; bounce < 2; bounce++) {
+    if (bounce)
+      setenv("SLABFEED_TEST_NO_COPY_RANGE", "1", 1);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      const size_t at = cases[c][0], len = cases[c][1], from = cases[c][2];
+      /* The files emptied (zeros) first. */
+      for (int j = 0; j < n; j++) {
+        const size_t a = (size_t)j * part,
+                     m = bytes - a < part ? bytes - a : part;
+        CHECK(ftruncate(fds[j], 0) == 0 && ftruncate(fds[j], (off_t)m) == 0,
+              "empty part %d", j);
+      }
+      const int err =
+          sf__pio(in, r + at, len, (off_t)from, (int)cases[c][3], 0);
+      CHECK(err == 0, "%s: case %zu: %s", dir, c, strerror(err > 0 ? err : 0));
+      /* Every file against what it must hold: [at, at + len) from the
+       * source, zeros elsewhere. */
+      long long bad = 0;
+      for (int j = 0; j < n; j++) {
+        const size_t a = (size_t)j * part,
+                     m = bytes - a < part ? bytes - a : part;
+        CHECK(pread(fds[j], got, m, 0) == (ssize_t)m, "read part %d", j);
+        for (size_t i = 0; i < m; i++) {
+          const size_t p = a + i;
+          bad += got[i] != (p >= at && p < at + len ? want[p - at + from] : 0);
+        }
+      }
+      CHECK(bad == 0,
+            "%s%s: case %zu (%zu bytes at %zu from %zu on %d threads): %lld "
+            "bytes of the files differ",
+            dir, bounce ? " (buffer)" : "", c, len, at, from, (int)cases[c][3],
+            bad);
+    }
+    unsetenv("SLABFEED_TEST_NO_COPY_RANGE");
+  }
+  /* A read past the source's end: its error, not a short copy. */
+  CHECK(sf__pio(in, r, bytes, (off_t)(5 * pg), 3, 0) != 0,
+        "a read past the end of %s fails", src);
+  sf__fileback_remove(h);
+  CHECK(!sf__fileback_has(r), "removed");
+  if (r != MAP_FAILED)
+    munmap(r, bytes);
+  for (int j = 0; j < n; j++) {
+    if (fds[j] >= 0)
+      close(fds[j]);
+    unlink(name[j]);
+  }
+out_src:
+  if (in >= 0)
+    close(in);
+  unlink(src);
+  free(want);
+  free(got);
+}
+
+/* A shared_window for the next check_case calls (0: they alternate), and
+ * the store's word that the read is direct (auto then takes files). */
+static int force_window, file_read;
 
 static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                        slabfeed_file_layout layout, int chunked, int f16,
@@ -481,7 +583,9 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                                       : 0;
   const int windows[3] = {SLABFEED_WINDOW_PER_RANK, SLABFEED_WINDOW_ONE,
                           SLABFEED_WINDOW_FILE};
-  const int window = force_window ? force_window : windows[(ncase / 2) % 3];
+  const int window = file_read      ? SLABFEED_WINDOW_AUTO
+                     : force_window ? force_window
+                                    : windows[(ncase / 2) % 3];
   ncase++;
   if (make_file(path, Z, Y, X, layout, chunked, f16, 1) != 0)
     return;
@@ -519,10 +623,26 @@ static void check_case(const char *path, int64_t Z, int64_t Y, int64_t X,
                             .locality = locality,
                             .halo = halo,
                             .crop_z = 3,
-                            .shared_window = window};
+                            .shared_window = window,
+                            .file_read = file_read};
   CHECK(sf__store_open(&s, MPI_COMM_WORLD, 2, ch, info[0].shape, &o, &e) ==
             SLABFEED_OK,
         "store: %s", e.msg);
+  /* auto with a direct read: files where the node has several ranks and
+   * /dev/shm the room (0.13), else windows and why. */
+  if (e.status == SLABFEED_OK && window == SLABFEED_WINDOW_AUTO && file_read)
+    CHECK(s.files == (s.node_size > 1 && s.files_need <= s.files_have) &&
+              (s.files || s.n_shm > 0),
+          "auto over %d node ranks, %.6f GB wanted of /dev/shm with %.6f "
+          "free: files %d",
+          s.node_size, s.files_need, s.files_have, s.files);
+  /* Files of a forced part size (a test switch) are several per segment. */
+  const char *forced = getenv("SLABFEED_TEST_PART_BYTES");
+  if (e.status == SLABFEED_OK && s.files && forced != NULL)
+    CHECK(s.part == (atoll(forced) + 4095) / 4096 * 4096 &&
+              s.n_parts == (s.bytes + s.part - 1) / s.part && s.n_parts > 1,
+          "%lld bytes in %d files of %lld", (long long)s.bytes, s.n_parts,
+          (long long)s.part);
   /* The progress of the read counts exactly this rank's planes. */
   double want_bytes = 0;
   for (int k = 0; k < 2 && e.status == SLABFEED_OK; k++)
@@ -728,6 +848,8 @@ int main(int argc, char **argv)
    * direct read: from a file of another filesystem (pread and pwrite
    * through a buffer) and from one in /dev/shm (copy_file_range), float32
    * and float16 (widened in place in the mapping), with halos. */
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
   force_window = SLABFEED_WINDOW_FILE;
   snprintf(path, sizeof path, "slab_np%d_r.h5", size);
   check_case(path, 13, 7, 6, SLABFEED_LAYOUT_CF, 0, 0, 2, 0, 0, 0, 1);
@@ -744,10 +866,28 @@ int main(int argc, char **argv)
   setenv("SLABFEED_TEST_NO_COPY_RANGE", "1", 1);
   check_case(shm[0], 11, 6, 5, SLABFEED_LAYOUT_CF, 0, 0, 1, 0, 0, 0, 1);
   unsetenv("SLABFEED_TEST_NO_COPY_RANGE");
+  /* Segments of several files (0.13; files of one page forced): from
+   * both filesystems, float16, chunks cut at the edges (pieces on
+   * threads of their own), replicas over MPI. */
+  setenv("SLABFEED_TEST_PART_BYTES", "4096", 1);
+  check_case(shm[0], 11, 6, 5, SLABFEED_LAYOUT_CF, 0, 0, 1, 0, 0, 0, 1);
+  check_case(shm[1], 11, 6, 5, SLABFEED_LAYOUT_CF, 0, 1, 1, 0, 0, 0, 1);
+  snprintf(path, sizeof path, "slab_np%d_s.h5", size);
+  check_case(path, 13, 7, 6, SLABFEED_LAYOUT_CF, 1, 0, 2, 0, 0, 0, 1);
+  snprintf(path, sizeof path, "slab_np%d_t.h5", size);
+  check_case(path, 13, 5, 6, SLABFEED_LAYOUT_CF, 0, 0, 1, 1, 1, 0, 1);
+  /* auto with a direct read (0.13): files where the node has several
+   * ranks, else windows. */
+  file_read = 1;
+  check_case(shm[0], 11, 6, 5, SLABFEED_LAYOUT_CF, 0, 0, 2, 0, 0, 0, 1);
+  snprintf(path, sizeof path, "slab_np%d_u.h5", size);
+  check_case(path, 12, 7, 6, SLABFEED_LAYOUT_CL, 0, 1, 1, 0, 0, 0, 1);
+  unsetenv("SLABFEED_TEST_PART_BYTES");
+  file_read = 0;
   force_window = 0;
+  check_file_parts("/dev/shm", me);
+  check_file_parts(".", me);
   MPI_Barrier(MPI_COMM_WORLD);
-  int me = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
   for (int f16 = 0; f16 < 2 && me == 0; f16++)
     unlink(shm[f16]);
   check_filtered(size);

@@ -367,27 +367,31 @@ void sf__unmap_table(char ***base, size_t **len, int n)
   *len = NULL;
 }
 
-/* ---- Memory written as its file (sf__fileback_add) --------------------- */
+/* ---- Memory written as its files (sf__fileback_add) -------------------- */
 
 enum { SF_FILEBACKS = 8 };
-static struct {
+/* One entry: [base, base + bytes) maps the files fds[0 .. n) one after the
+ * other, each `part` bytes (the last the rest). */
+typedef struct fileback_entry {
   char *base;
-  size_t bytes;
-  int fd;
-} fileback[SF_FILEBACKS];
+  size_t bytes, part;
+  const int *fds;
+  int n;
+} fileback_entry;
+static fileback_entry fileback[SF_FILEBACKS];
 static pthread_mutex_t fileback_mu = PTHREAD_MUTEX_INITIALIZER;
 
-int sf__fileback_add(void *base, size_t bytes, int fd)
+int sf__fileback_add(void *base, size_t bytes, size_t part, const int *fds,
+                     int n)
 {
   int h = -1;
-  if (base == NULL || fd < 0)
+  if (base == NULL || fds == NULL || n < 1 || part == 0 ||
+      (size_t)n < (bytes + part - 1) / part)
     return h;
   pthread_mutex_lock(&fileback_mu);
   for (int i = 0; i < SF_FILEBACKS && h < 0; i++)
     if (fileback[i].base == NULL) {
-      fileback[i].base = base;
-      fileback[i].bytes = bytes;
-      fileback[i].fd = fd;
+      fileback[i] = (fileback_entry){base, bytes, part, fds, n};
       h = i;
     }
   pthread_mutex_unlock(&fileback_mu);
@@ -403,29 +407,32 @@ void sf__fileback_remove(int h)
   pthread_mutex_unlock(&fileback_mu);
 }
 
-/* The file and offset of [buf, buf + n) where one entry holds all of it:
- * the file's descriptor, or -1. */
-static int fileback_of(const void *buf, size_t n, off_t *off)
+/* The entry holding all of [buf, buf + n), copied into *out with *off the
+ * offset of buf in it: 1, else 0. */
+static int fileback_of(const void *buf, size_t n, fileback_entry *out,
+                       size_t *off)
 {
-  int fd = -1;
+  int found = 0;
   const uintptr_t p = (uintptr_t)buf;
   pthread_mutex_lock(&fileback_mu);
-  for (int i = 0; i < SF_FILEBACKS && fd < 0; i++) {
+  for (int i = 0; i < SF_FILEBACKS && !found; i++) {
     const uintptr_t b = (uintptr_t)fileback[i].base;
     if (b != 0 && p >= b && p - b <= fileback[i].bytes &&
         n <= fileback[i].bytes - (p - b)) {
-      fd = fileback[i].fd;
-      *off = (off_t)(p - b);
+      *out = fileback[i];
+      *off = (size_t)(p - b);
+      found = 1;
     }
   }
   pthread_mutex_unlock(&fileback_mu);
-  return fd;
+  return found;
 }
 
 int sf__fileback_has(const void *p)
 {
-  off_t off;
-  return fileback_of(p, 1, &off) >= 0;
+  fileback_entry f;
+  size_t off;
+  return fileback_of(p, 1, &f, &off);
 }
 
 /* n bytes of fd at `at` into file to at `off`: copy_file_range, else
@@ -509,12 +516,51 @@ static void *pio_range(void *p)
 #define SF_PIO_PART ((size_t)4 << 20)
 #define SF_PIO_THREADS 64
 
+/* The pieces t, t + T, t + 2T, ... of bytes [off, off + n) of a file-backed
+ * entry (a piece: the bytes that lie in one of its files), copied from fd
+ * at `at` on one thread: the threads of one call write different files. */
+typedef struct part_job {
+  int fd;
+  off_t at;
+  fileback_entry f;
+  size_t off, n;
+  int t, T, err;
+} part_job;
+
+static void *copy_parts(void *p)
+{
+  part_job *j = p;
+  const size_t first = j->off / j->f.part;
+  for (size_t k = first + (size_t)j->t;
+       k * j->f.part < j->off + j->n && j->err == 0; k += (size_t)j->T) {
+    const size_t a = k * j->f.part > j->off ? k * j->f.part : j->off;
+    const size_t b = (k + 1) * j->f.part < j->off + j->n ? (k + 1) * j->f.part
+                                                         : j->off + j->n;
+    j->err = copy_into_file(j->fd, j->at + (off_t)(a - j->off), j->f.fds[k],
+                            (off_t)(a - k * j->f.part), b - a);
+  }
+  return NULL;
+}
+
 int sf__pio(int fd, char *buf, size_t n, off_t at, int threads, int write)
 {
-  off_t off = 0;
-  const int to = write ? -1 : fileback_of(buf, n, &off);
-  if (to >= 0)
-    return copy_into_file(fd, at, to, off, n);
+  fileback_entry f;
+  size_t off = 0;
+  if (!write && n > 0 && fileback_of(buf, n, &f, &off)) {
+    const size_t pieces = (off + n - 1) / f.part - off / f.part + 1;
+    const int T = threads < 1                ? 1
+                  : threads > SF_PIO_THREADS ? SF_PIO_THREADS
+                  : (size_t)threads > pieces ? (int)pieces
+                                             : threads;
+    part_job job[SF_PIO_THREADS];
+    for (int t = 0; t < T; t++)
+      job[t] = (part_job){fd, at, f, off, n, t, T, 0};
+    sf__run_jobs(copy_parts, job, sizeof job[0], T);
+    int err = 0;
+    for (int t = 0; t < T && err == 0; t++)
+      err = job[t].err;
+    return err;
+  }
   int T = threads < 1 ? 1 : threads > SF_PIO_THREADS ? SF_PIO_THREADS : threads;
   if ((size_t)T > n / SF_PIO_PART)
     T = n / SF_PIO_PART > 1 ? (int)(n / SF_PIO_PART) : 1;

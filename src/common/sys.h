@@ -106,20 +106,25 @@ void sf__run_jobs(void *(*fn)(void *), void *jobs, size_t size, int n);
  * buf with pread/pwrite, on up to `threads` threads (parts of at least 4
  * MiB, page-aligned). Returns 0, the first failing part's errno, or -1
  * where a read met the end of the file first. A read into memory that
- * sf__fileback_add named (a shared mapping of a file) goes into that file
+ * sf__fileback_add named (shared mappings of files) goes into those files
  * instead, with copy_file_range (or pread and pwrite through a 4 MiB
- * buffer where the two files' filesystems cannot copy), on one thread:
- * the pages are written as the file's, with no page fault and no zeroing
- * of them first (docs/DECISIONS.md, "The slab store as files of the
- * library's own"); the writes of one file take turns in the kernel. */
+ * buffer where the two files' filesystems cannot copy): the pages are
+ * written as the files', with no page fault and no zeroing of them first
+ * (docs/DECISIONS.md, "The slab store as files of the library's own").
+ * The writes of one file take turns in the kernel, so its threads take
+ * the memory's files in turn (thread t the t-th, the (t + threads)-th,
+ * ... file of the range): no two threads of one call write one file. */
 int sf__pio(int fd, char *buf, size_t n, off_t at, int threads, int write);
 
-/* Names [base, base + bytes) as a MAP_SHARED mapping of file fd from its
- * offset 0, for sf__pio's reads into it (fd stays the caller's, open
- * until sf__fileback_remove). Thread-safe. Returns a handle (>= 0), or -1
- * where the table (8 entries) is full: then reads go through the mapping
- * as any memory. */
-int sf__fileback_add(void *base, size_t bytes, int fd);
+/* Names [base, base + bytes) as MAP_SHARED mappings of the n files fds,
+ * one after the other from their offset 0, each `part` bytes long (the
+ * last the rest; n >= bytes / part rounded up), for sf__pio's reads into
+ * them. fds (the array and the files) stay the caller's, valid and open
+ * until sf__fileback_remove. Thread-safe. Returns a handle (>= 0), or -1
+ * where the table (8 entries) is full or the arguments do not describe
+ * such memory: then reads go through the mapping as into any memory. */
+int sf__fileback_add(void *base, size_t bytes, size_t part, const int *fds,
+                     int n);
 
 /* Forgets handle h of sf__fileback_add (h < 0: nothing). Thread-safe,
  * but the caller must not remove (and close the file) while a read into

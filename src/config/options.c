@@ -433,10 +433,12 @@ const sf__option sf__options[] = {
       .default_value = "auto",
       .metavar = "auto|one|per-rank|file",
       .help = "the node's slab memory: an MPI-3 shared window per rank "
-              "(its pages faulted in parallel; auto up to 64 ranks a node), "
-              "one for the node, or (file, 0.12) a /dev/shm file per rank "
-              "that the direct read writes as a file, without a page fault "
-              "per page (for ranks of one core each)"},
+              "(its pages faulted in parallel), one for the node, or "
+              "(file, 0.12) /dev/shm files of each rank's own that the "
+              "direct read writes as files, without a page fault per page; "
+              "auto (0.13): files where the open's read is direct, the node "
+              "has 2 to 64 ranks and /dev/shm the room, else a window per "
+              "rank up to 64 ranks a node, else one"},
      FIELD(shared_window)},
     {{.name = "touch_threads",
       .flag = "touch-threads",

@@ -1055,11 +1055,12 @@ static slabfeed_status read_planes(int fd, const stored *s, const box_map *m,
     if (s->chunked)
       snprintf(where, sizeof where, " (the chunk's rows at y %lld, x %lld)",
                (long long)p->y, (long long)p->x);
-    /* Into a slab that is a file (shared_window file), the failure may
-     * be the write of that file: say so. */
+    /* Into a slab that is files (shared_window file, or auto's), the
+     * failure may be the write of those files: say so. */
     const char *into = sf__fileback_has(dst) && (err == ENOSPC || err == EFBIG)
-                           ? " (copying into the slab's shared-memory file: "
-                             "shared_window file, /dev/shm full)"
+                           ? " (copying into the slab's /dev/shm files, "
+                             "shared_window auto or file: /dev/shm full; "
+                             "shared_window per-rank keeps MPI windows)"
                            : "";
     sf__fail(e, err == ENOMEM ? SLABFEED_ERR_NOMEM : SLABFEED_ERR_IO,
              "reading planes [%lld, %lld) of channel%s %lld of '%s' in '%s' "

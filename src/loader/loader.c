@@ -240,7 +240,8 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
                       v->suite.z0,
                       (const int64_t(*)[3])v->suite.shape,
                       {g, p->scale_factor}, /* each dataset's grid */
-                      (int)p->shared_window};
+                      (int)p->shared_window,
+                      0};
   /* Locality over several volumes keeps each volume on one node. */
   int64_t *cuts = NULL;
   if (p->locality && v->suite.n > 1 && p->tile == 0) {
@@ -248,6 +249,14 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
     injected(l, "cuts", e);
   }
   o.cuts = cuts;
+  /* Whether the open's read will be direct: rank 0's word, as the read
+   * mode's (sf__volume_read), so that auto's files are agreed. */
+  char fs[64];
+  o.file_read = l->rank == 0 && v->suite.n > 0 &&
+                sf__volume_direct_wanted(v, v->suite.path[0], fs, sizeof fs);
+  const int rc = MPI_Bcast(&o.file_read, 1, MPI_INT, 0, l->comm);
+  if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
+    sf__fail_mpi(e, rc, "MPI_Bcast (the read's way)");
   if (sf__agree(l->comm, e) == SLABFEED_OK &&
       sf__store_open(&l->store, l->comm, l->cfg.ndsets, ch, info[0].shape, &o,
                      e) != SLABFEED_OK &&
@@ -571,14 +580,30 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
            (double)s->fill_remote / 1e9, how);
   size_t used = strlen(buf);
   if (l->read_how[0] != '\0' && used + 1 < len) {
+    const char *which =
+        s->files_auto ? "shared_window auto" : "shared_window file";
+    char mem[224];
+    if (l->as_file)
+      snprintf(mem, sizeof mem,
+               "files of each rank's own (%d on this rank), written as files "
+               "by the direct read (%s)",
+               s->n_parts, which);
+    else if (s->files)
+      snprintf(mem, sizeof mem,
+               "files of each rank's own (%s; not read directly: their "
+               "pages fault as they are written)",
+               which);
+    else if (s->files_auto && s->files_need > 0)
+      snprintf(mem, sizeof mem,
+               "%s (not files: the slabs need %.2f GB of /dev/shm, which has "
+               "%.2f GB free)",
+               s->n_shm > 1 ? "a window per rank" : "one window for the node",
+               s->files_need, s->files_have);
+    else
+      snprintf(mem, sizeof mem, "%s",
+               s->n_shm > 1 ? "a window per rank" : "one window for the node");
     snprintf(buf + used, len - used, "; slab reads: %s; shared memory: %s",
-             l->read_how,
-             l->as_file     ? "a file per rank, written as a file by the "
-                              "direct read (shared_window file)"
-             : s->files     ? "a file per rank (shared_window file; not read "
-                              "directly: its pages fault as they are written)"
-             : s->n_shm > 1 ? "a window per rank"
-                            : "one window for the node");
+             l->read_how, mem);
     used = strlen(buf);
   }
   if (l->huge_how[0] != '\0' && used + 1 < len) {

@@ -1,3 +1,4 @@
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include "store/store.h"
 
 #include <errno.h>
@@ -87,23 +88,171 @@ out:
 /* Where the segment files lie: the node's shared memory (tmpfs). */
 #define SF_STORE_FILE_DIR "/dev/shm"
 
-/* The path of node rank k's segment file: the node's prefix (agreed) and
- * k. */
-static void file_name(char *buf, size_t len, const char *prefix, int k)
+/* A segment's files: up to this many per thread of the rank's read, and
+ * this many at most, each a multiple of SF_STORE_PART_ALIGN bytes (a
+ * huge page of x86-64 and arm64's 4 KiB granule). */
+#define SF_STORE_PARTS_PER_THREAD 16
+#define SF_STORE_MAX_PARTS 256
+#define SF_STORE_PART_ALIGN ((int64_t)2 << 20)
+
+/* The path of part j of node rank k's segment: the node's prefix (agreed),
+ * k and j. */
+static void file_name(char *buf, size_t len, const char *prefix, int k, int j)
 {
-  snprintf(buf, len, "%s/%s.%d", SF_STORE_FILE_DIR, prefix, k);
+  snprintf(buf, len, "%s/%s.%d.%d", SF_STORE_FILE_DIR, prefix, k, j);
 }
 
-/* shared_window file: this rank's segment a shared-memory file of its
- * own (in SF_STORE_FILE_DIR, sized with ftruncate: no page yet), mapped
- * by every rank of the node, then unlinked as soon as the node's ranks
- * have all mapped them, so that nothing is left in the directory after
- * the open (a rank killed in between leaves SF_STORE_FILE_DIR/slabfeed.*
- * files behind). The node's free space there is checked first: a page
- * tmpfs cannot back would be a SIGBUS at its first store, not an error.
- * Collective over the store's ranks: every rank makes every MPI call
- * whatever fails, and a failure is this rank's, reported by the store's
- * agreement. */
+/* The bytes of each file of a segment of `bytes` that `threads` threads
+ * read into: one file where one thread writes it (its writes take turns
+ * in the kernel anyway), else small enough that the threads write
+ * different files (sf__pio). Test-only: SLABFEED_TEST_PART_BYTES=N makes
+ * them N bytes (rounded up to whole pages). Local. */
+static int64_t part_bytes(int64_t bytes, int threads)
+{
+  const char *t = getenv("SLABFEED_TEST_PART_BYTES");
+  const long long forced = t != NULL ? atoll(t) : 0;
+  if (forced > 0) {
+    const int64_t page =
+        sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    return (forced + page - 1) / page * page;
+  }
+  if (threads <= 1 || bytes <= SF_STORE_PART_ALIGN)
+    return bytes > 0 ? bytes : 1;
+  int64_t n = (int64_t)threads * SF_STORE_PARTS_PER_THREAD;
+  n = n > SF_STORE_MAX_PARTS ? SF_STORE_MAX_PARTS : n;
+  const int64_t part = (bytes + n - 1) / n;
+  return (part + SF_STORE_PART_ALIGN - 1) / SF_STORE_PART_ALIGN *
+         SF_STORE_PART_ALIGN;
+}
+
+/* The option that made the segments files: for messages. */
+static const char *files_word(const sf__store *s)
+{
+  return s->files_auto ? "shared_window auto" : "shared_window file";
+}
+
+/* The number of files of a segment of `bytes` in parts of `part`. */
+static int parts_of(int64_t bytes, int64_t part)
+{
+  return bytes > 0 ? (int)((bytes + part - 1) / part) : 0;
+}
+
+/* Whether this machine's /dev/shm holds the segment files of the ranks
+ * on it that want them (want: this rank's; explicit: shared_window file,
+ * whose lack of room is this rank's error, reported on the machine's
+ * first rank; else auto's, which then takes windows). The same answer on
+ * every rank of a machine. Collective over the store's ranks. */
+static int files_fit(sf__store *s, int want, int explicit, sf__err *e)
+{
+  long long need = want ? s->bytes : 0;
+  int fit = 1;
+  MPI_Comm host = MPI_COMM_NULL;
+  int host_rank = 0;
+  /* The room is that of the machine's ranks together (also where each
+   * rank is its own node, rank_per_node: they share one /dev/shm). */
+  int rc = MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, s->rank,
+                               MPI_INFO_NULL, &host);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_LONG_LONG, MPI_SUM, host);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Comm_rank(host, &host_rank);
+  if (rc == MPI_SUCCESS && host_rank == 0 && need > 0) {
+    struct statvfs fs;
+    const int got = statvfs(SF_STORE_FILE_DIR, &fs) == 0;
+    unsigned long long have =
+        got ? (unsigned long long)fs.f_bavail * fs.f_frsize : 0;
+    /* Test-only: SLABFEED_TEST_SHM_FREE=N bytes free. */
+    const char *t = getenv("SLABFEED_TEST_SHM_FREE");
+    if (got && t != NULL && t[0] != '\0')
+      have = strtoull(t, NULL, 10);
+    fit = got && have >= (unsigned long long)need;
+    s->files_have = (double)have / 1e9;
+    if (explicit && !got && e->status == SLABFEED_OK)
+      sf__fail(e, SLABFEED_ERR_IO, "cannot see the free space of %s: %s",
+               SF_STORE_FILE_DIR, strerror(errno));
+    else if (explicit && !fit && e->status == SLABFEED_OK)
+      sf__fail(e, SLABFEED_ERR_NOMEM,
+               "the slabs of this machine's ranks need %.2f GB of %s for "
+               "shared_window file, which has %.2f GB free",
+               (double)need / 1e9, SF_STORE_FILE_DIR, s->files_have);
+  }
+  double said[2] = {fit, s->files_have};
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Bcast(said, 2, MPI_DOUBLE, 0, host);
+  fit = said[0] != 0.0;
+  s->files_have = said[1];
+  if (host != MPI_COMM_NULL)
+    MPI_Comm_free(&host);
+  if (rc != MPI_SUCCESS) {
+    fit = 0;
+    if (e->status == SLABFEED_OK)
+      sf__fail_mpi(e, rc, "MPI_Allreduce (the machine's slab files)");
+  }
+  s->files_need = (double)need / 1e9;
+  return fit;
+}
+
+/* Node rank k's segment of `bytes` in files of `part`, mapped as one
+ * range: an address range reserved, then each file mapped in its place.
+ * own: this rank's descriptors (else each file opened by name and closed
+ * once mapped). The range, or NULL after a failure (reported in e). */
+static char *map_parts(const sf__store *s, const char *prefix, int k,
+                       int64_t bytes, int64_t part, const int *own, int fail,
+                       sf__err *e)
+{
+  char name[128];
+  void *r = mmap(NULL, (size_t)bytes, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) {
+    sf__fail(e, SLABFEED_ERR_NOMEM,
+             "cannot reserve %lld bytes of address space for node rank %d's "
+             "slab files: %s",
+             (long long)bytes, k, strerror(errno));
+    return NULL;
+  }
+  const int n = parts_of(bytes, part);
+  for (int j = 0; j < n && e->status == SLABFEED_OK; j++) {
+    const int64_t at = (int64_t)j * part,
+                  len = bytes - at < part ? bytes - at : part;
+    file_name(name, sizeof name, prefix, k, j);
+    const int fd = fail  ? (errno = EACCES, -1)
+                   : own ? own[j]
+                         : open(name, O_RDWR | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < len)
+      sf__fail(e, SLABFEED_ERR_IO,
+               "cannot open node rank %d's slab file %s of %lld bytes (%s): "
+               "%s",
+               k, name, (long long)len, files_word(s),
+               fail                    ? "injected failure (test)"
+               : fd >= 0 && errno == 0 ? "it is shorter"
+                                       : strerror(errno));
+    else if (mmap((char *)r + at, (size_t)len, PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
+      sf__fail(e, SLABFEED_ERR_NOMEM,
+               "cannot map node rank %d's slab file %s (%lld bytes): %s", k,
+               name, (long long)len, strerror(errno));
+    if (fd >= 0 && own == NULL)
+      close(fd);
+  }
+  if (e->status != SLABFEED_OK) {
+    munmap(r, (size_t)bytes);
+    return NULL;
+  }
+  return r;
+}
+
+/* shared_window file: this rank's segment shared-memory files of its own
+ * (in SF_STORE_FILE_DIR, sized with ftruncate: no page yet; several where
+ * several threads write it, part_bytes), mapped one after the other by
+ * every rank of the node, then unlinked as soon as the node's ranks have
+ * all mapped them, so that nothing is left in the directory after the
+ * open (a rank killed in between leaves SF_STORE_FILE_DIR/slabfeed.*
+ * files behind). The node's free space there was checked first
+ * (files_fit): a page tmpfs cannot back would be a SIGBUS at its first
+ * store, not an error. Collective over the store's ranks: every rank
+ * makes every MPI call whatever fails, and a failure is this rank's,
+ * reported by the store's agreement. */
 static slabfeed_status make_files(sf__store *s, sf__err *e)
 {
   char prefix[64] = "", name[128];
@@ -111,35 +260,18 @@ static slabfeed_status make_files(sf__store *s, sf__err *e)
   s->map_len = calloc((size_t)s->node_size, sizeof *s->map_len);
   if (s->map_base == NULL || s->map_len == NULL)
     sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the segment table");
-  /* The room is that of the machine's ranks together (also where each
-   * rank is its own node, rank_per_node: they share one /dev/shm). */
-  long long need = s->bytes;
-  struct statvfs fs;
-  MPI_Comm host = MPI_COMM_NULL;
-  int host_rank = 0;
-  int rc = MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, s->rank,
-                               MPI_INFO_NULL, &host);
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_LONG_LONG, MPI_SUM, host);
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Comm_rank(host, &host_rank);
-  if (host != MPI_COMM_NULL)
-    MPI_Comm_free(&host);
+  /* The files' size follows the node's most threads (agreed), so that
+   * every rank knows every segment's from the placement. */
+  int threads = sf__core_share(s->node_size);
+  int rc = MPI_Allreduce(MPI_IN_PLACE, &threads, 1, MPI_INT, MPI_MAX, s->node);
   if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
-    sf__fail_mpi(e, rc, "MPI_Allreduce (the machine's slab files)");
-  if (host_rank == 0 && e->status == SLABFEED_OK) {
-    const int got = statvfs(SF_STORE_FILE_DIR, &fs) == 0;
-    const unsigned long long have =
-        got ? (unsigned long long)fs.f_bavail * fs.f_frsize : 0;
-    if (!got)
-      sf__fail(e, SLABFEED_ERR_IO, "cannot see the free space of %s: %s",
-               SF_STORE_FILE_DIR, strerror(errno));
-    else if (have < (unsigned long long)need)
-      sf__fail(e, SLABFEED_ERR_NOMEM,
-               "the slabs of this machine's ranks need %.2f GB of %s for "
-               "shared_window file, which has %.2f GB free",
-               (double)need / 1e9, SF_STORE_FILE_DIR, (double)have / 1e9);
-  }
+    sf__fail_mpi(e, rc, "MPI_Allreduce (the node's slab files)");
+  s->part = part_bytes(s->bytes, threads);
+  s->n_parts = parts_of(s->bytes, s->part);
+  s->seg_fds =
+      malloc((size_t)(s->n_parts > 0 ? s->n_parts : 1) * sizeof *s->seg_fds);
+  if (s->seg_fds == NULL)
+    sf__fail(e, SLABFEED_ERR_NOMEM, "cannot allocate the slab files' table");
   if (s->node_rank == 0) {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
@@ -150,57 +282,54 @@ static slabfeed_status make_files(sf__store *s, sf__err *e)
   if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
     sf__fail_mpi(e, rc, "MPI_Bcast (the node's slab files)");
   const int injected = sf__inject("alloc", s->rank); /* (test) */
-  if (e->status == SLABFEED_OK && prefix[0] != '\0') {
-    file_name(name, sizeof name, prefix, s->node_rank);
+  int made = 0; /* this rank's files that exist: [0, made) */
+  for (int j = 0; e->status == SLABFEED_OK && prefix[0] != '\0' &&
+                  s->seg_fds != NULL && j < s->n_parts;
+       j++) {
+    const int64_t at = (int64_t)j * s->part,
+                  len = s->bytes - at < s->part ? s->bytes - at : s->part;
+    file_name(name, sizeof name, prefix, s->node_rank, j);
+    int fd = -1;
     if (injected)
       errno = ENOSPC;
     else
-      s->seg_fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (s->seg_fd < 0 || ftruncate(s->seg_fd, (off_t)s->bytes) != 0)
+      fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0)
+      s->seg_fds[made++] = fd;
+    if (fd < 0 || ftruncate(fd, (off_t)len) != 0)
       sf__fail(e,
                errno == ENOMEM || errno == ENOSPC ? SLABFEED_ERR_NOMEM
                                                   : SLABFEED_ERR_IO,
                "cannot create the shared-memory file %s of %lld bytes for "
-               "the slab (shared_window file): %s",
-               name, (long long)s->bytes,
+               "the slab (%s): %s",
+               name, (long long)len, files_word(s),
                injected ? "injected failure (test)" : strerror(errno));
   }
-  const int made = s->seg_fd >= 0; /* this rank's file exists */
+  s->n_fds = made;
   /* Every file exists (or the open fails on all ranks) before any rank
    * opens another's. */
   const int all = sf__agree(s->comm, e) == SLABFEED_OK;
   const int fail_map = sf__inject("alloc.map", s->rank); /* (test) */
-  for (int k = 0; all && k < s->node_size && e->status == SLABFEED_OK; k++) {
-    file_name(name, sizeof name, prefix, k);
-    const int fd = fail_map            ? (errno = EACCES, -1)
-                   : k == s->node_rank ? s->seg_fd
-                                       : open(name, O_RDWR | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-      sf__fail(e, SLABFEED_ERR_IO,
-               "cannot open node rank %d's slab file %s (shared_window "
-               "file): %s",
-               k, name, fail_map ? "injected failure (test)" : strerror(errno));
-    } else if (st.st_size > 0) {
-      void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
-                     MAP_SHARED, fd, 0);
-      if (p == MAP_FAILED)
-        sf__fail(e, SLABFEED_ERR_NOMEM,
-                 "cannot map node rank %d's slab file %s (%lld bytes): %s", k,
-                 name, (long long)st.st_size, strerror(errno));
-      else
-        s->map_base[k] = p, s->map_len[k] = (size_t)st.st_size;
+  /* Node rank k is the node's k-th world rank (make_node's order). */
+  for (int r = 0, k = 0; all && r < s->size && e->status == SLABFEED_OK; r++) {
+    if (s->L.nodeof[r] != s->L.nodeof[s->rank])
+      continue;
+    const int64_t bytes = segment_bytes(s, r);
+    if (bytes > 0) {
+      s->map_base[k] =
+          map_parts(s, prefix, k, bytes, part_bytes(bytes, threads),
+                    k == s->node_rank ? s->seg_fds : NULL, fail_map, e);
+      s->map_len[k] = s->map_base[k] != NULL ? (size_t)bytes : 0;
     }
-    if (fd >= 0 && k != s->node_rank)
-      close(fd);
+    k++;
   }
   /* The node's ranks have mapped every file of the node (or failed): the
    * names go. */
   rc = MPI_Barrier(s->node);
   if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
     sf__fail_mpi(e, rc, "MPI_Barrier (the node's slab files)");
-  if (made) {
-    file_name(name, sizeof name, prefix, s->node_rank);
+  for (int j = 0; j < made; j++) {
+    file_name(name, sizeof name, prefix, s->node_rank, j);
     if (unlink(name) != 0)
       fprintf(stderr,
               "slabfeed: rank %d: cannot remove %s (%s): remove it by hand\n",
@@ -208,7 +337,8 @@ static slabfeed_status make_files(sf__store *s, sf__err *e)
   }
   if (e->status == SLABFEED_OK && s->bytes > 0) {
     s->base = s->map_base[s->node_rank];
-    s->fileback = sf__fileback_add(s->base, (size_t)s->bytes, s->seg_fd);
+    s->fileback = sf__fileback_add(s->base, (size_t)s->bytes, (size_t)s->part,
+                                   s->seg_fds, s->n_fds);
   }
   return e->status;
 }
@@ -296,6 +426,17 @@ static slabfeed_status make_windows(sf__store *s, sf__err *e)
    * rank whatever happens), as is a window's mapping: the world window
    * below is still made by all; stop only where alloc_windows agreed. */
   int stop = 0;
+  if (s->files || s->files_auto) {
+    /* auto: files where the open's read is direct (the loader's word) and
+     * the node has several ranks, up to auto's window limit, if its
+     * /dev/shm holds them (docs/DECISIONS.md, "The slab store as files
+     * of the library's own"). */
+    const int want =
+        s->files || (s->node_size > 1 && s->node_size <= SF_STORE_MAX_WINDOWS);
+    const int fit = files_fit(s, want, s->files, e);
+    if (!s->files)
+      s->files = want && fit;
+  }
   if (s->files)
     make_files(s, e);
   else
@@ -461,7 +602,6 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   s->shm_wins = NULL;
   s->n_shm = 0;
   s->per_rank = o->shared_window; /* resolved once node_size is known */
-  s->seg_fd = -1;
   s->fileback = -1;
   s->ndsets = ndsets;
   memcpy(s->shape, shape, sizeof s->shape);
@@ -489,6 +629,7 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   make_node(s, o->rank_per_node, e);
   /* With files, per_rank steers only the writer's windows: auto's rule. */
   s->files = o->shared_window == SLABFEED_WINDOW_FILE;
+  s->files_auto = o->shared_window == SLABFEED_WINDOW_AUTO && o->file_read;
   s->per_rank = o->shared_window == SLABFEED_WINDOW_PER_RANK ||
                 ((o->shared_window == SLABFEED_WINDOW_AUTO || s->files) &&
                  s->node_size <= SF_STORE_MAX_WINDOWS);
@@ -706,9 +847,11 @@ void sf__store_close(sf__store *s)
   sf__fileback_remove(s->fileback);
   s->fileback = -1;
   sf__unmap_table(&s->map_base, &s->map_len, s->node_size);
-  if (s->seg_fd >= 0)
-    close(s->seg_fd);
-  s->seg_fd = -1;
+  for (int j = 0; j < s->n_fds; j++)
+    close(s->seg_fds[j]);
+  free(s->seg_fds);
+  s->seg_fds = NULL;
+  s->n_fds = s->n_parts = 0;
   if (s->node != MPI_COMM_NULL)
     MPI_Comm_free(&s->node);
   free(s->peer);

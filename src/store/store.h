@@ -35,6 +35,9 @@ typedef struct sf__store_opts {
    * SLABFEED_WINDOW_AUTO (a window per rank up to SF_STORE_MAX_WINDOWS
    * ranks on the node, else one), _ONE, _PER_RANK or _FILE (0.12). */
   int shared_window;
+  /* The open's read is to be direct (pread where the values lie), the
+   * same on every rank: auto then takes files (0.13; sf__store.files). */
+  int file_read;
 } sf__store_opts;
 
 typedef struct sf__store {
@@ -58,13 +61,20 @@ typedef struct sf__store {
                         node rank k's segment alone) */
   int n_shm;
   int per_rank; /* one window per node rank (sf__store_opts) */
-  /* shared_window file (0.12): each rank's segment a /dev/shm file of
-   * its own, mapped by the node's ranks (n_shm 0; per_rank then steers
-   * only the writer's windows, by auto's rule);
-   * the rank's own file stays open (seg_fd) so that the open's direct
-   * reads write it as a file (sf__fileback_add: handle fileback). */
-  int files;
-  int seg_fd, fileback;
+  /* shared_window file (0.12), or auto's choice where the read is direct
+   * (files_auto, 0.13): each rank's segment /dev/shm files of its own
+   * (n_parts files of `part` bytes, the last the rest: several where
+   * several threads write it), mapped one after the other by the node's
+   * ranks (n_shm 0; per_rank then steers only the writer's windows, by
+   * auto's rule). The rank's own files stay open (seg_fds, n_fds of them)
+   * so that the open's direct reads write them as files
+   * (sf__fileback_add: handle fileback). files_need and files_have: the
+   * machine's GB asked of /dev/shm and free there (0 where not asked). */
+  int files, files_auto;
+  int64_t part;
+  int n_parts, n_fds, fileback;
+  int *seg_fds;
+  double files_need, files_have;
   char **map_base; /* [node_size]: each node rank's file mapped here */
   size_t *map_len;
   MPI_Win world_win; /* same memory, all ranks: MPI_Get; MPI_WIN_NULL
