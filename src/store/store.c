@@ -219,14 +219,15 @@ static char *map_parts(const sf__store *s, const char *prefix, int k,
                    : own ? own[j]
                          : open(name, O_RDWR | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < len)
+    const int seen = fd >= 0 && fstat(fd, &st) == 0;
+    if (!seen || st.st_size < len)
       sf__fail(e, SLABFEED_ERR_IO,
                "cannot open node rank %d's slab file %s of %lld bytes (%s): "
                "%s",
                k, name, (long long)len, files_word(s),
-               fail                    ? "injected failure (test)"
-               : fd >= 0 && errno == 0 ? "it is shorter"
-                                       : strerror(errno));
+               fail    ? "injected failure (test)"
+               : !seen ? strerror(errno)
+                       : "it is shorter");
     else if (mmap((char *)r + at, (size_t)len, PROT_READ | PROT_WRITE,
                   MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
       sf__fail(e, SLABFEED_ERR_NOMEM,
