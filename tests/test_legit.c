@@ -10,6 +10,9 @@
  *    and the workaround, never an abort (mpi.legit.longpath runs the same
  *    path with the workaround set and must open it);
  *  - a file that shrinks after it was opened: an error, never zeros;
+ *  - a float64 volume read directly where it can be: HDF5 converts it,
+ *    and shared_window auto keeps MPI windows (0.13: files only where
+ *    pread writes them);
  *  - host batches larger than the node's memory: SLABFEED_ERR_NOMEM at
  *    open. */
 #include <sys/stat.h>
@@ -109,6 +112,57 @@ static void partly_written(const char *path)
   c.batch = 3;
   c.halo = 2;
   compare_reader(&c, 4, "partly written chunked dataset (fill 7.5)");
+}
+
+/* (4,12,10,8) channels-first float64, contiguous, the index function's
+ * values (exact in float32). Opened with read_mode direct: the crops
+ * equal the serial reader's, and on several ranks of one node the slabs
+ * are a window per rank, not files (pread cannot take float64). */
+static void float64_volume(const char *path)
+{
+  if (rank == 0) {
+    const hsize_t dims[4] = {4, 12, 10, 8};
+    double *v = malloc(4 * 12 * 10 * 8 * sizeof *v);
+    for (int c = 0; c < 4; c++)
+      for (int z = 0; z < 12; z++)
+        for (int y = 0; y < 10; y++)
+          for (int x = 0; x < 8; x++)
+            v[((c * 12 + z) * 10 + y) * 8 + x] =
+                slabfeed_index_value(0, c, z, y, x);
+    const hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t sp = H5Screate_simple(4, dims, NULL);
+    const hid_t d = H5Dcreate2(f, "Nbody", H5T_IEEE_F64LE, sp, H5P_DEFAULT,
+                               H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(v != NULL && d >= 0 &&
+              H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                       v) >= 0,
+          "write %s", path);
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5Fclose(f);
+    free(v);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  slabfeed_config c;
+  slabfeed_config_init(&c);
+  c.path = path;
+  c.input = "Nbody";
+  c.layout = SLABFEED_LAYOUT_CF;
+  c.read_mode = SLABFEED_READ_DIRECT;
+  c.crop[0] = c.crop[1] = c.crop[2] = 6;
+  c.batch = 2;
+  c.halo = 2;
+  compare_reader(&c, 3, "float64 volume, read_mode direct");
+  slabfeed_loader *l = NULL;
+  char err[1024] = "", how[4096] = "";
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK &&
+            slabfeed_placement(l, how, sizeof how) == SLABFEED_OK,
+        "float64: open: %s", err);
+  CHECK(strstr(how, "files of each rank's own") == NULL &&
+            (size == 1 || getenv("SLABFEED_RANK_PER_NODE") != NULL ||
+             strstr(how, "shared memory: a window per rank") != NULL),
+        "float64 on %d ranks: the slabs in windows, not files: %s", size, how);
+  slabfeed_close(l);
 }
 
 /* Channels-last with Z = 3 < C = 4. */
@@ -365,6 +419,8 @@ int main(int argc, char **argv)
   char a[64], b[64], c[64];
   snprintf(a, sizeof a, "legit_np%d_partial.h5", size);
   partly_written(a);
+  snprintf(a, sizeof a, "legit_np%d_f64.h5", size);
+  float64_volume(a);
   snprintf(a, sizeof a, "legit_np%d_thin.h5", size);
   snprintf(b, sizeof b, "legit_np%d_thinraw.h5", size);
   thin_channels_last(a, b);

@@ -250,9 +250,13 @@ static void open_store(slabfeed_loader *l, sf__volume *v,
   }
   o.cuts = cuts;
   /* Whether the open's read will be direct: rank 0's word, as the read
-   * mode's (sf__volume_read), so that auto's files are agreed. */
+   * mode's (sf__volume_read), so that auto's files are agreed; not where
+   * a dataset's type rules pread out (float64: HDF5 converts it). */
   char fs[64];
-  o.file_read = l->rank == 0 && v->suite.n > 0 &&
+  int types = 1;
+  for (int k = 0; k < l->cfg.ndsets && k < 2; k++)
+    types = types && (info[k].type_bits == 16 || info[k].type_bits == 32);
+  o.file_read = l->rank == 0 && v->suite.n > 0 && types &&
                 sf__volume_direct_wanted(v, v->suite.path[0], fs, sizeof fs);
   const int rc = MPI_Bcast(&o.file_read, 1, MPI_INT, 0, l->comm);
   if (rc != MPI_SUCCESS && e->status == SLABFEED_OK)
