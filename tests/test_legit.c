@@ -68,6 +68,21 @@ static void compare_reader(const slabfeed_config *c, int steps,
   slabfeed_close(l);
 }
 
+/* A loader of path's channels-first "Nbody" alone: crops of edge `crop`,
+ * `batch` a step, halo 2. */
+static slabfeed_config nbody_config(const char *path, int64_t crop, int batch)
+{
+  slabfeed_config c;
+  slabfeed_config_init(&c);
+  c.path = path;
+  c.input = "Nbody";
+  c.layout = SLABFEED_LAYOUT_CF;
+  c.crop[0] = c.crop[1] = c.crop[2] = crop;
+  c.batch = batch;
+  c.halo = 2;
+  return c;
+}
+
 /* (4,16,12,10) channels-first, chunks (1,4,12,10), fill value 7.5, only
  * planes z < 8 written: the chunks of z >= 8 are never allocated. */
 static void partly_written(const char *path)
@@ -103,14 +118,7 @@ static void partly_written(const char *path)
     free(v);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  slabfeed_config c;
-  slabfeed_config_init(&c);
-  c.path = path;
-  c.input = "Nbody";
-  c.layout = SLABFEED_LAYOUT_CF;
-  c.crop[0] = c.crop[1] = c.crop[2] = 8;
-  c.batch = 3;
-  c.halo = 2;
+  slabfeed_config c = nbody_config(path, 8, 3);
   compare_reader(&c, 4, "partly written chunked dataset (fill 7.5)");
 }
 
@@ -143,15 +151,8 @@ static void float64_volume(const char *path)
     free(v);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  slabfeed_config c;
-  slabfeed_config_init(&c);
-  c.path = path;
-  c.input = "Nbody";
-  c.layout = SLABFEED_LAYOUT_CF;
+  slabfeed_config c = nbody_config(path, 6, 2);
   c.read_mode = SLABFEED_READ_DIRECT;
-  c.crop[0] = c.crop[1] = c.crop[2] = 6;
-  c.batch = 2;
-  c.halo = 2;
   compare_reader(&c, 3, "float64 volume, read_mode direct");
   slabfeed_loader *l = NULL;
   char err[1024] = "", how[4096] = "";
