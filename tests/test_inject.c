@@ -62,6 +62,8 @@ static void stage_words(const char *stage, char *what, size_t n)
     snprintf(what, n, "cannot create the shared-memory file");
   else if (strcmp(stage, "alloc.table") == 0)
     snprintf(what, n, "cannot allocate the window table");
+  else if (strcmp(stage, "shm.room") == 0)
+    snprintf(what, n, "of /dev/shm for shared_window file, which has");
   else if (strcmp(stage, "alloc.map") == 0)
     snprintf(what, n, "cannot open node rank");
   else if (strcmp(stage, "alloc") == 0)
@@ -185,6 +187,24 @@ int main(int argc, char **argv)
     open_stage(&d, "alloc.map", 0);
     open_stage(&d, "window", 0);
     open_stage(&d, "read.direct", size - 1);
+    /* /dev/shm without room (test switch: 1000 bytes free), seen by the
+     * machine's first rank alone: shared_window file fails on every
+     * rank with its word; auto takes windows and says why. */
+    setenv("SLABFEED_TEST_SHM_FREE", "1000", 1);
+    open_stage(&d, "shm.room", 0);
+    slabfeed_config a = d;
+    a.shared_window = SLABFEED_WINDOW_AUTO;
+    slabfeed_loader *l = NULL;
+    char err[1024] = "", how[4096] = "";
+    CHECK(slabfeed_open(MPI_COMM_WORLD, &a, &l, err, sizeof err) ==
+                  SLABFEED_OK &&
+              slabfeed_placement(l, how, sizeof how) == SLABFEED_OK,
+          "auto without room in /dev/shm: %s", err);
+    CHECK(l == NULL || size == 1 || getenv("SLABFEED_RANK_PER_NODE") != NULL ||
+              strstr(how, "(not files: the slabs need") != NULL,
+          "auto without room: windows, and why: %s", how);
+    slabfeed_close(l);
+    unsetenv("SLABFEED_TEST_SHM_FREE");
     files_mode = 0;
     /* None of the node's files is left behind (they carry the pid of the
      * node's first rank: every rank looks for its own). */

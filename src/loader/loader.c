@@ -122,11 +122,10 @@ static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v,
   const int huge = l->cfg.pub.huge_pages == SLABFEED_HUGE_AUTO;
   if (sink == NULL && e->status == SLABFEED_OK)
     sf__huge_advise(ss->base, (size_t)ss->bytes, huge);
-  /* Not a segment that is a file of the library's own (shared_window
-   * file) that a direct read will write as a file, unfaulted. */
-  char fs[64];
-  l->as_file = sink == NULL && ss->fileback >= 0 && v->suite.n > 0 &&
-               sf__volume_direct_wanted(v, v->suite.path[0], fs, sizeof fs);
+  /* Not segment files of the library's own (shared_window file, or
+   * auto's) that the direct read will write as files, unfaulted: the
+   * word agreed before the store was made (open_store). */
+  l->as_file = sink == NULL && ss->fileback >= 0 && ss->file_read;
   if (touch > 1 && sink == NULL && !l->as_file && e->status == SLABFEED_OK)
     sf__populate(ss->base, (size_t)ss->bytes, touch);
   /* The read's outcome is agreed; the sink's end is local, so publish
@@ -584,8 +583,9 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
            (double)s->fill_remote / 1e9, how);
   size_t used = strlen(buf);
   if (l->read_how[0] != '\0' && used + 1 < len) {
-    const char *which =
-        s->files_auto ? "shared_window auto" : "shared_window file";
+    const char *which = sf__store_files_option(s);
+    const char *win =
+        s->n_shm > 1 ? "a window per rank" : "one window for the node";
     char mem[224];
     if (l->as_file)
       snprintf(mem, sizeof mem,
@@ -601,11 +601,9 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
       snprintf(mem, sizeof mem,
                "%s (not files: the slabs need %.2f GB of /dev/shm, which has "
                "%.2f GB free)",
-               s->n_shm > 1 ? "a window per rank" : "one window for the node",
-               s->files_need, s->files_have);
+               win, s->files_need, s->files_have);
     else
-      snprintf(mem, sizeof mem, "%s",
-               s->n_shm > 1 ? "a window per rank" : "one window for the node");
+      snprintf(mem, sizeof mem, "%s", win);
     snprintf(buf + used, len - used, "; slab reads: %s; shared memory: %s",
              l->read_how, mem);
     used = strlen(buf);

@@ -125,8 +125,7 @@ static int64_t part_bytes(int64_t bytes, int threads)
          SF_STORE_PART_ALIGN;
 }
 
-/* The option that made the segments files: for messages. */
-static const char *files_word(const sf__store *s)
+const char *sf__store_files_option(const sf__store *s)
 {
   return s->files_auto ? "shared_window auto" : "shared_window file";
 }
@@ -186,7 +185,7 @@ static int files_fit(sf__store *s, int want, int explicit, sf__err *e)
   if (rc != MPI_SUCCESS) {
     fit = 0;
     if (e->status == SLABFEED_OK)
-      sf__fail_mpi(e, rc, "MPI_Allreduce (the machine's slab files)");
+      sf__fail_mpi(e, rc, "MPI (the room of the machine's slab files)");
   }
   s->files_need = (double)need / 1e9;
   return fit;
@@ -224,7 +223,7 @@ static char *map_parts(const sf__store *s, const char *prefix, int k,
       sf__fail(e, SLABFEED_ERR_IO,
                "cannot open node rank %d's slab file %s of %lld bytes (%s): "
                "%s",
-               k, name, (long long)len, files_word(s),
+               k, name, (long long)len, sf__store_files_option(s),
                fail    ? "injected failure (test)"
                : !seen ? strerror(errno)
                        : "it is shorter");
@@ -303,7 +302,7 @@ static slabfeed_status make_files(sf__store *s, sf__err *e)
                                                   : SLABFEED_ERR_IO,
                "cannot create the shared-memory file %s of %lld bytes for "
                "the slab (%s): %s",
-               name, (long long)len, files_word(s),
+               name, (long long)len, sf__store_files_option(s),
                injected ? "injected failure (test)" : strerror(errno));
   }
   s->n_fds = made;
@@ -630,6 +629,7 @@ slabfeed_status sf__store_open(sf__store *s, MPI_Comm comm, int ndsets,
   make_node(s, o->rank_per_node, e);
   /* With files, per_rank steers only the writer's windows: auto's rule. */
   s->files = o->shared_window == SLABFEED_WINDOW_FILE;
+  s->file_read = o->file_read;
   s->files_auto = o->shared_window == SLABFEED_WINDOW_AUTO && o->file_read;
   s->per_rank = o->shared_window == SLABFEED_WINDOW_PER_RANK ||
                 ((o->shared_window == SLABFEED_WINDOW_AUTO || s->files) &&

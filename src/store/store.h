@@ -71,6 +71,7 @@ typedef struct sf__store {
    * (sf__fileback_add: handle fileback). files_need and files_have: the
    * machine's GB asked of /dev/shm and free there (0 where not asked). */
   int files, files_auto;
+  int file_read; /* sf__store_opts.file_read, as agreed */
   int64_t part;
   int n_parts, n_fds, fileback;
   int *seg_fds;
@@ -91,6 +92,10 @@ typedef struct sf__store {
    * GPU back end, which clears it before it frees the copies. */
   char **dpeer;
 } sf__store;
+
+/* The option that chose files for the segments (sf__store.files_auto):
+ * "shared_window auto" or "shared_window file", for messages. Local. */
+const char *sf__store_files_option(const sf__store *s);
 
 /* MPI_Win_sync of every window of the node's shared memory: this rank's
  * writes become visible to the node's ranks (before a barrier). Returns
