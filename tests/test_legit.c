@@ -46,16 +46,20 @@ static void compare_reader(const slabfeed_config *c, int steps,
     slabfeed_batch b = SLABFEED_BATCH_INIT;
     CHECK(slabfeed_next(l, &b, NULL) == SLABFEED_OK, "%s: next: %s", what,
           slabfeed_last_error(l));
-    const int64_t per = b.input.strides[0];
-    for (int i = 0; i < c->batch; i++) {
-      CHECK(slabfeed_reader_crop(r, c->input, c->layout, &b.origin[3 * i],
-                                 c->crop, b.symmetry[i], 0, NULL,
-                                 SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW,
-                                 want) == SLABFEED_OK,
-            "%s: reference crop: %s", what, slabfeed_reader_error(r));
-      bad += memcmp(want, (const float *)b.input.data + i * per,
-                    (size_t)per * sizeof(float)) != 0;
-      checked++;
+    /* The input, and the target where there is one (same grid). */
+    for (int t = 0; t < (c->target != NULL ? 2 : 1); t++) {
+      const slabfeed_tensor *got = t == 0 ? &b.input : &b.target;
+      const int64_t per = got->strides[0];
+      for (int i = 0; i < c->batch; i++) {
+        CHECK(slabfeed_reader_crop(r, t == 0 ? c->input : c->target, c->layout,
+                                   &b.origin[3 * i], c->crop, b.symmetry[i], 0,
+                                   NULL, SLABFEED_DTYPE_F32, SLABFEED_OUT_NCDHW,
+                                   want) == SLABFEED_OK,
+              "%s: reference crop: %s", what, slabfeed_reader_error(r));
+        bad += memcmp(want, (const float *)got->data + i * per,
+                      (size_t)per * sizeof(float)) != 0;
+        checked++;
+      }
     }
   }
   CHECK(bad == 0, "%s: %lld of %lld samples differ from the serial reader",
@@ -105,12 +109,21 @@ static void partly_written(const char *path)
     H5Pset_fill_value(dcpl, H5T_NATIVE_FLOAT, &fill);
     const hid_t d = H5Dcreate2(f, "Nbody", H5T_IEEE_F32LE, sp, H5P_DEFAULT,
                                dcpl, H5P_DEFAULT);
-    const hsize_t start[4] = {0, 0, 0, 0};
+    /* "Dense": contiguous, every plane written (planes z >= 8 repeat the
+     * first eight): read directly beside "Nbody". */
+    const hid_t dense = H5Dcreate2(f, "Dense", H5T_IEEE_F32LE, sp, H5P_DEFAULT,
+                                   H5P_DEFAULT, H5P_DEFAULT);
     const hid_t mem = H5Screate_simple(4, half, NULL);
-    H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, half, NULL);
-    CHECK(H5Dwrite(d, H5T_NATIVE_FLOAT, mem, sp, H5P_DEFAULT, v) >= 0,
-          "write the first planes");
+    for (hsize_t z = 0; z < 16; z += 8) {
+      const hsize_t start[4] = {0, z, 0, 0};
+      H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, half, NULL);
+      CHECK((z > 0 ||
+             H5Dwrite(d, H5T_NATIVE_FLOAT, mem, sp, H5P_DEFAULT, v) >= 0) &&
+                H5Dwrite(dense, H5T_NATIVE_FLOAT, mem, sp, H5P_DEFAULT, v) >= 0,
+            "write planes from %llu", (unsigned long long)z);
+    }
     H5Sclose(mem);
+    H5Dclose(dense);
     H5Dclose(d);
     H5Pclose(dcpl);
     H5Sclose(sp);
@@ -120,6 +133,28 @@ static void partly_written(const char *path)
   MPI_Barrier(MPI_COMM_WORLD);
   slabfeed_config c = nbody_config(path, 8, 3);
   compare_reader(&c, 4, "partly written chunked dataset (fill 7.5)");
+  /* Read directly on two threads a rank beside "Dense": on several ranks
+   * of a node with room in /dev/shm the slabs are files (auto), "Dense"
+   * written into them by pread and "Nbody" (pread cannot read unwritten
+   * chunks) through MPI-IO into its channels' pages, populated first. */
+  c.target = "Dense";
+  c.read_mode = SLABFEED_READ_DIRECT;
+  c.touch_threads = 2;
+  compare_reader(&c, 4, "partly written Nbody beside contiguous Dense, direct");
+  slabfeed_loader *l = NULL;
+  char err[1024] = "", how[4096] = "";
+  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK &&
+            slabfeed_placement(l, how, sizeof how) == SLABFEED_OK,
+        "partly written, direct: open: %s", err);
+  CHECK(strstr(how, "files of each rank's own") == NULL ||
+            strstr(how, "; read through MPI-IO (1 field), into pages "
+                        "populated first)") != NULL,
+        "partly written, direct, on %d ranks: files, one field populated "
+        "first: %s",
+        size, how);
+  if (rank == 0)
+    printf("  partly written, direct: %s\n", strstr(how, "shared memory"));
+  slabfeed_close(l);
 }
 
 /* (4,12,10,8) channels-first float64, contiguous, the index function's

@@ -126,15 +126,19 @@ static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v,
    * auto's) that the direct read will write as files, unfaulted: the
    * word agreed before the store was made (open_store). */
   l->as_file = sink == NULL && ss->fileback >= 0 && ss->file_read;
-  if (touch > 1 && sink == NULL && !l->as_file && e->status == SLABFEED_OK)
+  l->populated = touch > 1 && sink == NULL && !l->as_file;
+  if (l->populated && e->status == SLABFEED_OK)
     sf__populate(ss->base, (size_t)ss->bytes, touch);
   /* The read's outcome is agreed; the sink's end is local, so publish
    * (collective) runs after an agreed read whatever it says, carrying a
    * failure of the sink's last copies to the agreement below. */
   const slabfeed_status got = sf__volume_read(v, &l->store, sink, e);
-  /* What the read did (datasets pread cannot read went through MPI-IO and
-   * faulted the file's pages): the placement line says it. */
-  l->as_file = l->as_file && v->read_direct > 0 && v->read_other == 0;
+  /* What the read did (fields pread cannot read went through MPI-IO,
+   * into pages populated first where the rank has several threads): the
+   * placement line says it. */
+  l->file_mpiio = l->as_file ? v->read_mpiio : 0;
+  l->file_populated = l->as_file ? v->read_populated : 0;
+  l->as_file = l->as_file && v->read_direct > 0 && v->read_mpiio == 0;
   if (sink != NULL)
     l->ops->prepare_end(l->early, e);
   if (got == SLABFEED_OK)
@@ -592,12 +596,23 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
                "files of each rank's own (%d on this rank), written as files "
                "by the direct read (%s)",
                s->n_parts, which);
-    else if (s->files)
+    else if (s->files) {
+      /* Read through MPI-IO, whole or some fields: into pages populated
+       * first (the whole segment, or those fields' channels) where the
+       * rank has several threads, else faulted one by one as it wrote. */
+      const int some = l->file_mpiio > 0;
+      char fields[48] = "";
+      if (some)
+        snprintf(fields, sizeof fields, " (%d field%s)", l->file_mpiio,
+                 l->file_mpiio == 1 ? "" : "s");
       snprintf(mem, sizeof mem,
-               "files of each rank's own (%s; not read directly: their "
-               "pages fault as they are written)",
-               which);
-    else if (s->files_auto && s->files_need > 0)
+               "files of each rank's own (%d on this rank, %s; read through "
+               "MPI-IO%s, %s)",
+               s->n_parts, which, fields,
+               (some ? l->file_populated == l->file_mpiio : l->populated)
+                   ? "into pages populated first"
+                   : "their pages faulted as it wrote them");
+    } else if (s->files_auto && s->files_need > 0)
       snprintf(mem, sizeof mem,
                "%s (not files: the slabs need %.2f GB of /dev/shm, which has "
                "%.2f GB free)",
