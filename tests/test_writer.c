@@ -304,13 +304,13 @@ static void round_trip(const pass_case *k, int affine)
     if (mapped && rank == 0) {
       const uint64_t data =
           (uint64_t)(shape[0] * shape[1] * shape[2] * shape[3] * 4);
-      CHECK(
-          at_open >= data &&
-              strstr(how, k->nopopulate ? "pages reserved (fallocate)"
-                                        : "pages reserved (populated)") != NULL,
-          "%s: %llu bytes allocated at open for %llu of data; writer io "
-          "'%s'",
-          k->name, (unsigned long long)at_open, (unsigned long long)data, how);
+      CHECK(at_open >= data &&
+                strstr(how, k->nopopulate ? "GB by fallocate in"
+                                          : "GB populated in") != NULL,
+            "%s: %llu bytes allocated at open for %llu of data; writer io "
+            "'%s'",
+            k->name, (unsigned long long)at_open, (unsigned long long)data,
+            how);
     }
     /* Planned but the space not reserved: written, not mapped, and why. */
     if (planned && !mapped && rank == 0)

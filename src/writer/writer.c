@@ -1424,7 +1424,7 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
   if (sf__agree(w->comm, &e) == SLABFEED_OK)
     put_selfcheck(w, &e);
   const double t_file = sf__now();
-  double t_register = 0;
+  double t_register = 0, t_pages = 0;
 #ifdef SF_HAVE_CUDA
   /* The slabs (write_register) registered with CUDA beside the file's
    * creation. */
@@ -1458,8 +1458,11 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
     w->as.check_only = 0;
     if (sf__agree(w->comm, &e) == SLABFEED_OK && !w->mapped)
       sf__aside_reserve(&w->as, reserve_bytes(w, c.chunk), &e);
-    if (sf__agree(w->comm, &e) == SLABFEED_OK && w->mapped)
+    if (sf__agree(w->comm, &e) == SLABFEED_OK && w->mapped) {
+      const double t0 = sf__now();
       reserve_pages(w, &e);
+      t_pages = sf__now() - t0;
+    }
     if (sf__agree(w->comm, &e) == SLABFEED_OK)
       slab_bytes = fault_slab(w, huge, &e);
     /* Every rank's pages allocated: the file is covered (no read-back). */
@@ -1507,12 +1510,16 @@ slabfeed_status slabfeed_writer_open(slabfeed_loader *l,
       strcat(huge_how, ")");
     }
     const size_t used = strlen(w->io_how);
+    const int threads = w->map_fallocated ? 1 : w->touch;
     if (w->mapped)
       snprintf(w->io_how + used, sizeof w->io_how - used,
-               "; open: file created, mapped and its pages reserved (%s) "
-               "%.2f s%s",
-               w->map_fallocated ? "fallocate" : "populated", t_done - t_mem,
-               reg_how);
+               "; open: file created, mapped and its pages reserved %.2f s "
+               "(this rank's %.2f GB %s in %.2f s on %d thread%s)%s",
+               t_done - t_mem,
+               (double)(planes_of(w, w->rank) * plane_elems(w)) *
+                   sizeof(float) / 1e9,
+               w->map_fallocated ? "by fallocate" : "populated", t_pages,
+               threads, threads == 1 ? "" : "s", reg_how);
     else
       snprintf(w->io_how + used, sizeof w->io_how - used,
                "; open: slab windows and page faults %.2f s%s, file created "
