@@ -87,6 +87,20 @@ static slabfeed_config nbody_config(const char *path, int64_t crop, int batch)
   return c;
 }
 
+/* The placement line of a loader opened with c into how[len] (empty
+ * where the open fails, which is a failure of the test). */
+static void placement_of(const slabfeed_config *c, const char *what, char *how,
+                         size_t len)
+{
+  slabfeed_loader *l = NULL;
+  char err[1024] = "";
+  how[0] = '\0';
+  CHECK(slabfeed_open(MPI_COMM_WORLD, c, &l, err, sizeof err) == SLABFEED_OK &&
+            slabfeed_placement(l, how, len) == SLABFEED_OK,
+        "%s: open: %s", what, err);
+  slabfeed_close(l);
+}
+
 /* (4,16,12,10) channels-first, chunks (1,4,12,10), fill value 7.5, only
  * planes z < 8 written: the chunks of z >= 8 are never allocated. */
 static void partly_written(const char *path)
@@ -141,20 +155,17 @@ static void partly_written(const char *path)
   c.read_mode = SLABFEED_READ_DIRECT;
   c.touch_threads = 2;
   compare_reader(&c, 4, "partly written Nbody beside contiguous Dense, direct");
-  slabfeed_loader *l = NULL;
-  char err[1024] = "", how[4096] = "";
-  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK &&
-            slabfeed_placement(l, how, sizeof how) == SLABFEED_OK,
-        "partly written, direct: open: %s", err);
+  char how[4096];
+  placement_of(&c, "partly written, direct", how, sizeof how);
   CHECK(strstr(how, "files of each rank's own") == NULL ||
             strstr(how, "; read through MPI-IO (1 field), into pages "
                         "populated first)") != NULL,
         "partly written, direct, on %d ranks: files, one field populated "
         "first: %s",
         size, how);
+  const char *mem = strstr(how, "shared memory");
   if (rank == 0)
-    printf("  partly written, direct: %s\n", strstr(how, "shared memory"));
-  slabfeed_close(l);
+    printf("  partly written, direct: %s\n", mem != NULL ? mem : how);
 }
 
 /* (4,12,10,8) channels-first float64, contiguous, the index function's
@@ -189,16 +200,12 @@ static void float64_volume(const char *path)
   slabfeed_config c = nbody_config(path, 6, 2);
   c.read_mode = SLABFEED_READ_DIRECT;
   compare_reader(&c, 3, "float64 volume, read_mode direct");
-  slabfeed_loader *l = NULL;
-  char err[1024] = "", how[4096] = "";
-  CHECK(slabfeed_open(MPI_COMM_WORLD, &c, &l, err, sizeof err) == SLABFEED_OK &&
-            slabfeed_placement(l, how, sizeof how) == SLABFEED_OK,
-        "float64: open: %s", err);
+  char how[4096];
+  placement_of(&c, "float64", how, sizeof how);
   CHECK(strstr(how, "files of each rank's own") == NULL &&
             (size == 1 || getenv("SLABFEED_RANK_PER_NODE") != NULL ||
              strstr(how, "shared memory: a window per rank") != NULL),
         "float64 on %d ranks: the slabs in windows, not files: %s", size, how);
-  slabfeed_close(l);
 }
 
 /* Channels-last with Z = 3 < C = 4. */
