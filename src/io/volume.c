@@ -525,6 +525,9 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
                      mine > 0 ? all / mine : 1);
   int direct[2] = {0, 0}; /* datasets read with MPI-IO, with pread */
   v->read_mpiio = v->read_populated = 0;
+  /* Fields read through MPI-IO in any volume (each counted, and its
+   * channels' pages populated, once: they span every volume's planes). */
+  int via_mpiio[2][SF_MAX_FIELDS] = {{0}};
   for (int i = 0; i < v->suite.n; i++) {
     const char *path = v->suite.path[i];
     if (v->suite.z0[i + 1] == v->suite.z0[i])
@@ -553,7 +556,8 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
                              sf__h5_direct_ok(o.dset[d][f], &o.finfo[d][f]);
         if (how & SF_H5_DIRECT)
           direct[by_pread]++;
-        if (!by_pread && e->status == SLABFEED_OK) {
+        if (!by_pread && !via_mpiio[d][f] && e->status == SLABFEED_OK) {
+          via_mpiio[d][f] = 1;
           v->read_mpiio++;
           v->read_populated +=
               populate_unfaulted(v, s, d, c0, o.finfo[d][f].channels, sink);

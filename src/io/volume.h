@@ -33,7 +33,8 @@ typedef struct sf__volume {
   int read_flags;     /* the first file's SF_H5_* read flags */
   int read_direct;    /* after the read: datasets read with pread, */
   int read_other;     /* and read otherwise (MPI-IO) */
-  int read_mpiio;     /* fields read through MPI-IO, for any reason */
+  int read_mpiio;     /* fields read through MPI-IO in some volume, for
+                         any reason (each field counted once) */
   int read_populated; /* of those, fields whose pages in segment files left
                          unfaulted were populated first (populate_unfaulted) */
 } sf__volume;
