@@ -84,8 +84,7 @@ slabfeed_status sf__slab_read(sf__store *s, int d, int64_t c0, hid_t dset,
   else
     store_runs(s, s->rank, cap, z0, nz, f, runs,
                max_runs); /* the rest stay empty */
-  float *dst = (float *)(s->base + sf__store_offset(s, s->rank, d)) +
-               c0 * s->cube[d] * sf__store_chan(s, s->rank);
+  float *dst = sf__store_channel(s, d, c0);
   sf__h5_read(dset, path, name, info, runs, max_runs, dst,
               s->cube[d] * sf__store_chan(s, s->rank), mode,
               sf__core_share(s->node_size), sink, pg, e);

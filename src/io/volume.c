@@ -1,6 +1,7 @@
 #include "common/sys.h"
 #include "io/volume.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,26 +480,36 @@ static void said_how(sf__volume *v, const int direct[2], int node_ranks)
              direct[1] > 0 ? pread : rest, why, bound);
 }
 
-/* A field that MPI-IO reads into segment files which the open left
- * unfaulted (it expected every read direct: the store's agreed file_read)
- * would take one page fault per page on the reading thread. Its channels'
- * pages of this rank's segment are populated first on the rank's touch
- * threads, as a window's whole segment is (loader.c, read_slabs); where
- * one thread touches, nothing is gained and nothing is done. Returns 1
- * where it populated. Local. */
-static int populate_unfaulted(const sf__volume *v, const sf__store *s, int d,
-                              int64_t c0, int64_t channels,
-                              const sf__sink *sink)
+/* A field that MPI-IO reads into memory the caller left unfaulted (segment
+ * files that direct reads write as files) would take one page fault per
+ * page on the reading thread, and a page the filesystem cannot back would
+ * be a SIGBUS there. Its channels' pages of this rank's segment are
+ * populated first on v->populate_mpiio threads; a refusal (no room in
+ * /dev/shm) is this rank's error, naming the field. Returns 1 where it
+ * populated, 0 where there was nothing to do or the kernel lacks
+ * MADV_POPULATE_WRITE (the read then faults the pages). Local. */
+static int populate_field(const sf__volume *v, const sf__store *s, int d,
+                          int64_t c0, int64_t channels, const char *path,
+                          const char *name, sf__err *e)
 {
-  const int touch = sf__touch_threads(v->cfg->pub.touch_threads, s->node_size);
-  if (sink != NULL || s->fileback < 0 || !s->file_read || s->base == NULL ||
-      touch < 2)
+  if (v->populate_mpiio < 2 || s->base == NULL)
     return 0;
-  const int64_t chan =
-      s->cube[d] * sf__store_chan(s, s->rank) * (int64_t)sizeof(float);
-  sf__populate(s->base + sf__store_offset(s, s->rank, d) + c0 * chan,
-               (size_t)(channels * chan), touch);
-  return 1;
+  const size_t bytes =
+      (size_t)(channels * s->cube[d] * sf__store_chan(s, s->rank)) *
+      sizeof(float);
+  const int err = sf__inject("read.populate", v->rank)
+                      ? ENOSPC
+                      : sf__populate_strict(sf__store_channel(s, d, c0), bytes,
+                                            v->populate_mpiio);
+  if (err != 0 && err != EINVAL)
+    sf__fail(e, SLABFEED_ERR_NOMEM,
+             "cannot populate %.2f MB of this rank's slab files for '%s' of "
+             "'%s' (read through MPI-IO): %s",
+             (double)bytes / 1e6, name, path,
+             err == EFAULT || err == ENOSPC
+                 ? "the filesystem has no room for them"
+                 : strerror(err));
+  return err == 0;
 }
 
 slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
@@ -560,7 +571,8 @@ slabfeed_status sf__volume_read(sf__volume *v, sf__store *s, sf__sink *sink,
           via_mpiio[d][f] = 1;
           v->read_mpiio++;
           v->read_populated +=
-              populate_unfaulted(v, s, d, c0, o.finfo[d][f].channels, sink);
+              populate_field(v, s, d, c0, o.finfo[d][f].channels,
+                             field_path(v, d, f, i), c->field[d][f].name, e);
         }
         sf__slab_read(s, d, c0, o.dset[d][f], field_path(v, d, f, i),
                       c->field[d][f].name, &o.finfo[d][f], z0, nz, how, sink,

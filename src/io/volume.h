@@ -33,10 +33,12 @@ typedef struct sf__volume {
   int read_flags;     /* the first file's SF_H5_* read flags */
   int read_direct;    /* after the read: datasets read with pread, */
   int read_other;     /* and read otherwise (MPI-IO) */
+  int populate_mpiio; /* in: threads that populate a field's pages before
+                         MPI-IO writes them, where the caller left the
+                         segment unfaulted for direct reads (0 or 1: none) */
   int read_mpiio;     /* fields read through MPI-IO in some volume, for
                          any reason (each field counted once) */
-  int read_populated; /* of those, fields whose pages in segment files left
-                         unfaulted were populated first (populate_unfaulted) */
+  int read_populated; /* of those, fields populated first (populate_mpiio) */
 } sf__volume;
 
 /* Collective over comm. Expands the path spec (io/suite.h) on rank 0 and

@@ -126,9 +126,12 @@ static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v,
    * auto's) that the direct read will write as files, unfaulted: the
    * word agreed before the store was made (open_store). */
   l->as_file = sink == NULL && ss->fileback >= 0 && ss->file_read;
-  l->populated = touch > 1 && sink == NULL && !l->as_file;
-  if (l->populated && e->status == SLABFEED_OK)
+  const int populated = touch > 1 && sink == NULL && !l->as_file;
+  if (populated && e->status == SLABFEED_OK)
     sf__populate(ss->base, (size_t)ss->bytes, touch);
+  /* Left unfaulted: a field pread cannot take is populated before MPI-IO
+   * writes it (sf__volume_read). */
+  v->populate_mpiio = l->as_file ? touch : 0;
   /* The read's outcome is agreed; the sink's end is local, so publish
    * (collective) runs after an agreed read whatever it says, carrying a
    * failure of the sink's last copies to the agreement below. */
@@ -137,7 +140,8 @@ static slabfeed_status read_slabs(slabfeed_loader *l, sf__volume *v,
    * into pages populated first where the rank has several threads): the
    * placement line says it. */
   l->file_mpiio = l->as_file ? v->read_mpiio : 0;
-  l->file_populated = l->as_file ? v->read_populated : 0;
+  l->mpiio_populated =
+      l->file_mpiio > 0 ? v->read_populated == v->read_mpiio : populated;
   l->as_file = l->as_file && v->read_direct > 0 && v->read_mpiio == 0;
   if (sink != NULL)
     l->ops->prepare_end(l->early, e);
@@ -600,18 +604,16 @@ slabfeed_status slabfeed_placement(const slabfeed_loader *l, char *buf,
       /* Read through MPI-IO, whole or some fields: into pages populated
        * first (the whole segment, or those fields' channels) where the
        * rank has several threads, else faulted one by one as it wrote. */
-      const int some = l->file_mpiio > 0;
       char fields[48] = "";
-      if (some)
+      if (l->file_mpiio > 0)
         snprintf(fields, sizeof fields, " (%d field%s)", l->file_mpiio,
                  l->file_mpiio == 1 ? "" : "s");
       snprintf(mem, sizeof mem,
                "files of each rank's own (%d on this rank, %s; read through "
                "MPI-IO%s, %s)",
                s->n_parts, which, fields,
-               (some ? l->file_populated == l->file_mpiio : l->populated)
-                   ? "into pages populated first"
-                   : "their pages faulted as it wrote them");
+               l->mpiio_populated ? "into pages populated first"
+                                  : "their pages faulted as it wrote them");
     } else if (s->files_auto && s->files_need > 0)
       snprintf(mem, sizeof mem,
                "%s (not files: the slabs need %.2f GB of /dev/shm, which has "

@@ -22,9 +22,9 @@ struct slabfeed_loader {
   char read_how[480]; /* how the open's slab reads went (io/volume.h) */
   char huge_how[160]; /* what the segment's pages are (sf__huge_report) */
   int as_file;        /* the open's read wrote the segment as its file (0.12) */
-  int file_mpiio;     /* segment files: fields MPI-IO read into them, */
-  int file_populated; /* and of those, populated first (io/volume.h) */
-  int populated;      /* the whole segment populated before the read */
+  int file_mpiio;     /* segment files: fields MPI-IO read into them */
+  int mpiio_populated;  /* what MPI-IO wrote into segment files was populated
+                           first (those fields, or the whole segment) */
   char reside_how[512]; /* device batches: where crops are read from
                            (as long as sf__resident.how) */
   void *early;          /* what the back end's prepare made (backend.h) */

@@ -54,6 +54,12 @@ int64_t sf__store_offset(const sf__store *s, int r, int d)
   return off;
 }
 
+float *sf__store_channel(const sf__store *s, int d, int64_t c)
+{
+  return (float *)(s->base + sf__store_offset(s, s->rank, d)) +
+         c * s->cube[d] * sf__store_chan(s, s->rank);
+}
+
 /* Segment size of rank r, overflow-checked; -1 on overflow. */
 static int64_t segment_bytes(const sf__store *s, int r)
 {

@@ -121,6 +121,9 @@ int64_t sf__store_at(const sf__store *s, int r, int64_t q);
 int64_t sf__store_pitch(const sf__store *s, int r, int64_t q, int64_t yx[2]);
 /* Byte offset of dataset d inside rank r's segment. */
 int64_t sf__store_offset(const sf__store *s, int r, int d);
+/* Channel c of dataset d in this rank's segment: its cube[d] x
+ * sf__store_chan floats start here. */
+float *sf__store_channel(const sf__store *s, int d, int64_t c);
 
 /* Collective over comm. Finds the nodes, agrees on the per-node budget,
  * chooses the placement and allocates this rank's segment in the node's
